@@ -1,0 +1,28 @@
+# `make test` and `make demo` work on a fresh machine: they create the virtual
+# environment and install the package into it when needed.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: test test-slow demo bench clean
+
+$(STAMP): setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" --durations=10 tests
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow tests
+
+demo: $(STAMP)
+	@echo "make demo: not yet (the end-to-end demo lands with issue 10)."
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

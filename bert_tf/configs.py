@@ -1,0 +1,146 @@
+"""BertConfig: the fields of google-research/bert's `bert_config.json`."""
+
+import dataclasses
+import json
+import os
+
+# "gelu" is the exact erf GELU the released checkpoints were trained with; the tanh
+# approximation has its own name.
+HIDDEN_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swish")
+
+_POSITIVE_INT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+_PROBABILITY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+    """Hyper-parameters of a BERT encoder, as in google-research's `bert_config.json`.
+
+    Attributes:
+        vocab_size: Size of the WordPiece vocabulary.
+        hidden_size: Width H of every Transformer layer.
+        num_hidden_layers: Number of Transformer layers L.
+        num_attention_heads: Number of attention heads A; must divide `hidden_size`.
+        intermediate_size: Width of the feed-forward block.
+        hidden_act: One of `HIDDEN_ACTIVATIONS`.
+        hidden_dropout_prob: Dropout on embeddings and every sub-layer output.
+        attention_probs_dropout_prob: Dropout on the attention probabilities.
+        max_position_embeddings: Longest sequence the position table covers.
+        type_vocab_size: Number of segment ids.
+        initializer_range: Stddev of the truncated-normal initializer.
+    """
+
+    vocab_size: int
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 16
+    initializer_range: float = 0.02
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Raises ValueError naming the field when a value cannot work."""
+        for name in _POSITIVE_INT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        for name in _PROBABILITY_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be a number in [0, 1), got {value!r}.")
+        if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
+            raise ValueError(
+                f"`initializer_range` must be a positive number, "
+                f"got {self.initializer_range!r}."
+            )
+        if self.hidden_act not in HIDDEN_ACTIVATIONS:
+            raise ValueError(
+                f"unknown `hidden_act` {self.hidden_act!r}; "
+                f"expected one of {', '.join(HIDDEN_ACTIVATIONS)}."
+            )
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"`hidden_size` ({self.hidden_size}) must be divisible by "
+                f"`num_attention_heads` ({self.num_attention_heads})."
+            )
+
+    @property
+    def attention_head_size(self):
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def field_names(cls):
+        return [field.name for field in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values, source="config"):
+        """Builds a config from a dict of `bert_config.json` fields.
+
+        Args:
+            values: Mapping of field name to value. `vocab_size` is required.
+            source: What to call the input in error messages (e.g. a file path).
+
+        Raises:
+            ValueError: on unknown keys, a missing `vocab_size` or an invalid value.
+        """
+        if not isinstance(values, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}.")
+        known = set(cls.field_names())
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown BERT config keys {unknown}; expected keys are "
+                f"{sorted(known)}."
+            )
+        if "vocab_size" not in values:
+            raise ValueError(f"{source}: missing required key `vocab_size`.")
+        try:
+            return cls(**values)
+        except ValueError as e:
+            raise ValueError(f"{source}: {e}") from None
+
+    @classmethod
+    def from_json_file(cls, path):
+        """Reads a `bert_config.json`; errors name the file and the problem."""
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"BERT config file not found: {path}")
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})."
+            ) from e
+        return cls.from_dict(values, source=path)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def to_json_string(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, path):
+        """Writes the config as `bert_config.json` (temporary name, then rename)."""
+        path = os.fspath(path)
+        tmp_path = path + ".tmp"
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(self.to_json_string())
+        os.replace(tmp_path, path)
