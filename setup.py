@@ -1,6 +1,10 @@
 """bert_tf: BERT pre-training and fine-tuning for TensorFlow 2 / Keras 3."""
 
+import pathlib
+
 import setuptools
+
+HERE = pathlib.Path(__file__).parent
 
 # tensorflow-text ships one build per TensorFlow minor version: keep the two ranges in step.
 INSTALL_REQUIRES = [
@@ -16,20 +20,27 @@ INSTALL_REQUIRES = [
 
 TEST_REQUIRES = ["pytest>=7", "scipy>=1.10"]
 
-CONSOLE_SCRIPTS = [
-    "bert_create_pretraining_data=data_prep.create_pretraining_data:run_main",
-    "bert_build_vocab=data_prep.build_vocab:run_main",
-]
+# Every CLI module defines `run_main()`; its console script is `bert-<module-name>`, e.g.
+# run_squad.py -> bert-run-squad, data_prep/build_vocab.py -> bert-build-vocab.
+RUNNER_MODULES = sorted(
+    p.stem for pattern in ("run_*.py", "export_model.py", "extract_features.py")
+    for p in HERE.glob(pattern))
+DATA_PREP_CLIS = sorted(
+    p.stem for name in ("create_pretraining_data.py", "build_vocab.py")
+    for p in (HERE / "data_prep").glob(name))
+CONSOLE_SCRIPTS = (
+    [f"bert-{m.replace('_', '-')}={m}:run_main" for m in RUNNER_MODULES]
+    + [f"bert-{m.replace('_', '-')}=data_prep.{m}:run_main" for m in DATA_PREP_CLIS])
 
 setuptools.setup(
     name="bert_tf",
     version="0.1.0",
     description="BERT pre-training and fine-tuning for TensorFlow 2 / Keras 3",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=(HERE / "README.md").open(encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "data_prep", "data_prep.*"]),
-    py_modules=[],
+    py_modules=RUNNER_MODULES,
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
