@@ -1,0 +1,92 @@
+"""Multi-head self-attention with an additive padding mask (Vaswani et al., sec. 3.2)."""
+
+import math
+
+import keras
+import tensorflow as tf
+
+from bert_tf.layers.dense import Projection
+
+# Added to the scores of padded keys, as in google-research/bert.
+MASK_ADDER = -10000.0
+
+
+def attention_bias_from_mask(input_mask):
+    """Additive float32 bias [B, 1, 1, S]: 0 for real tokens, -10000 for padding.
+
+    Args:
+        input_mask: [B, S] integer or boolean tensor, 1 for real tokens.
+    """
+    mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
+    return (1.0 - mask) * MASK_ADDER
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Scaled dot-product self-attention over A heads, returning the concatenated heads.
+
+    Sub-layers `query`, `key`, `value` (google-research: `attention/self/query` ...)
+    keep separate [H, H] kernels; the call concatenates them into one [H, 3H]
+    projection so that the three matmuls run as one. Scores, mask and softmax are
+    float32 under mixed precision.
+
+    Args:
+        hidden_size: Model width H.
+        num_heads: Number of heads A (divides H).
+        dropout_rate: Dropout on the attention probabilities.
+        initializer_range: Stddev of the truncated-normal initializer.
+    """
+
+    def __init__(self, hidden_size, num_heads, dropout_rate=0.1, initializer_range=0.02,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size ({hidden_size}) must be divisible by "
+                             f"num_heads ({num_heads}).")
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        self.head_size = hidden_size // num_heads
+        self.query, self.key, self.value = (
+            Projection(hidden_size, initializer_range=initializer_range, name=name,
+                       dtype=self.dtype_policy) for name in ("query", "key", "value"))
+        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout",
+                                            dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        for projection in (self.query, self.key, self.value):
+            projection.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, hidden_states, attention_bias, training=None):
+        """Args: hidden_states [B, S, H]; attention_bias float32 [B, 1, 1, S].
+
+        Returns: [B, S, H], the heads' context vectors side by side.
+        """
+        shape = tf.shape(hidden_states)
+        batch_size, seq_length = shape[0], shape[1]
+        dtype = self.compute_dtype
+        kernel = tf.concat([tf.cast(p.kernel, dtype) for p in (
+            self.query, self.key, self.value)], axis=1)  # [H, 3H]
+        bias = tf.concat([tf.cast(p.bias, dtype) for p in (
+            self.query, self.key, self.value)], axis=0)  # [3H]
+        flat = tf.reshape(hidden_states, [-1, self.hidden_size])  # [B*S, H]
+        qkv = tf.nn.bias_add(tf.matmul(flat, kernel), bias)  # [B*S, 3H]
+        qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
+        qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, A, S, d]
+        query = qkv[0] * tf.cast(1.0 / math.sqrt(self.head_size), dtype)  # [B, A, S, d]
+        scores = tf.matmul(query, qkv[1], transpose_b=True)  # [B, A, S, S]
+        scores = tf.cast(scores, tf.float32) + attention_bias
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
+        probs = self.dropout(probs, training=training)
+        context = tf.matmul(probs, qkv[2])  # [B, A, S, d]
+        context = tf.transpose(context, [0, 2, 1, 3])  # [B, S, A, d]
+        return tf.reshape(context, [batch_size, seq_length, self.hidden_size])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                      dropout_rate=self.dropout_rate,
+                      initializer_range=self.initializer_range)
+        return config

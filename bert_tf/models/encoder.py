@@ -1,0 +1,138 @@
+"""BertEncoder: the BERT backbone (embeddings, L Transformer blocks, pooler)."""
+
+import keras
+import tensorflow as tf
+
+from bert_tf.configs import BertConfig
+from bert_tf.layers.attention import attention_bias_from_mask
+from bert_tf.layers.embeddings import BertEmbeddings
+from bert_tf.layers.heads import Pooler
+from bert_tf.layers.transformer import TransformerBlock
+
+
+def as_bert_config(config):
+    """Accepts a BertConfig or a dict of its fields; returns a BertConfig."""
+    if isinstance(config, BertConfig):
+        return config
+    if isinstance(config, dict):
+        return BertConfig.from_dict(dict(config))
+    raise TypeError(f"`config` must be a BertConfig or a dict, got {type(config).__name__}.")
+
+
+def standardize_inputs(inputs):
+    """Returns int32 (input_ids, input_mask, segment_ids) from the encoder's input dict.
+
+    `input_mask` defaults to all ones and `segment_ids` to all zeros when absent.
+
+    Raises:
+        ValueError: naming the missing key when `input_ids` is absent.
+    """
+    if not isinstance(inputs, dict) or "input_ids" not in inputs:
+        raise ValueError("BERT models take a dict with int tensors `input_ids`, "
+                         "`input_mask`, `segment_ids` of shape [batch, seq_length]; "
+                         f"got {type(inputs).__name__} without `input_ids`.")
+    input_ids = tf.cast(inputs["input_ids"], tf.int32)
+    input_mask = inputs.get("input_mask")
+    input_mask = tf.ones_like(input_ids) if input_mask is None else tf.cast(
+        input_mask, tf.int32)
+    segment_ids = inputs.get("segment_ids")
+    segment_ids = tf.zeros_like(input_ids) if segment_ids is None else tf.cast(
+        segment_ids, tf.int32)
+    return input_ids, input_mask, segment_ids
+
+
+class PretrainedMixin:
+    """`from_pretrained` for every BERT model class (see bert_tf.checkpoints)."""
+
+    @classmethod
+    def from_pretrained(cls, path, config=None, return_report=False, **head_kwargs):
+        """Builds this model from a released checkpoint and loads its weights.
+
+        Args:
+            path: A google-research folder (bert_config.json + bert_model.ckpt.*), a
+                TF1 checkpoint prefix (config beside it or passed as `config`), or a
+                Hugging Face folder (config.json + model.safetensors).
+            config: BertConfig, dict or path of a bert_config.json; overrides the one
+                found beside the checkpoint.
+            return_report: Also return the `checkpoints.LoadReport`.
+            **head_kwargs: Passed to the model class (e.g. `num_classes`).
+
+        Returns:
+            The model, or (model, report) when `return_report`.
+        """
+        # Imported here: checkpoints sits above models in the dependency order.
+        from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+        return checkpoints.from_pretrained(cls, path, config=config,
+                                           return_report=return_report, **head_kwargs)
+
+    @classmethod
+    def from_encoder(cls, encoder, **head_kwargs):
+        """Builds this model around an existing encoder (used by `from_pretrained`)."""
+        return cls(encoder, **head_kwargs)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(PretrainedMixin, keras.Model):
+    """BERT encoder (Devlin et al., 2019), post-LayerNorm Transformer.
+
+    Call with a dict of int tensors `input_ids`, `input_mask`, `segment_ids`, each
+    [B, S] (any S up to `max_position_embeddings`). Returns a dict:
+    `sequence_output` [B, S, H], `pooled_output` [B, H] and `encoder_outputs`, the
+    list of the L blocks' outputs [B, S, H].
+
+    Sub-layers: `embeddings`, `layer_0` ... `layer_{L-1}`, `pooler`.
+
+    Args:
+        config: A `BertConfig` or a dict of its fields.
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = as_bert_config(config)
+        cfg = self.config
+        policy = self.dtype_policy
+        self.embeddings = BertEmbeddings(
+            cfg.vocab_size, cfg.hidden_size, cfg.max_position_embeddings,
+            cfg.type_vocab_size, cfg.hidden_dropout_prob, cfg.initializer_range,
+            name="embeddings", dtype=policy)
+        self.transformer_layers = [
+            TransformerBlock(cfg.hidden_size, cfg.num_attention_heads,
+                             cfg.intermediate_size, cfg.hidden_act,
+                             cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob,
+                             cfg.initializer_range, name=f"layer_{index}", dtype=policy)
+            for index in range(cfg.num_hidden_layers)]
+        self.pooler = Pooler(cfg.hidden_size, cfg.initializer_range, name="pooler",
+                             dtype=policy)
+
+    def build(self, input_shape=None):
+        """Creates every variable; shapes come from the config, not the inputs."""
+        self.embeddings.build()
+        for block in self.transformer_layers:
+            block.build()
+        self.pooler.build()
+        self.built = True
+
+    def call(self, inputs, training=None):
+        input_ids, input_mask, segment_ids = standardize_inputs(inputs)
+        attention_bias = attention_bias_from_mask(input_mask)  # [B, 1, 1, S] float32
+        hidden_states = self.embeddings(input_ids, segment_ids, training=training)
+        encoder_outputs = []
+        for block in self.transformer_layers:
+            hidden_states = block(hidden_states, attention_bias, training=training)
+            encoder_outputs.append(hidden_states)
+        return {
+            "sequence_output": hidden_states,  # [B, S, H]
+            "pooled_output": self.pooler(hidden_states),  # [B, H]
+            "encoder_outputs": encoder_outputs,
+        }
+
+    @classmethod
+    def from_encoder(cls, encoder, **head_kwargs):
+        if head_kwargs:
+            raise ValueError(f"BertEncoder takes no head arguments, got {sorted(head_kwargs)}.")
+        return encoder
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        return config
