@@ -1,0 +1,227 @@
+"""tf.data pipelines over (sharded, optionally gzip-compressed) TFRecord files.
+
+`pretraining_dataset` reads the records of google-research/bert's
+`create_pretraining_data.py` (and ours): `input_ids`, `input_mask`, `segment_ids`
+[max_seq_length], `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`
+[max_predictions_per_seq], `next_sentence_labels` [1]. `tfrecord_dataset` is the generic
+pipeline under it, for any feature spec (the fine-tuning tasks use it too).
+
+Training pipeline, per input pipeline (one per worker under `tf.distribute`):
+files -> shard by `input_context` (file level; record level when there are fewer files
+than pipelines) -> repeat -> shuffle files -> parallel interleave -> shuffle records ->
+batch (per-replica batch, `drop_remainder`) -> parse -> int64 to int32 -> prefetch.
+Evaluation reads the files in order, once, without shuffling.
+
+A file whose first record does not hold the expected features with the expected lengths
+is reported by name, with the feature and the flag to fix, before training starts
+(`check_record_shapes`).
+"""
+
+import os
+
+import tensorflow as tf
+
+COMPRESSION_TYPES = ("auto", "none", "GZIP", "ZLIB")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def pretraining_features(max_seq_length, max_predictions_per_seq):
+    """The pre-training record spec: feature name -> tf.io.FixedLenFeature."""
+    return {
+        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+
+
+# Which flag sets the length of each pre-training feature, for error messages.
+_LENGTH_FLAGS = {
+    "input_ids": "max_seq_length", "input_mask": "max_seq_length",
+    "segment_ids": "max_seq_length", "masked_lm_positions": "max_predictions_per_seq",
+    "masked_lm_ids": "max_predictions_per_seq",
+    "masked_lm_weights": "max_predictions_per_seq",
+}
+
+
+def expand_input_files(input_patterns):
+    """Expands comma-separated globs (a string or a list of them) to a sorted file list.
+
+    Raises:
+        ValueError: naming a pattern that matches no file.
+    """
+    if isinstance(input_patterns, str):
+        input_patterns = [input_patterns]
+    files = []
+    for pattern_list in input_patterns:
+        for pattern in pattern_list.split(","):
+            pattern = pattern.strip()
+            if not pattern:
+                continue
+            matched = sorted(tf.io.gfile.glob(pattern)) if not os.path.exists(pattern) \
+                else [pattern]
+            if not matched:
+                raise ValueError(f"input file pattern {pattern!r} matches no file")
+            files.extend(matched)
+    if not files:
+        raise ValueError(f"no input files given (got {input_patterns!r})")
+    return files
+
+
+def detect_compression(path):
+    """"GZIP" when the file starts with the gzip magic bytes, else "" (plain TFRecord)."""
+    with tf.io.gfile.GFile(path, "rb") as stream:
+        head = stream.read(2)
+    return "GZIP" if head == _GZIP_MAGIC else ""
+
+
+def resolve_compression(files, compression="auto"):
+    """The TFRecord compression type shared by `files` ("" for none).
+
+    Raises:
+        ValueError: for an unknown `compression` or files that mix compressions.
+    """
+    if compression not in COMPRESSION_TYPES:
+        raise ValueError(f"compression must be one of {COMPRESSION_TYPES}, got {compression!r}")
+    if compression != "auto":
+        return "" if compression == "none" else compression
+    kinds = {path: detect_compression(path) for path in files}
+    if len(set(kinds.values())) > 1:
+        gz = next(p for p, k in kinds.items() if k)
+        plain = next(p for p, k in kinds.items() if not k)
+        raise ValueError(f"input files mix compressions: {gz} is gzip, {plain} is not; "
+                         "pass one kind, or set the compression explicitly")
+    return next(iter(kinds.values()))
+
+
+def _feature_length(feature):
+    kind = feature.WhichOneof("kind")
+    return len(getattr(feature, kind).value) if kind else 0
+
+
+def check_record_shapes(files, name_to_features, compression_type="", records_per_file=1):
+    """Checks the first records of every file against the feature spec.
+
+    Raises:
+        ValueError: naming the file, the record, the feature, its length and the expected
+            length (and the flag that sets it), or the missing feature.
+    """
+    for path in files:
+        dataset = tf.data.TFRecordDataset(path, compression_type=compression_type)
+        try:
+            for index, serialized in enumerate(dataset.take(records_per_file)):
+                example = tf.train.Example.FromString(serialized.numpy())
+                _check_example(path, index, example, name_to_features)
+        except tf.errors.DataLossError as error:
+            raise ValueError(f"{path}: not a readable TFRecord file "
+                             f"(compression {compression_type or 'none'!r}): "
+                             f"{error.message}") from error
+
+
+def _check_example(path, index, example, name_to_features):
+    features = example.features.feature
+    for name, spec in name_to_features.items():
+        if not isinstance(spec, tf.io.FixedLenFeature):
+            continue
+        if name not in features:
+            if spec.default_value is None:
+                raise ValueError(f"{path}: record {index} has no feature {name!r} "
+                                 f"(has {sorted(features)})")
+            continue
+        expected = 1
+        for dim in spec.shape:
+            expected *= dim
+        got = _feature_length(features[name])
+        if got != expected:
+            flag = _LENGTH_FLAGS.get(name)
+            hint = f" (--{flag}={expected}; the records were made with {got})" if flag else ""
+            raise ValueError(f"{path}: record {index}, feature {name!r} has {got} values, "
+                             f"expected {expected}{hint}")
+
+
+def _shard_files(files, input_context):
+    """Files of this input pipeline, and whether records still need sharding."""
+    if input_context is None or input_context.num_input_pipelines == 1:
+        return files, False
+    count, index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if len(files) >= count:
+        return files[index::count], False
+    return files, True
+
+
+def _parse_batch(serialized, name_to_features):
+    parsed = tf.io.parse_example(serialized, name_to_features)
+    # TPUs (and our models) take int32; tf.Example stores int64.
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+            for name, t in parsed.items()}
+
+
+def tfrecord_dataset(input_files, name_to_features, global_batch_size, is_training,
+                     input_context=None, compression="auto", drop_remainder=True,
+                     shuffle_buffer_size=100, cycle_length=4, seed=None,
+                     check_shapes=True, repeat=None):
+    """Batched, parsed dataset over TFRecord files for one input pipeline.
+
+    Args:
+        input_files: File paths or comma-separated globs.
+        name_to_features: Feature spec for `tf.io.parse_example`.
+        global_batch_size: Batch over all replicas; each replica gets
+            `global_batch_size / num_replicas_in_sync` examples per batch.
+        is_training: Shuffle and repeat (training) or read once in order (eval).
+        input_context: The `tf.distribute.InputContext` of this pipeline, or None.
+        compression: "auto" (detect gzip), "none", "GZIP" or "ZLIB".
+        drop_remainder: Drop the last partial batch (static shapes, TPU).
+        shuffle_buffer_size: Record shuffle buffer (training).
+        cycle_length: Files read in parallel (training).
+        seed: Shuffle seed (None: nondeterministic order).
+        check_shapes: Check the first record of every file against the spec.
+        repeat: Repeat forever; defaults to `is_training`.
+
+    Returns:
+        A `tf.data.Dataset` of feature dicts, int64 features cast to int32.
+    """
+    files = expand_input_files(input_files)
+    compression_type = resolve_compression(files, compression)
+    if check_shapes:
+        check_record_shapes(files, name_to_features, compression_type)
+    batch_size = global_batch_size
+    if input_context is not None:
+        batch_size = input_context.get_per_replica_batch_size(global_batch_size)
+    files, shard_records = _shard_files(files, input_context)
+    repeat = is_training if repeat is None else repeat
+
+    def read(path):
+        return tf.data.TFRecordDataset(path, compression_type=compression_type)
+
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+    if is_training:
+        if repeat:
+            dataset = dataset.repeat()
+        dataset = dataset.shuffle(len(files), seed=seed)
+        dataset = dataset.interleave(
+            read, cycle_length=min(cycle_length, len(files)),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+    else:
+        dataset = dataset.flat_map(read)
+        if repeat:
+            dataset = dataset.repeat()
+    if shard_records:
+        dataset = dataset.shard(input_context.num_input_pipelines,
+                                input_context.input_pipeline_id)
+    if is_training and shuffle_buffer_size:
+        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    dataset = dataset.map(lambda records: _parse_batch(records, name_to_features),
+                          num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def pretraining_dataset(input_files, max_seq_length, max_predictions_per_seq,
+                        global_batch_size, is_training, input_context=None, **kwargs):
+    """The pre-training pipeline; `kwargs` go to `tfrecord_dataset`."""
+    return tfrecord_dataset(
+        input_files, pretraining_features(max_seq_length, max_predictions_per_seq),
+        global_batch_size, is_training, input_context=input_context, **kwargs)
