@@ -2,5 +2,7 @@
 
 from bert_tf.models.encoder import BertEncoder
 from bert_tf.models.pretrainer import BertPretrainer, pretraining_losses
+from bert_tf.models.task_models import BertClassifier, BertSpanLabeler, BertTokenClassifier
 
-__all__ = ["BertEncoder", "BertPretrainer", "pretraining_losses"]
+__all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSpanLabeler",
+           "BertTokenClassifier", "pretraining_losses"]

@@ -1,0 +1,120 @@
+"""Fine-tuning models: sentence classification, span labeling (QA), token tagging."""
+
+import keras
+
+from bert_tf.layers.heads import ClassificationHead, SpanHead
+from bert_tf.models.encoder import PretrainedMixin
+
+
+class _EncoderHeadModel(PretrainedMixin, keras.Model):
+    """An encoder plus one head; serializes the encoder nested in its config."""
+
+    def __init__(self, encoder, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    def build(self, input_shape=None):
+        if not self.encoder.built:
+            self.encoder.build()
+        self.head.build()
+        self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(_EncoderHeadModel):
+    """Sentence(-pair) classifier on the pooled output: dropout + dense.
+
+    Returns dict `logits` float32 [B, C]; C == 1 means regression.
+
+    Args:
+        encoder: A `BertEncoder`.
+        num_classes: Number of classes C (1 for regression).
+        dropout_rate: Dropout on the pooled output.
+    """
+
+    def __init__(self, encoder, num_classes, dropout_rate=0.1, **kwargs):
+        super().__init__(encoder, **kwargs)
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate
+        self.head = ClassificationHead(num_classes, encoder.config.hidden_size,
+                                       dropout_rate, encoder.config.initializer_range,
+                                       name="classifier", dtype=self.dtype_policy)
+
+    def call(self, inputs, training=None):
+        pooled = self.encoder(inputs, training=training)["pooled_output"]  # [B, H]
+        return {"logits": self.head(pooled, training=training)}  # [B, C]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSpanLabeler(_EncoderHeadModel):
+    """Extractive QA: start and end logits for every token.
+
+    Returns dict `start_logits`, `end_logits`, float32 [B, S].
+
+    Args:
+        encoder: A `BertEncoder`.
+    """
+
+    def __init__(self, encoder, **kwargs):
+        super().__init__(encoder, **kwargs)
+        self.head = SpanHead(encoder.config.hidden_size, encoder.config.initializer_range,
+                             name="span_head", dtype=self.dtype_policy)
+
+    def call(self, inputs, training=None):
+        sequence = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]
+        start_logits, end_logits = self.head(sequence)
+        return {"start_logits": start_logits, "end_logits": end_logits}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenClassifier(_EncoderHeadModel):
+    """Token tagger (e.g. NER): dropout + dense on every token's output.
+
+    Returns dict `logits` float32 [B, S, C].
+
+    Args:
+        encoder: A `BertEncoder`.
+        num_classes: Number of tags C.
+        dropout_rate: Dropout on the sequence output.
+    """
+
+    def __init__(self, encoder, num_classes, dropout_rate=0.1, **kwargs):
+        super().__init__(encoder, **kwargs)
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate
+        self.head = ClassificationHead(num_classes, encoder.config.hidden_size,
+                                       dropout_rate, encoder.config.initializer_range,
+                                       name="token_classifier", dtype=self.dtype_policy)
+
+    def call(self, inputs, training=None):
+        sequence = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]
+        return {"logits": self.head(sequence, training=training)}  # [B, S, C]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+        return config
