@@ -1,0 +1,352 @@
+"""Sentence(-pair) classification data: GLUE/XNLI processors, your own CSV/TSV/JSONL files.
+
+A processor turns a data folder into `InputExample`s (guid, text_a, optional text_b,
+label) and knows the task's labels and metrics. `get_processor(task_name, ...)` returns
+one by name; `TASK_NAMES` lists the names. `convert_examples_to_features` tokenizes
+(`[CLS] a [SEP] b [SEP]`, pairs truncated longest-first) and
+`cache_features` writes them once as a TFRecord in the output folder (reused while the
+data, vocabulary and max_seq_length are unchanged). `classifier_dataset` reads it back.
+
+GLUE files are read as GLUE's download script lays them out (`train.tsv`, `dev.tsv`,
+`test.tsv`; MNLI `dev_matched.tsv` / `dev_mismatched.tsv`); a row with another column
+count than the header, a label the task does not have, or a missing file is an error
+that names the file (and line).
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import inputs
+from bert_tf.tasks import text_files
+from bert_tf.tasks.text_files import InputExample, check_label  # noqa: F401 (re-exported)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Columns of one TSV file; negative indices count from the end of the row."""
+    text_a: int
+    text_b: Optional[int] = None
+    label: Optional[int] = None
+    guid: Optional[int] = None
+    header: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+    """How one GLUE-style task lays out its files and what it reports."""
+    name: str
+    labels: Optional[tuple]  # None: regression
+    metric_names: tuple
+    files: dict  # split -> file name relative to data_dir
+    layouts: dict  # split -> Layout
+    submission_name: str
+
+    @property
+    def is_regression(self) -> bool:
+        return self.labels is None
+
+
+def _pair_task(name, labels, metrics, submission, train, test, text_a, text_b, label=-1,
+               files=None):
+    files = files or {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    labelled = Layout(text_a, text_b, label, None)
+    return GlueTask(name, labels, metrics, files,
+                    {"train": train or labelled, "dev": train or labelled, "test": test},
+                    submission)
+
+
+_NLI = ("contradiction", "entailment", "neutral")
+_ENTAIL = ("entailment", "not_entailment")
+_GLUE_TASKS = [
+    GlueTask("cola", ("0", "1"), ("matthews_corrcoef", "accuracy"),
+             {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
+             {"train": Layout(3, None, 1, None, header=False),
+              "dev": Layout(3, None, 1, None, header=False),
+              "test": Layout(1, None, None, 0)}, "CoLA.tsv"),
+    GlueTask("sst-2", ("0", "1"), ("accuracy",),
+             {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
+             {"train": Layout(0, None, 1), "dev": Layout(0, None, 1),
+              "test": Layout(1, None, None, 0)}, "SST-2.tsv"),
+    _pair_task("mrpc", ("0", "1"), ("acc_and_f1",), "MRPC.tsv",
+               Layout(3, 4, 0), Layout(3, 4, None, 0), 3, 4),
+    _pair_task("sts-b", None, ("pearson_and_spearman",), "STS-B.tsv",
+               None, Layout(7, 8, None, 0), 7, 8, label=9),
+    _pair_task("qqp", ("0", "1"), ("acc_and_f1",), "QQP.tsv",
+               Layout(3, 4, 5), Layout(1, 2, None, 0), 3, 4),
+    _pair_task("mnli", _NLI, ("accuracy",), "MNLI-m.tsv", None, Layout(8, 9, None, 0), 8, 9,
+               files={"train": "train.tsv", "dev": "dev_matched.tsv",
+                      "test": "test_matched.tsv"}),
+    _pair_task("mnli-mm", _NLI, ("accuracy",), "MNLI-mm.tsv", None, Layout(8, 9, None, 0),
+               8, 9, files={"train": "train.tsv", "dev": "dev_mismatched.tsv",
+                            "test": "test_mismatched.tsv"}),
+    _pair_task("qnli", _ENTAIL, ("accuracy",), "QNLI.tsv", None, Layout(1, 2, None, 0), 1, 2),
+    _pair_task("rte", _ENTAIL, ("accuracy",), "RTE.tsv", None, Layout(1, 2, None, 0), 1, 2),
+    _pair_task("wnli", ("0", "1"), ("accuracy",), "WNLI.tsv", None, Layout(1, 2, None, 0),
+               1, 2),
+]
+GLUE_TASKS = {task.name: task for task in _GLUE_TASKS}
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "mnli-m": "mnli", "mnli_matched": "mnli",
+            "mnli-matched": "mnli", "mnli_mismatched": "mnli-mm", "mnli-mismatched": "mnli-mm",
+            "mnli_mm": "mnli-mm", "csv": "generic", "tsv": "generic", "jsonl": "generic"}
+TASK_NAMES = tuple(sorted(list(GLUE_TASKS) + ["xnli", "generic"]))
+
+
+class GlueProcessor:
+    """Reads the TSV files of one GLUE task (see `GLUE_TASKS`)."""
+
+    def __init__(self, task: GlueTask):
+        self.task = task
+        self.name = task.name
+        self.is_regression = task.is_regression
+        self.metric_names = task.metric_names
+        self.submission_name = task.submission_name
+
+    def data_files(self, data_dir: str, split: str) -> list:
+        """Paths this split is read from."""
+        return [os.path.join(data_dir, self.task.files[split])]
+
+    def get_labels(self, data_dir: str = None) -> Optional[list]:
+        """Class names in id order; None for regression."""
+        del data_dir
+        return None if self.is_regression else list(self.task.labels)
+
+    def get_examples(self, data_dir: str, split: str) -> list:
+        """Examples of `split` ("train", "dev" or "test")."""
+        path = text_files.require_file(self.data_files(data_dir, split)[0], split, self.name)
+        layout = self.task.layouts[split]
+        examples = []
+        for line_number, row in text_files.read_tsv(path, header=layout.header):
+            def column(index, field):
+                return text_files.column(row, index, path, line_number, field)
+            label = None
+            if layout.label is not None:
+                label = self._parse_label(column(layout.label, "label"), path, line_number)
+            guid = column(layout.guid, "id") if layout.guid is not None else str(len(examples))
+            text_b = column(layout.text_b, "text_b") if layout.text_b is not None else None
+            examples.append(InputExample(f"{split}-{guid}", column(layout.text_a, "text_a"),
+                                         text_b, label, f"{path}:{line_number}"))
+        return examples
+
+    def _parse_label(self, value, path, line_number):
+        if self.is_regression:
+            return text_files.parse_float(value, path, line_number, "score")
+        check_label(value, self.task.labels, f"{path}:{line_number}")
+        return value
+
+
+class XnliProcessor(GlueProcessor):
+    """XNLI: MultiNLI machine-translated train file, XNLI dev/test filtered by language."""
+
+    def __init__(self, language: str = "zh"):
+        super().__init__(GlueTask("xnli", _NLI, ("accuracy",), {}, {}, "XNLI.tsv"))
+        self.language = language
+
+    def data_files(self, data_dir, split):
+        if split == "train":
+            return [os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")]
+        return [os.path.join(data_dir, f"xnli.{split}.tsv")]
+
+    def get_examples(self, data_dir, split):
+        path = text_files.require_file(self.data_files(data_dir, split)[0], split, self.name)
+        examples = []
+        for line_number, row in text_files.read_tsv(path, header=True):
+            def column(index, field):
+                return text_files.column(row, index, path, line_number, field)
+            if split == "train":
+                text_a, text_b, label = column(0, "premise"), column(1, "hypo"), column(2, "label")
+                label = "contradiction" if label == "contradictory" else label
+            else:
+                if column(0, "language") != self.language:
+                    continue
+                text_a, text_b, label = (column(6, "sentence1"), column(7, "sentence2"),
+                                         column(1, "gold_label"))
+            check_label(label, self.task.labels, f"{path}:{line_number}")
+            examples.append(InputExample(f"{split}-{len(examples)}", text_a, text_b, label,
+                                         f"{path}:{line_number}"))
+        return examples
+
+
+def get_processor(task_name: str, **generic_options):
+    """The processor for `task_name` (case-insensitive; see `TASK_NAMES`).
+
+    Args:
+      task_name: a GLUE task, "xnli" or "generic" (your own CSV/TSV/JSONL files).
+      **generic_options: for "xnli": `language`; for "generic": the arguments of
+        `text_files.GenericProcessor`.
+
+    Raises:
+      ValueError: listing the known names when `task_name` is unknown.
+    """
+    name = task_name.strip().lower()
+    name = _ALIASES.get(name, name)
+    if name in GLUE_TASKS:
+        return GlueProcessor(GLUE_TASKS[name])
+    if name == "xnli":
+        return XnliProcessor(**generic_options)
+    if name == "generic":
+        return text_files.GenericProcessor(**generic_options)
+    raise ValueError(f"unknown task_name {task_name!r}; known tasks: {', '.join(TASK_NAMES)}")
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    label_id: object  # int class id, float score, or 0 when unlabelled
+
+
+def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
+    """Pops tokens off the longer list (ties: the second) until both fit `max_length`."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+    """Tokenizes examples into `[CLS] a [SEP] (b [SEP])` features padded to max_seq_length.
+
+    Args:
+      examples: `InputExample`s.
+      label_list: class names in id order, or None for regression.
+      max_seq_length: total length including `[CLS]`/`[SEP]` (at least 3 for pairs).
+      tokenizer: a `tokenization.FullTokenizer`.
+    """
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    label_map = {label: index for index, label in enumerate(label_list or [])}
+    tokens_a_all = tokenizer.tokenize_batch([example.text_a for example in examples])
+    pair_indices = [i for i, example in enumerate(examples) if example.text_b is not None]
+    tokens_b_all = dict(zip(pair_indices, tokenizer.tokenize_batch(
+        [examples[i].text_b for i in pair_indices])))
+    cls_sep = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+    features = []
+    for index, example in enumerate(examples):
+        tokens_a, tokens_b = list(tokens_a_all[index]), list(tokens_b_all.get(index, []))
+        if index in tokens_b_all:
+            truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+        else:
+            tokens_a = tokens_a[:max_seq_length - 2]
+        ids_a = tokenizer.convert_tokens_to_ids(tokens_a)
+        ids_b = tokenizer.convert_tokens_to_ids(tokens_b)
+        input_ids = [cls_sep[0]] + ids_a + [cls_sep[1]]
+        segment_ids = [0] * len(input_ids)
+        if index in tokens_b_all:
+            input_ids += ids_b + [cls_sep[1]]
+            segment_ids += [1] * (len(ids_b) + 1)
+        padding = max_seq_length - len(input_ids)
+        features.append(InputFeatures(
+            input_ids + [0] * padding, [1] * len(input_ids) + [0] * padding,
+            segment_ids + [0] * padding, _label_id(example, label_map, label_list)))
+    return features
+
+
+def _label_id(example, label_map, label_list):
+    if example.label is None:
+        return 0.0 if label_list is None else 0
+    if label_list is None:
+        return float(example.label)
+    if example.label not in label_map:
+        check_label(example.label, label_list, example.source or example.guid)
+    return label_map[example.label]
+
+
+def feature_spec(max_seq_length: int, is_regression: bool) -> dict:
+    """TFRecord feature spec of the cached features (names as the original)."""
+    return {
+        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def _int_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def write_features(features: Sequence[InputFeatures], path: str, is_regression: bool) -> None:
+    """Writes features as tf.Examples to `path` (temporary name, then renamed)."""
+    temporary = path + ".tmp"
+    with tf.io.TFRecordWriter(temporary) as writer:
+        for feature in features:
+            label = (tf.train.Feature(float_list=tf.train.FloatList(value=[feature.label_id]))
+                     if is_regression else _int_feature([feature.label_id]))
+            example = tf.train.Example(features=tf.train.Features(feature={
+                "input_ids": _int_feature(feature.input_ids),
+                "input_mask": _int_feature(feature.input_mask),
+                "segment_ids": _int_feature(feature.segment_ids),
+                "label_ids": label,
+                "is_real_example": _int_feature([1]),
+            }))
+            writer.write(example.SerializeToString())
+    os.replace(temporary, path)
+
+
+def _file_signature(path: str) -> list:
+    stat = os.stat(path)
+    return [os.path.abspath(path), stat.st_size, int(stat.st_mtime)]
+
+
+def cache_features(examples, label_list, max_seq_length, tokenizer, record_path: str,
+                   data_files: Sequence[str], extra_key: dict = None) -> bool:
+    """Writes the features of `examples` to `record_path` unless an up-to-date copy exists.
+
+    The key (data files' size and mtime, vocabulary, lower-casing, max_seq_length, labels,
+    example count) is stored beside the record as `<record_path>.json`.
+
+    Returns:
+      True when the features were (re)written, False when the cache was reused.
+    """
+    key = {"data_files": [_file_signature(p) for p in data_files],
+           "vocab_file": _file_signature(tokenizer.vocab_file),
+           "do_lower_case": tokenizer.do_lower_case, "max_seq_length": max_seq_length,
+           "labels": label_list, "num_examples": len(examples), **(extra_key or {})}
+    key_path = record_path + ".json"
+    if os.path.exists(record_path) and os.path.exists(key_path):
+        with open(key_path, encoding="utf-8") as file:
+            if json.load(file) == json.loads(json.dumps(key)):
+                return False
+    features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer)
+    write_features(features, record_path, is_regression=label_list is None)
+    text_files.write_text_atomic(key_path, json.dumps(key, indent=1))
+    return True
+
+
+def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_regression,
+                       seed=None, input_context=None, drop_remainder=None):
+    """(inputs dict of int32 [B, S], labels [B]) batches from a `cache_features` record."""
+    dataset = inputs.tfrecord_dataset(
+        record_path, feature_spec(max_seq_length, is_regression), batch_size, is_training,
+        input_context=input_context, compression="none", seed=seed,
+        drop_remainder=is_training if drop_remainder is None else drop_remainder)
+    return dataset.map(lambda batch: ({name: batch[name] for name in
+                                       ("input_ids", "input_mask", "segment_ids")},
+                                      batch["label_ids"]))
+
+
+def write_test_results(path: str, outputs: np.ndarray, is_regression: bool) -> None:
+    """`test_results.tsv`: per example the class probabilities (or the score), tab-separated."""
+    outputs = np.asarray(outputs)
+    rows = ([f"{value:.6f}" for value in outputs.reshape(-1)] if is_regression else
+            ["\t".join(f"{p:.6f}" for p in row) for row in outputs])
+    text_files.write_text_atomic(path, "".join(row + "\n" for row in rows))
+
+
+def write_submission(path, examples, outputs, label_list) -> None:
+    """A GLUE-submission-style file: `index<TAB>prediction` (class name or score)."""
+    outputs = np.asarray(outputs)
+    lines = ["index\tprediction\n"]
+    for example, output in zip(examples, outputs):
+        index = example.guid.split("-", 1)[1]
+        if label_list is None:
+            prediction = f"{float(np.reshape(output, -1)[0]):.3f}"
+        else:
+            prediction = label_list[int(np.argmax(output))]
+        lines.append(f"{index}\t{prediction}\n")
+    text_files.write_text_atomic(path, "".join(lines))
