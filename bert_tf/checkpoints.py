@@ -1,0 +1,398 @@
+"""Pretrained weights: google-research TF1 checkpoints (read/write) and Hugging Face.
+
+Variables are matched by the google-research names (`bert/embeddings/word_embeddings`,
+`bert/encoder/layer_3/attention/self/query/kernel`, `cls/predictions/output_bias`, ...)
+through a fixed table built from the model's structure (`google_variable_map`), not
+from Keras variable paths. Hugging Face names are first translated to those names.
+
+Public API:
+    load_google_checkpoint(model, ckpt_prefix) -> LoadReport
+    save_google_checkpoint(model, prefix, write_config=False)
+    load_hf_weights(model, path) -> LoadReport
+    load_pretrained_weights(model, path) -> LoadReport   (any of the formats)
+    from_pretrained(model_cls, path, config=None, ...)   (behind Model.from_pretrained)
+"""
+
+import dataclasses
+import os
+import re
+import uuid
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.configs import BertConfig
+from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
+                            BertTokenClassifier)
+
+# Checkpoint entries that are not model weights: optimizer slots and counters.
+_SKIPPED_PATTERN = re.compile(
+    r"(^|/)(global_step|_CHECKPOINTABLE_OBJECT_GRAPH|good_steps|loss_scale)$"
+    r"|/(adam_m|adam_v|Adam|Adam_1|lamb_m|lamb_v|Momentum|ExponentialMovingAverage)$")
+
+
+# Hugging Face `hidden_act` values and their bert_config.json names.
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                   "gelu_fast": "gelu_tanh", "relu": "relu", "silu": "swish",
+                   "swish": "swish"}
+_HF_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.*)$")
+# Tied copies of other weights, and buffers: not model variables.
+_HF_SKIPPED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
+               "embeddings.position_ids")
+_HF_EMBEDDINGS = ("word_embeddings", "token_type_embeddings", "position_embeddings")
+
+
+def hf_config_to_bert_dict(hf_config, source="config.json"):
+    """Maps a Hugging Face BERT `config.json` dict to `bert_config.json` fields."""
+    act = hf_config.get("hidden_act", "gelu")
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one of "
+                         f"{sorted(_HF_ACTIVATIONS)}.")
+    fields = {name: hf_config[name] for name in BertConfig.field_names() if name in hf_config}
+    fields["hidden_act"] = _HF_ACTIVATIONS[act]
+    return fields
+
+
+def hf_to_google_name(hf_name):
+    """Translates a Hugging Face BERT weight name to the google-research name.
+
+    Returns:
+        (google_name or None, transpose, skip): `transpose` when HF stores a torch
+        Linear weight [out, in]; `skip` for tied copies and buffers.
+    """
+    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+    if name in _HF_SKIPPED or hf_name in _HF_SKIPPED:
+        return None, False, True
+    if hf_name == "cls.predictions.bias":
+        return "cls/predictions/output_bias", False, False
+    if hf_name.startswith("cls.seq_relationship."):
+        leaf = {"weight": "output_weights", "bias": "output_bias"}.get(hf_name.rsplit(".", 1)[1])
+        return (f"cls/seq_relationship/{leaf}" if leaf else None), False, False
+    if hf_name.startswith("cls.predictions.transform."):
+        scope, rest = "cls/predictions/transform", hf_name[len("cls.predictions.transform."):]
+    elif name.startswith(("embeddings.", "encoder.", "pooler.")):
+        scope, rest = "bert", name
+    else:
+        return None, False, False
+    layer = _HF_LAYER.match(rest)
+    if layer:
+        rest = f"encoder/layer_{layer.group(1)}.{layer.group(2)}"
+    parts = rest.split(".")
+    module, leaf = "/".join(parts[:-1]), parts[-1]
+    if parts[-2] in _HF_EMBEDDINGS and leaf == "weight":
+        return f"{scope}/{module}", False, False
+    if parts[-2] == "LayerNorm":
+        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)
+        return f"{scope}/{module}/{leaf}", False, False
+    if leaf == "weight":
+        return f"{scope}/{module}/kernel", True, False
+    if leaf == "bias":
+        return f"{scope}/{module}/bias", False, False
+    return None, False, False
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What a load did. Every model variable is in `loaded` or `newly_initialized`.
+
+    Attributes:
+        source: The checkpoint path.
+        loaded: google-research names assigned from the checkpoint.
+        newly_initialized: google-research names of model variables not in the
+            checkpoint (they keep their fresh initial values).
+        unmatched: checkpoint names that match no model variable.
+        skipped: checkpoint names deliberately ignored (optimizer slots, step counters).
+    """
+
+    source: str
+    loaded: list = dataclasses.field(default_factory=list)
+    newly_initialized: list = dataclasses.field(default_factory=list)
+    unmatched: list = dataclasses.field(default_factory=list)
+    skipped: list = dataclasses.field(default_factory=list)
+
+    def summary(self):
+        lines = [f"{self.source}: loaded {len(self.loaded)} variables, "
+                 f"{len(self.newly_initialized)} newly initialised, "
+                 f"{len(self.unmatched)} checkpoint variables unmatched, "
+                 f"{len(self.skipped)} skipped (optimizer state)."]
+        if self.newly_initialized:
+            lines.append("  newly initialised: " + ", ".join(self.newly_initialized))
+        if self.unmatched:
+            lines.append("  unmatched in checkpoint: " + ", ".join(self.unmatched))
+        return "\n".join(lines)
+
+    __str__ = summary
+
+
+def _encoder_of(model):
+    if isinstance(model, BertEncoder):
+        return model
+    encoder = getattr(model, "encoder", None)
+    if not isinstance(encoder, BertEncoder):
+        raise TypeError(f"expected a BERT model with a BertEncoder, got "
+                        f"{type(model).__name__}.")
+    return encoder
+
+
+def _dense_entries(prefix, projection, transposed_name=None):
+    """kernel/bias of a Projection; `transposed_name` stores the kernel as [out, in]."""
+    if transposed_name:
+        return {f"{prefix}/{transposed_name}": (projection.kernel, True),
+                f"{prefix}/output_bias": (projection.bias, False)}
+    return {f"{prefix}/kernel": (projection.kernel, False),
+            f"{prefix}/bias": (projection.bias, False)}
+
+
+def _layer_norm_entries(prefix, layer_norm):
+    return {f"{prefix}/gamma": (layer_norm.gamma, False),
+            f"{prefix}/beta": (layer_norm.beta, False)}
+
+
+def _encoder_entries(encoder):
+    embeddings = encoder.embeddings
+    entries = {
+        "bert/embeddings/word_embeddings": (embeddings.word_embeddings.embeddings, False),
+        "bert/embeddings/token_type_embeddings": (
+            embeddings.token_type_embeddings.embeddings, False),
+        "bert/embeddings/position_embeddings": (
+            embeddings.position_embeddings.embeddings, False),
+    }
+    entries.update(_layer_norm_entries("bert/embeddings/LayerNorm", embeddings.layer_norm))
+    for index, block in enumerate(encoder.transformer_layers):
+        prefix = f"bert/encoder/layer_{index}"
+        attention = block.self_attention
+        for name in ("query", "key", "value"):
+            entries.update(_dense_entries(f"{prefix}/attention/self/{name}",
+                                          getattr(attention, name)))
+        entries.update(_dense_entries(f"{prefix}/attention/output/dense",
+                                      block.attention_output))
+        entries.update(_layer_norm_entries(f"{prefix}/attention/output/LayerNorm",
+                                           block.attention_layer_norm))
+        entries.update(_dense_entries(f"{prefix}/intermediate/dense", block.intermediate))
+        entries.update(_dense_entries(f"{prefix}/output/dense", block.output_dense))
+        entries.update(_layer_norm_entries(f"{prefix}/output/LayerNorm",
+                                           block.output_layer_norm))
+    entries.update(_dense_entries("bert/pooler/dense", encoder.pooler.dense))
+    return entries
+
+
+def google_variable_map(model):
+    """google-research name -> (Keras variable, transposed) for every model variable.
+
+    `transposed` means the checkpoint stores the kernel as [out, in]
+    (`cls/seq_relationship/output_weights` and the fine-tuning heads of
+    run_classifier / run_squad).
+    """
+    if not model.built:
+        model.build()
+    entries = _encoder_entries(_encoder_of(model))
+    if isinstance(model, BertPretrainer):
+        head = model.masked_lm
+        entries.update(_dense_entries("cls/predictions/transform/dense", head.transform))
+        entries.update(_layer_norm_entries("cls/predictions/transform/LayerNorm",
+                                           head.transform_layer_norm))
+        entries["cls/predictions/output_bias"] = (head.output_bias, False)
+        entries.update(_dense_entries("cls/seq_relationship", model.next_sentence.dense,
+                                      transposed_name="output_weights"))
+    elif isinstance(model, (BertClassifier, BertTokenClassifier)):
+        entries.update(_dense_entries("", model.head.dense, "output_weights"))
+        entries = {name.lstrip("/"): value for name, value in entries.items()}
+    elif isinstance(model, BertSpanLabeler):
+        entries.update(_dense_entries("cls/squad", model.head.dense, "output_weights"))
+    covered = {id(variable) for variable, _ in entries.values()}
+    missing = [v.path for v in model.weights if id(v) not in covered]
+    if missing:
+        raise ValueError(f"{type(model).__name__}: variables without a checkpoint name: "
+                         f"{missing}.")
+    return entries
+
+
+def _assign_from_source(model, source, shapes, get_value):
+    """Assigns every model variable found in `shapes`; returns the LoadReport.
+
+    Args:
+        source: Path for messages.
+        shapes: dict google name -> shape (list) of what the checkpoint holds.
+        get_value: google name -> numpy array, in the google-research layout.
+    """
+    entries = google_variable_map(model)
+    report = LoadReport(source=str(source))
+    mismatches = []
+    for name, (variable, transposed) in entries.items():
+        if name not in shapes:
+            report.newly_initialized.append(name)
+            continue
+        expected = tuple(variable.shape[::-1] if transposed else variable.shape)
+        if tuple(shapes[name]) != expected:
+            mismatches.append(f"{name}: checkpoint shape {tuple(shapes[name])}, model "
+                              f"variable {variable.path} needs {expected}")
+            continue
+        report.loaded.append(name)
+    if mismatches:
+        raise ValueError(f"{source}: shape mismatch for {len(mismatches)} variable(s): "
+                         + "; ".join(mismatches))
+    for name in report.loaded:
+        variable, transposed = entries[name]
+        value = np.asarray(get_value(name))
+        variable.assign(value.T if transposed else value)
+    for name in sorted(shapes):
+        if name in entries:
+            continue
+        (report.skipped if _SKIPPED_PATTERN.search(name) else report.unmatched).append(name)
+    logging.info("%s", report.summary())
+    return report
+
+
+def load_google_checkpoint(model, ckpt_prefix):
+    """Loads a google-research (TF1, name-based) checkpoint into a built BERT model.
+
+    Args:
+        model: BertEncoder, BertPretrainer or a task model.
+        ckpt_prefix: Checkpoint prefix, e.g. `.../bert_model.ckpt`.
+
+    Returns:
+        LoadReport. Raises ValueError naming each variable whose shapes disagree.
+    """
+    ckpt_prefix = os.fspath(ckpt_prefix)
+    if not tf.io.gfile.exists(ckpt_prefix + ".index"):
+        raise FileNotFoundError(f"TF checkpoint not found: {ckpt_prefix}.index does not "
+                                "exist (expected a prefix like .../bert_model.ckpt).")
+    reader = tf.train.load_checkpoint(ckpt_prefix)
+    shapes = reader.get_variable_to_shape_map()
+    return _assign_from_source(model, ckpt_prefix, shapes, reader.get_tensor)
+
+
+def save_google_checkpoint(model, prefix, write_config=False):
+    """Writes the model's weights as a TF1 name-based checkpoint at `prefix`.
+
+    Readable by `tf.train.load_checkpoint` and google-research/bert's init_checkpoint.
+    Files are written under a temporary prefix and renamed when complete.
+
+    Args:
+        model: A built BERT model.
+        prefix: Output prefix, e.g. `out/bert_model.ckpt`.
+        write_config: Also write `bert_config.json` next to the checkpoint.
+    """
+    prefix = os.fspath(prefix)
+    entries = google_variable_map(model)
+    names = sorted(entries)
+    tensors = []
+    for name in names:
+        variable, transposed = entries[name]
+        value = tf.convert_to_tensor(variable.value)
+        tensors.append(tf.transpose(value) if transposed else value)
+    directory = os.path.dirname(prefix) or "."
+    tf.io.gfile.makedirs(directory)
+    tmp_prefix = f"{prefix}.tmp-{uuid.uuid4().hex[:8]}"
+    tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
+                      shape_and_slices=[""] * len(names), tensors=tensors)
+    data_suffix = ".data-00000-of-00001"
+    tf.io.gfile.rename(tmp_prefix + data_suffix, prefix + data_suffix, overwrite=True)
+    tf.io.gfile.rename(tmp_prefix + ".index", prefix + ".index", overwrite=True)
+    if write_config:
+        _encoder_of(model).config.to_json_file(os.path.join(directory, "bert_config.json"))
+    logging.info("Wrote %d variables to %s", len(names), prefix)
+
+
+def _read_safetensors(path):
+    """Returns dict name -> numpy array (bfloat16 weights are widened to float32)."""
+    from safetensors import safe_open  # pylint: disable=import-outside-toplevel
+    tensors = {}
+    with safe_open(path, framework="tf") as handle:
+        for name in handle.keys():
+            value = handle.get_tensor(name)
+            if value.dtype in (tf.bfloat16, tf.float16):
+                value = tf.cast(value, tf.float32)
+            tensors[name] = value.numpy()
+    return tensors
+
+
+def load_hf_weights(model, path):
+    """Loads Hugging Face BERT weights (`model.safetensors`, or a folder holding it).
+
+    Returns:
+        LoadReport with google-research names; HF names that translate to nothing are
+        listed as unmatched under their HF name.
+    """
+    path = os.fspath(path)
+    file_path = os.path.join(path, "model.safetensors") if os.path.isdir(path) else path
+    if not os.path.isfile(file_path):
+        raise FileNotFoundError(f"Hugging Face weights not found: {file_path} (expected "
+                                "model.safetensors; convert pytorch_model.bin first).")
+    hf_tensors = _read_safetensors(file_path)
+    values, unmatched, skipped = {}, [], []
+    for hf_name, value in hf_tensors.items():
+        google_name, transpose, skip = hf_to_google_name(hf_name)
+        if skip:
+            skipped.append(hf_name)
+        elif google_name is None:
+            unmatched.append(hf_name)
+        else:
+            values[google_name] = value.T if transpose else value
+    shapes = {name: list(value.shape) for name, value in values.items()}
+    report = _assign_from_source(model, file_path, shapes, values.__getitem__)
+    report.unmatched.extend(sorted(unmatched))
+    report.skipped.extend(sorted(skipped))
+    return report
+
+
+def _resolve(path):
+    """Returns (kind, weights_path, config_path or None) for a pretrained location."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, "model.safetensors")):
+            return "hf", path, os.path.join(path, "config.json")
+        prefix = os.path.join(path, "bert_model.ckpt")
+        if not tf.io.gfile.exists(prefix + ".index"):
+            prefix = tf.train.latest_checkpoint(path)
+        if prefix is None:
+            raise FileNotFoundError(
+                f"{path}: no bert_model.ckpt.index, TF `checkpoint` file or "
+                "model.safetensors found; expected a google-research or Hugging Face "
+                "BERT folder.")
+        return "google", prefix, os.path.join(path, "bert_config.json")
+    if tf.io.gfile.exists(path + ".index"):
+        return "google", path, os.path.join(os.path.dirname(path), "bert_config.json")
+    if path.endswith(".safetensors") and os.path.isfile(path):
+        return "hf", path, os.path.join(os.path.dirname(path), "config.json")
+    raise FileNotFoundError(f"pretrained weights not found at {path}: expected a folder, "
+                            "a checkpoint prefix (with .index) or a .safetensors file.")
+
+
+def load_pretrained_weights(model, path):
+    """Loads any supported checkpoint location (see `from_pretrained`) into `model`."""
+    kind, weights_path, _ = _resolve(path)
+    if kind == "hf":
+        return load_hf_weights(model, weights_path)
+    return load_google_checkpoint(model, weights_path)
+
+
+def _load_config(config, kind, default_path):
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        return config
+    config_path = os.fspath(config) if config is not None else default_path
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"BERT config not found: {config_path}; pass `config=`.")
+    if kind == "hf" and config is None:
+        import json  # pylint: disable=import-outside-toplevel
+        with open(config_path, encoding="utf-8") as f:
+            return BertConfig.from_dict(hf_config_to_bert_dict(json.load(f), config_path),
+                                        source=config_path)
+    return BertConfig.from_json_file(config_path)
+
+
+def from_pretrained(model_cls, path, config=None, return_report=False, **head_kwargs):
+    """Builds `model_cls` from its config and loads the weights found at `path`.
+
+    See `BertEncoder.from_pretrained` for the accepted locations.
+    """
+    kind, weights_path, config_path = _resolve(path)
+    encoder = BertEncoder(_load_config(config, kind, config_path))
+    model = model_cls.from_encoder(encoder, **head_kwargs)
+    model.build()
+    if kind == "hf":
+        report = load_hf_weights(model, weights_path)
+    else:
+        report = load_google_checkpoint(model, weights_path)
+    return (model, report) if return_report else model
