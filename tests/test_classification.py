@@ -1,0 +1,238 @@
+"""Classification processors on small GLUE-layout files, features, TFRecord cache."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bert_tf import tokenization
+from bert_tf.tasks import classification
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran",
+         "a", "big", "##s", "on", "mat", "."]
+
+
+@pytest.fixture
+def tokenizer(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("".join(token + "\n" for token in VOCAB))
+    return tokenization.FullTokenizer(str(path), do_lower_case=True)
+
+
+def write_tsv(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def mnli_row(index, a, b, label=None):
+    row = [str(index), "p", "q", "genre", "bp1", "bp2", "p1", "p2", a, b]
+    return row + ([label, label] if label else [])
+
+
+# task -> (files {name: rows}, split, expected [(text_a, text_b, label)])
+GLUE_CASES = {
+    "cola": ({"train.tsv": [["gj04", "1", "", "The cat sat."], ["gj04", "0", "*", "Cat the."]]},
+             "train", [("The cat sat.", None, "1"), ("Cat the.", None, "0")]),
+    "sst-2": ({"dev.tsv": [["sentence", "label"], ["a big dog ", "1"]]},
+              "dev", [("a big dog ", None, "1")]),
+    "mrpc": ({"train.tsv": [["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                            ["1", "11", "12", "The cat sat.", "A cat sat."]]},
+             "train", [("The cat sat.", "A cat sat.", "1")]),
+    "sts-b": ({"dev.tsv": [["index", "genre", "filename", "year", "old_index", "source1",
+                            "source2", "sentence1", "sentence2", "score"],
+                           ["0", "g", "f", "y", "o", "s1", "s2", "A dog.", "The dog.",
+                            "3.800"]]},
+              "dev", [("A dog.", "The dog.", 3.8)]),
+    "qqp": ({"train.tsv": [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+                           ["5", "1", "2", "cat?", "dog?", "0"]]},
+            "train", [("cat?", "dog?", "0")]),
+    "mnli": ({"dev_matched.tsv": [mnli_row("index", "s1", "s2", "gold_label"),
+                                  mnli_row(0, "A cat.", "A dog.", "neutral")]},
+             "dev", [("A cat.", "A dog.", "neutral")]),
+    "mnli-mm": ({"dev_mismatched.tsv": [mnli_row("index", "s1", "s2", "gold_label"),
+                                        mnli_row(0, "Dogs.", "Cats.", "contradiction")]},
+                "dev", [("Dogs.", "Cats.", "contradiction")]),
+    "qnli": ({"dev.tsv": [["index", "question", "sentence", "label"],
+                          ["0", "Who?", "The cat.", "not_entailment"]]},
+             "dev", [("Who?", "The cat.", "not_entailment")]),
+    "rte": ({"train.tsv": [["index", "sentence1", "sentence2", "label"],
+                           ["0", "A big dog.", "A dog.", "entailment"]]},
+            "train", [("A big dog.", "A dog.", "entailment")]),
+    "wnli": ({"train.tsv": [["index", "sentence1", "sentence2", "label"],
+                            ["0", "The cat sat.", "It sat.", "1"]]},
+             "train", [("The cat sat.", "It sat.", "1")]),
+}
+
+
+@pytest.mark.parametrize("task_name", sorted(GLUE_CASES))
+def test_glue_processors_read_their_layout(tmp_path, task_name):
+    files, split, expected = GLUE_CASES[task_name]
+    for name, rows in files.items():
+        write_tsv(tmp_path / name, rows)
+    examples = classification.get_processor(task_name).get_examples(str(tmp_path), split)
+    assert [(e.text_a, e.text_b, e.label) for e in examples] == expected
+    assert examples[0].guid == f"{split}-0"
+
+
+def test_glue_test_files_keep_their_index(tmp_path):
+    write_tsv(tmp_path / "test.tsv", [["index", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                                      ["7", "1", "2", "A cat.", "A dog."]])
+    processor = classification.get_processor("MRPC")
+    [example] = processor.get_examples(str(tmp_path), "test")
+    assert (example.guid, example.text_a, example.text_b, example.label) == (
+        "test-7", "A cat.", "A dog.", None)
+    write_tsv(tmp_path / "cola" / "test.tsv", [["id", "sentence"], ["3", "The cat."]])
+    [example] = classification.get_processor("cola").get_examples(str(tmp_path / "cola"),
+                                                                  "test")
+    assert (example.guid, example.text_a) == ("test-3", "The cat.")
+
+
+def test_labels_metrics_and_aliases():
+    assert classification.get_processor("sts-b").get_labels() is None
+    assert classification.get_processor("STSB").is_regression
+    assert classification.get_processor("mnli").get_labels() == [
+        "contradiction", "entailment", "neutral"]
+    assert classification.get_processor("cola").metric_names[0] == "matthews_corrcoef"
+    assert classification.get_processor("mrpc").metric_names == ("acc_and_f1",)
+    assert classification.get_processor("mnli_mismatched").submission_name == "MNLI-mm.tsv"
+
+
+def test_xnli_filters_language_and_maps_contradictory(tmp_path):
+    write_tsv(tmp_path / "multinli" / "multinli.train.de.tsv",
+              [["premise", "hypo", "label"], ["Ein Hund.", "Eine Katze.", "contradictory"]])
+    header = ["language", "gold_label", "a", "b", "c", "d", "sentence1", "sentence2"]
+    write_tsv(tmp_path / "xnli.dev.tsv", [header,
+                                          ["de", "neutral", "", "", "", "", "A.", "B."],
+                                          ["fr", "entailment", "", "", "", "", "C.", "D."]])
+    processor = classification.get_processor("xnli", language="de")
+    [train] = processor.get_examples(str(tmp_path), "train")
+    assert (train.text_a, train.label) == ("Ein Hund.", "contradiction")
+    [dev] = processor.get_examples(str(tmp_path), "dev")
+    assert (dev.text_a, dev.text_b, dev.label) == ("A.", "B.", "neutral")
+
+
+@pytest.mark.parametrize("extension", ["csv", "tsv", "jsonl"])
+def test_generic_processor_named_columns(tmp_path, extension):
+    rows = [{"id": "a1", "review": "the cat, sat", "other": "x", "stars": "pos"},
+            {"id": "a2", "review": "a dog ran", "other": "y", "stars": "neg"}]
+    names = list(rows[0])
+    for split in ("train", "test"):
+        path = tmp_path / f"{split}.{extension}"
+        kept = [name for name in names if split == "train" or name != "stars"]
+        if extension == "jsonl":
+            path.write_text("".join(json.dumps({k: r[k] for k in kept}) + "\n" for r in rows))
+        elif extension == "csv":
+            path.write_text(",".join(kept) + "\n" + "".join(
+                ",".join(f'"{r[k]}"' for k in kept) + "\n" for r in rows))
+        else:
+            write_tsv(path, [kept] + [[r[k] for k in kept] for r in rows])
+    processor = classification.get_processor(
+        "generic", text_column="review", text_pair_column="other", label_column="stars",
+        id_column="id")
+    assert processor.get_labels(str(tmp_path)) == ["neg", "pos"]
+    assert processor.metric_names == ("accuracy", "f1")
+    train = processor.get_examples(str(tmp_path), "train")
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in train] == [
+        ("train-a1", "the cat, sat", "x", "pos"), ("train-a2", "a dog ran", "y", "neg")]
+    test = processor.get_examples(str(tmp_path), "test")
+    assert [(e.guid, e.label) for e in test] == [("test-a1", None), ("test-a2", None)]
+
+
+def test_generic_regression_and_missing_column(tmp_path):
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "score": 0.5}\n{"text": "b"}\n')
+    processor = classification.get_processor("generic", label_column="score",
+                                             is_regression=True)
+    with pytest.raises(ValueError, match=r"train.jsonl:2: no label column 'score'"):
+        processor.get_examples(str(tmp_path), "train")
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "score": 0.5}\n')
+    assert processor.get_examples(str(tmp_path), "train")[0].label == 0.5
+    assert processor.metric_names == ("pearson_and_spearman",)
+    with pytest.raises(FileNotFoundError, match=r"dev file was expected at one of .*dev.tsv"):
+        processor.get_examples(str(tmp_path), "dev")
+
+
+def test_bad_input_names_file_line_and_label(tmp_path):
+    with pytest.raises(ValueError, match="unknown task_name 'glue'; known tasks: cola, "
+                                         "generic, mnli, mnli-mm, mrpc, qnli, qqp, rte"):
+        classification.get_processor("glue")
+    processor = classification.get_processor("rte")
+    with pytest.raises(FileNotFoundError, match=r"train file was expected at .*train.tsv"):
+        processor.get_examples(str(tmp_path), "train")
+    write_tsv(tmp_path / "train.tsv", [["index", "sentence1", "sentence2", "label"],
+                                       ["0", "a", "b", "entailment"], ["1", "a", "b"]])
+    with pytest.raises(ValueError, match=r"train.tsv:3: 3 tab-separated columns, expected 4"):
+        processor.get_examples(str(tmp_path), "train")
+    write_tsv(tmp_path / "train.tsv", [["index", "sentence1", "sentence2", "label"],
+                                       ["0", "a", "b", "neutral"]])
+    with pytest.raises(ValueError, match=r"train.tsv:2: label 'neutral' is not one of the "
+                                         r"task's labels \['entailment', 'not_entailment'\]"):
+        processor.get_examples(str(tmp_path), "train")
+    write_tsv(tmp_path / "dev.tsv", [["index"] * 10, ["0"] * 9 + ["high"]])
+    with pytest.raises(ValueError, match=r"dev.tsv:2: score 'high' is not a number"):
+        classification.get_processor("sts-b").get_examples(str(tmp_path), "dev")
+
+
+def test_truncate_longest_first():
+    a, b = list("abcdef"), list("xyz")
+    classification.truncate_seq_pair(a, b, 6)
+    # a is popped until it is no longer longer than b, then ties pop b.
+    assert (a, b) == (list("abc"), list("xyz"))
+    a, b = list("abcd"), list("wxyz")
+    classification.truncate_seq_pair(a, b, 5)
+    assert (a, b) == (list("abc"), list("wx"))
+
+
+def test_features_pair_and_single(tokenizer):
+    ids = {token: index for index, token in enumerate(VOCAB)}
+    examples = [classification.InputExample("dev-0", "The cats sat on the mat.", "A dog.", "1"),
+                classification.InputExample("dev-1", "big dog", None, "0")]
+    pair, single = classification.convert_examples_to_features(examples, ["0", "1"], 12,
+                                                                tokenizer)
+    # a: the cat ##s sat on the mat . (8) b: a dog . (3); 12 - 3 = 9 -> a loses 2 tokens.
+    expected = ["[CLS]", "the", "cat", "##s", "sat", "on", "the", "[SEP]", "a", "dog", ".",
+                "[SEP]"]
+    assert pair.input_ids == [ids[t] for t in expected]
+    assert pair.segment_ids == [0] * 8 + [1] * 4 and pair.input_mask == [1] * 12
+    assert pair.label_id == 1
+    assert single.input_ids == [ids[t] for t in ["[CLS]", "big", "dog", "[SEP]"]] + [0] * 8
+    assert single.input_mask == [1] * 4 + [0] * 8 and single.label_id == 0
+    bad = [classification.InputExample("x", "a", None, "2", "f.tsv:9")]
+    with pytest.raises(ValueError, match="f.tsv:9: label '2'"):
+        classification.convert_examples_to_features(bad, ["0", "1"], 8, tokenizer)
+
+
+def test_cache_features_round_trip(tmp_path, tokenizer):
+    data_file = tmp_path / "dev.tsv"
+    data_file.write_text("x\n")
+    examples = [classification.InputExample(f"dev-{i}", "the cat sat", "a dog", 0.5 * i)
+                for i in range(3)]
+    record = str(tmp_path / "dev.tf_record")
+    args = (examples, None, 8, tokenizer, record, [str(data_file)])
+    assert classification.cache_features(*args) is True
+    assert classification.cache_features(*args) is False  # reused
+    assert classification.cache_features(examples, None, 10, tokenizer, record,
+                                          [str(data_file)]) is True  # new length: rewritten
+    dataset = classification.classifier_dataset(record, 10, 2, is_training=False,
+                                                is_regression=True)
+    batches = list(dataset.as_numpy_iterator())
+    labels = np.concatenate([labels for _, labels in batches])
+    np.testing.assert_allclose(labels, [0.0, 0.5, 1.0])
+    features = classification.convert_examples_to_features(examples, None, 10, tokenizer)
+    np.testing.assert_array_equal(batches[0][0]["input_ids"][0], features[0].input_ids)
+    assert batches[0][0]["input_ids"].dtype == np.int32
+
+
+def test_prediction_files(tmp_path):
+    examples = [classification.InputExample("test-7", "a"),
+                classification.InputExample("test-9", "b")]
+    probabilities = np.array([[0.9, 0.1], [0.25, 0.75]])
+    classification.write_test_results(str(tmp_path / "test_results.tsv"), probabilities, False)
+    assert (tmp_path / "test_results.tsv").read_text() == (
+        "0.900000\t0.100000\n0.250000\t0.750000\n")
+    classification.write_submission(str(tmp_path / "RTE.tsv"), examples, probabilities,
+                                    ["entailment", "not_entailment"])
+    assert (tmp_path / "RTE.tsv").read_text() == (
+        "index\tprediction\n7\tentailment\n9\tnot_entailment\n")
+    classification.write_submission(str(tmp_path / "STS-B.tsv"), examples,
+                                    np.array([[3.14159], [0.5]]), None)
+    assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n7\t3.142\n9\t0.500\n"
