@@ -1,0 +1,96 @@
+"""Create masked-LM / next-sentence pre-training TFRecords (google-research/bert flags).
+
+Example:
+  bert-create-pretraining-data \\
+    --input_file=enwiki-latest-pages-articles.xml.bz2 \\
+    --output_file=/data/wiki.tfrecord --num_output_shards=64 \\
+    --vocab_file=uncased_L-12_H-768_A-12/vocab.txt --do_lower_case \\
+    --max_seq_length=128 --max_predictions_per_seq=20 --masked_lm_prob=0.15 \\
+    --dupe_factor=5 --num_workers=8
+
+Inputs: one-sentence-per-line text (blank lines between documents), WikiExtractor
+output, or a MediaWiki XML dump (see data_prep/wikipedia.py). Writes the shards, then
+`<first output>.stats.json`.
+"""
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf import tokenization
+from data_prep import pretraining_instances
+from data_prep import pretraining_pipeline
+from data_prep import wikipedia
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None,
+                    "Input corpus files: comma-separated paths or globs.")
+flags.DEFINE_string("output_file", None,
+                    "Output TFRecord file(s): comma-separated, or one name that "
+                    "--num_output_shards expands to NAME-00000-of-0000N.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file of the BERT model.")
+flags.DEFINE_bool("do_lower_case", True, "Lower case the input (uncased models).")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Mask all the WordPieces of a word together.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum number of masked LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of creating sequences shorter than the maximum length.")
+flags.DEFINE_enum("input_format", "auto", list(wikipedia.INPUT_FORMATS),
+                  "Input format; auto looks at each file's name and first line.")
+flags.DEFINE_integer("num_workers", 1,
+                     "Processes that build instances (1: all in this process). The "
+                     "output does not depend on it.")
+flags.DEFINE_integer("num_output_shards", 1,
+                     "Shards to write when --output_file is a single name.")
+flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
+flags.DEFINE_integer("chunk_chars", 1_000_000,
+                     "Characters of text per chunk: documents are shuffled and paired "
+                     "within a chunk. Part of the seed: changing it changes the output.")
+flags.DEFINE_string("language", None,
+                    "pysbd language code for sentence splitting of wiki text "
+                    "(default: the dump's language, else en).")
+
+
+def main(argv):
+    del argv
+    for name in ("input_file", "output_file", "vocab_file"):
+        if not getattr(FLAGS, name):
+            raise app.UsageError(f"--{name} is required")
+    if FLAGS.num_workers < 1:
+        raise app.UsageError(f"--num_workers={FLAGS.num_workers}: expected >= 1")
+    try:
+        options = pretraining_instances.InstanceOptions(
+            max_seq_length=FLAGS.max_seq_length,
+            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+            masked_lm_prob=FLAGS.masked_lm_prob,
+            short_seq_prob=FLAGS.short_seq_prob,
+            dupe_factor=FLAGS.dupe_factor,
+            do_whole_word_mask=FLAGS.do_whole_word_mask)
+        input_files = wikipedia.resolve_input_files(FLAGS.input_file)
+        output_files = pretraining_pipeline.resolve_output_files(
+            FLAGS.output_file, FLAGS.num_output_shards)
+    except (ValueError, FileNotFoundError) as error:
+        raise app.UsageError(str(error)) from error
+    logging.info("*** Reading from %d input file(s) ***", len(input_files))
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    config = pretraining_pipeline.PipelineConfig(
+        input_files=input_files, output_files=output_files,
+        random_seed=FLAGS.random_seed, input_format=FLAGS.input_format,
+        num_workers=FLAGS.num_workers, gzip=FLAGS.gzip, chunk_chars=FLAGS.chunk_chars,
+        language=FLAGS.language)
+    pretraining_pipeline.create_pretraining_data(tokenizer, options, config)
+
+
+def run_main():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run_main()

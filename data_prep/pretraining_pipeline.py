@@ -1,0 +1,318 @@
+"""Corpus -> pre-training TFRecords: chunked, parallel, deterministic, bounded memory.
+
+The corpus is cut, in reading order, into chunks of whole documents of about
+`chunk_chars` characters. A chunk is the unit of everything: its documents are
+shuffled and paired (random-next segments come from the same chunk), it gets its own
+generators derived from `random_seed` and its index, and its shuffled instances are
+written before the next chunk's, round-robin over the output shards. The output for a
+seed is therefore the same for any `num_workers`, and memory holds only the chunks in
+flight (never all the instances of the corpus, as the original does).
+
+Processes: the main process reads the files, tokenizes each chunk with the batched
+tokenizer (TensorFlow ops) and writes the records. Workers (`spawn`ed, no TensorFlow
+imported: small) split wiki text into sentences and turn token ids into serialized
+`tf.train.Example` bytes. With `num_workers=1` everything runs in the main process.
+"""
+
+import collections
+import dataclasses
+import json
+import multiprocessing
+import os
+import time
+from typing import Counter, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+from absl import logging
+
+from data_prep import example_encoding
+from data_prep import pretraining_instances
+from data_prep import wikipedia
+
+STATS_SUFFIX = ".stats.json"
+
+
+@dataclasses.dataclass
+class ChunkResult:
+    """What a worker sends back for one chunk."""
+    records: List[bytes]
+    stats: Dict[str, int]
+
+
+def resolve_output_files(output_file: str, num_output_shards: int = 1) -> List[str]:
+    """Output paths: a comma-separated list, or one name expanded to shards.
+
+    `name` with num_output_shards=N > 1 gives `name-00000-of-0000N` ... .
+    """
+    names = [name.strip() for name in str(output_file).split(",") if name.strip()]
+    if not names:
+        raise ValueError("output_file is empty: expected a file name or a comma-separated list")
+    if num_output_shards < 1:
+        raise ValueError(f"num_output_shards={num_output_shards}: expected >= 1")
+    if num_output_shards > 1:
+        if len(names) != 1:
+            raise ValueError(
+                f"output_file lists {len(names)} files and num_output_shards="
+                f"{num_output_shards}: give one name to shard, or the list alone")
+        names = [f"{names[0]}-{i:05d}-of-{num_output_shards:05d}"
+                 for i in range(num_output_shards)]
+    for name in names:
+        parent = os.path.dirname(os.path.abspath(name))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"output_file {name!r}: directory {parent!r} does not exist")
+    return names
+
+
+def iter_raw_chunks(input_files: Sequence[str], input_format: str, chunk_chars: int,
+                    stats: Counter, language: Optional[str] = None
+                    ) -> Iterator[List[wikipedia.RawDocument]]:
+    """Whole documents in reading order, grouped until `chunk_chars` characters."""
+    chunk, size = [], 0
+    for path in input_files:
+        for document in wikipedia.iter_raw_documents(path, input_format, stats, language):
+            chunk.append(document)
+            content = document.content
+            size += len(content) if isinstance(content, str) else sum(map(len, content))
+            if size >= chunk_chars:
+                yield chunk
+                chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def convert_chunk(raw_documents: Sequence[wikipedia.RawDocument]) -> Tuple[List[List[str]], Dict[str, int]]:
+    """Sentences of every raw document (wikitext parsing, sentence splitting)."""
+    stats = collections.Counter()
+    documents = [wikipedia.raw_document_to_sentences(d, stats) for d in raw_documents]
+    return documents, dict(stats)
+
+
+def tokenize_chunk(tokenizer, documents: Sequence[Sequence[str]], stats: Counter):
+    """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends)."""
+    sentences = [s for document in documents for s in document]
+    ids = tokenizer.convert_texts_to_ids(sentences) if sentences else []
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    stats["sentences"] += len(sentences)
+    stats["untokenizable_sentences"] += int((lengths == 0).sum())
+    stats["input_tokens"] += int(lengths.sum())
+    flat = np.fromiter((i for row in ids for i in row), dtype=np.int32, count=int(lengths.sum()))
+    document_sizes = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
+    return flat, np.cumsum(lengths), np.cumsum(document_sizes)
+
+
+def _unflatten(flat, sentence_ends, document_ends) -> List[List[List[int]]]:
+    """Documents as lists of non-empty id lists."""
+    ids = flat.tolist()
+    documents, sentence, start = [], 0, 0
+    for document_end in document_ends.tolist():
+        document = []
+        while sentence < document_end:
+            end = int(sentence_ends[sentence])
+            if end > start:
+                document.append(ids[start:end])
+            start = end
+            sentence += 1
+        if document:
+            documents.append(document)
+    return documents
+
+
+# Worker-side state, set once per process by _init_worker.
+_WORKER = {}
+
+
+def _init_worker(options, vocab_ids, random_seed):
+    _WORKER.update(options=options, vocab_ids=vocab_ids, random_seed=random_seed)
+
+
+def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
+    """Serialized Examples of one tokenized chunk, shuffled (runs in a worker)."""
+    options, vocab_ids = _WORKER["options"], _WORKER["vocab_ids"]
+    documents = _unflatten(*tokenized)
+    chunk = pretraining_instances.build_chunk_instances(
+        documents, options, vocab_ids, _WORKER["random_seed"], chunk_index)
+    packed, masked = chunk.packed, chunk.masked
+    valid = np.arange(options.max_seq_length)[None, :] < packed.lengths[:, None]
+    segment_ids = valid & (np.arange(options.max_seq_length)[None, :] >= packed.segment_a_lengths[:, None])
+    records = example_encoding.serialize_examples({
+        "input_ids": masked.input_ids,
+        "input_mask": valid.astype(np.int32),
+        "segment_ids": segment_ids.astype(np.int32),
+        "masked_lm_positions": masked.masked_lm_positions,
+        "masked_lm_ids": masked.masked_lm_ids,
+        "masked_lm_weights": masked.masked_lm_weights,
+        "next_sentence_labels": packed.next_sentence_labels[:, None],
+    })
+    return ChunkResult(records, _chunk_stats(chunk, documents, vocab_ids, options))
+
+
+def _chunk_stats(chunk, documents, vocab_ids, options) -> Dict[str, int]:
+    packed, masked = chunk.packed, chunk.masked
+    weights = masked.masked_lm_weights > 0
+    rows, slots = np.nonzero(weights)
+    replaced_by = masked.input_ids[rows, masked.masked_lm_positions[rows, slots]]
+    labels = masked.masked_lm_ids[rows, slots]
+    is_mask = replaced_by == vocab_ids.mask_id
+    return {
+        "documents": chunk.num_documents,
+        "single_sentence_documents": sum(1 for d in documents if len(d) == 1),
+        "instances": int(len(packed.lengths)),
+        "instance_tokens": int(packed.lengths.sum()),
+        "short_instances": int((packed.lengths < options.max_seq_length).sum()),
+        "masked_tokens": int(weights.sum()),
+        "masked_replaced_by_mask": int(is_mask.sum()),
+        "masked_kept_original": int(((replaced_by == labels) & ~is_mask).sum()),
+        "masked_replaced_by_random": int(((replaced_by != labels) & ~is_mask).sum()),
+        "next_sentence_random": int(packed.next_sentence_labels.sum()),
+    }
+
+
+@dataclasses.dataclass
+class PipelineConfig:
+    """Everything create_pretraining_data needs besides the instance options."""
+    input_files: Sequence[str]
+    output_files: Sequence[str]
+    random_seed: int = 12345
+    input_format: str = "auto"
+    num_workers: int = 1
+    gzip: bool = False
+    chunk_chars: int = 1_000_000
+    language: Optional[str] = None
+    log_every_seconds: float = 10.0
+
+
+def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOptions,
+                            config: PipelineConfig) -> Dict[str, object]:
+    """Writes the pre-training TFRecords and the stats JSON; returns the stats.
+
+    Args:
+      tokenizer: a bert_tf.tokenization.FullTokenizer (its `convert_texts_to_ids` is
+        the batched fast path).
+      options: instance shaping (max_seq_length, masking, dupe_factor, ...).
+      config: files, seed, format, workers, compression, chunk size.
+    """
+    from data_prep import record_writing  # pylint: disable=import-outside-toplevel
+    vocab_ids = pretraining_instances.VocabIds.from_vocab(
+        tokenizer.vocab, getattr(tokenizer, "vocab_file", "vocab"))
+    stats = collections.Counter()
+    start = time.time()
+    progress = _ProgressLog(start, config.log_every_seconds)
+    with record_writing.ShardedWriter(config.output_files, config.gzip) as writer:
+        for result in _run_chunks(tokenizer, options, vocab_ids, config, stats):
+            writer.write_all(result.records)
+            stats.update(result.stats)
+            progress.maybe_log(stats)
+        summary = _summary(stats, options, config, time.time() - start)
+        writer.commit(stats_path=config.output_files[0] + STATS_SUFFIX, stats=summary)
+    logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s): %s",
+                 summary["instances"], len(config.output_files), summary["seconds"],
+                 summary["instances_per_second"], json.dumps(summary["nsp"]))
+    return summary
+
+
+def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[ChunkResult]:
+    """ChunkResults in chunk order, from the main process or a worker pool."""
+    raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
+                                 config.chunk_chars, stats, config.language)
+    if config.num_workers <= 1:
+        _init_worker(options, vocab_ids, config.random_seed)
+        for chunk_index, raw in enumerate(raw_chunks):
+            documents, convert_stats = convert_chunk(raw)
+            stats.update(convert_stats)
+            tokenized = tokenize_chunk(tokenizer, documents, stats)
+            yield build_chunk_records(tokenized, chunk_index)
+        return
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(config.num_workers, initializer=_init_worker,
+                      initargs=(options, vocab_ids, config.random_seed)) as pool:
+        yield from _pool_pipeline(pool, raw_chunks, tokenizer, config.num_workers, stats)
+
+
+def _needs_conversion(raw: Sequence[wikipedia.RawDocument]) -> bool:
+    return any(d.kind != wikipedia.SENTENCES for d in raw)
+
+
+def _pool_pipeline(pool, raw_chunks, tokenizer, num_workers, stats) -> Iterator[ChunkResult]:
+    """Ordered two-stage pipeline with at most 2 * num_workers chunks per stage."""
+    limit = 2 * num_workers
+    converting, building = collections.deque(), collections.deque()
+    chunk_index, exhausted = 0, False
+    while True:
+        while not exhausted and len(converting) < limit:
+            raw = next(raw_chunks, None)
+            if raw is None:
+                exhausted = True
+            elif _needs_conversion(raw):
+                converting.append(pool.apply_async(convert_chunk, (raw,)))
+            else:
+                converting.append(([list(d.content) for d in raw], {}))
+        if building and (building[0].ready() or len(building) >= limit or not converting):
+            yield building.popleft().get()
+            continue
+        if not converting:
+            if exhausted and not building:
+                return
+            continue
+        head = converting.popleft()
+        documents, convert_stats = head if isinstance(head, tuple) else head.get()
+        stats.update(convert_stats)
+        tokenized = tokenize_chunk(tokenizer, documents, stats)
+        building.append(pool.apply_async(build_chunk_records, (tokenized, chunk_index)))
+        chunk_index += 1
+
+
+class _ProgressLog:
+    """Logs documents, instances and the rate at most every `every_seconds`."""
+
+    def __init__(self, start, every_seconds):
+        self.start, self.every_seconds, self.last = start, every_seconds, start
+
+    def maybe_log(self, stats):
+        now = time.time()
+        if now - self.last < self.every_seconds:
+            return
+        self.last = now
+        logging.info("%d documents, %d instances, %.0f instances/s", stats["documents"],
+                     stats["instances"], stats["instances"] / max(now - self.start, 1e-9))
+
+
+def _summary(stats, options, config, seconds) -> Dict[str, object]:
+    instances = stats["instances"]
+    masked = max(stats["masked_tokens"], 1)
+    skipped_keys = ("non_utf8_lines", "invalid_json_lines", "lines_outside_doc",
+                    "redirect_pages", "non_article_pages", "empty_documents",
+                    "untokenizable_sentences")
+    summary = {
+        "input_files": list(config.input_files),
+        "output_files": list(config.output_files),
+        "options": dataclasses.asdict(options),
+        "random_seed": config.random_seed,
+        "documents": stats["documents"],
+        "single_sentence_documents": stats["single_sentence_documents"],
+        "sentences": stats["sentences"],
+        "input_tokens": stats["input_tokens"],
+        "skipped": {key: stats[key] for key in skipped_keys},
+        "instances": instances,
+        "instance_tokens": stats["instance_tokens"],
+        "short_instances": stats["short_instances"],
+        "masked_tokens": stats["masked_tokens"],
+        "masked_fraction": stats["masked_tokens"] / max(stats["instance_tokens"], 1),
+        "masking": {
+            "mask_token": stats["masked_replaced_by_mask"] / masked,
+            "random_token": stats["masked_replaced_by_random"] / masked,
+            "unchanged": stats["masked_kept_original"] / masked,
+        },
+        "nsp": {
+            "is_next": instances - stats["next_sentence_random"],
+            "random_next": stats["next_sentence_random"],
+            "random_next_fraction": stats["next_sentence_random"] / max(instances, 1),
+        },
+        "seconds": round(seconds, 3),
+        "instances_per_second": instances / max(seconds, 1e-9),
+    }
+    if stats["documents"] and stats["single_sentence_documents"] > 0.5 * stats["documents"]:
+        logging.warning(
+            "%d of %d documents have one sentence: their instances are all random-next. "
+            "Is the input one sentence per line with blank lines between documents?",
+            stats["single_sentence_documents"], stats["documents"])
+    return summary

@@ -1,0 +1,58 @@
+"""TFRecord shards written under temporary names and renamed when complete."""
+
+import json
+import os
+from typing import Dict, Iterable, Sequence
+
+
+class ShardedWriter:
+    """Writes records round-robin over `paths` (as the original does over its files).
+
+    Every shard is written to `<path>.tmp-<pid>`; `commit` closes them, writes the stats
+    JSON the same way and renames all. Leaving the `with` block without `commit` (an
+    error, a kill) removes the temporary files, so no finished-looking file is left.
+    """
+
+    def __init__(self, paths: Sequence[str], gzip: bool = False):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        self.paths = list(paths)
+        self.temp_paths = [f"{path}.tmp-{os.getpid()}" for path in self.paths]
+        options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
+        self._writers = [tf.io.TFRecordWriter(p, options=options) for p in self.temp_paths]
+        self._next = 0
+        self.num_records = 0
+        self._committed = False
+
+    def write_all(self, records: Iterable[bytes]):
+        writers, index, count = self._writers, self._next, len(self._writers)
+        for record in records:
+            writers[index].write(record)
+            index = (index + 1) % count
+            self.num_records += 1
+        self._next = index
+
+    def commit(self, stats_path: str = None, stats: Dict = None):
+        for writer in self._writers:
+            writer.close()
+        if stats_path is not None:
+            temp_stats = f"{stats_path}.tmp-{os.getpid()}"
+            with open(temp_stats, "w", encoding="utf-8") as stats_file:
+                json.dump(stats, stats_file, indent=2, sort_keys=True)
+                stats_file.write("\n")
+        for temp, path in zip(self.temp_paths, self.paths):
+            os.replace(temp, path)
+        if stats_path is not None:
+            os.replace(temp_stats, stats_path)
+        self._committed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if not self._committed:
+            for writer in self._writers:
+                writer.close()
+            for temp in self.temp_paths:
+                if os.path.exists(temp):
+                    os.remove(temp)
+        return False
