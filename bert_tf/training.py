@@ -1,0 +1,339 @@
+"""A reusable, resumable training loop (pre-training and fine-tuning) and eval helpers.
+
+API (stable; the runners call it with their own model, loss and data)::
+
+    result = training.train(
+        strategy,                      # from bert_tf.distribute.get_strategy
+        model_fn,                      # () -> keras.Model; called inside strategy.scope()
+        loss_fn,                       # (features, outputs) -> scalar or dict with
+                                       #   "total_loss" (+ other scalars to log)
+        train_dataset_fn,              # (tf.distribute.InputContext) -> tf.data.Dataset of
+                                       #   feature dicts, batched per replica
+        optimizer_fn=lambda: optimization.create_optimizer(...),  # in strategy.scope()
+        output_dir=...,                # checkpoints, TensorBoard "train/" summaries
+        num_train_steps=...,           # optimizer steps in total (resumed runs included)
+        global_batch_size=...,         # examples per optimizer step over all replicas
+        save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=100,
+        gradient_accumulation_steps=1, # splits each replica's batch into micro-batches
+        mixed_precision=None,          # None | "bfloat16" | "float16" (loss scaling)
+        use_xla=False,                 # XLA-compile forward + backward
+        init_checkpoint=None,          # google-research checkpoint, used on a fresh start
+        google_checkpoint_prefix=None, # also write the final model in the TF1 layout
+        checkpoint_input_iterator=True)
+    result.model, result.global_step, result.losses, result.history
+
+    metrics = training.evaluate(strategy, model, eval_dataset_fn, metrics_fn,
+                                num_steps=None)      # {name: weighted mean}
+    for batch in training.predict(strategy, model, dataset_fn, passthrough_keys=()): ...
+    step = training.restore_model(model, output_dir_or_checkpoint)
+
+The model is called with the whole feature dict (labels included) and `training=True`.
+The run resumes from the latest checkpoint in `output_dir` (model, optimizer slots and
+step, and the input iterator's position), so a run killed at any point (SIGKILL too) and
+started again with the same arguments ends at `num_train_steps`. Checkpoints are written
+every `save_checkpoints_steps` and at the end, through `tf.train.CheckpointManager`
+(`output_dir/ckpt-<step>.*`, the newest `keep_checkpoint_max` kept; the `checkpoint`
+state file is replaced atomically after the files are complete). Progress is logged
+once per loop with sequences/s; TensorBoard gets every loss, the learning rate and
+sequences/s. See `training_steps` for how gradients are reduced, clipped and accumulated.
+"""
+
+import contextlib
+import dataclasses
+import os
+import time
+
+import keras
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+from bert_tf import distribute, optimization, training_steps
+
+MIXED_PRECISION = (None, "none", "bfloat16", "float16")
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `train` returns: the model, its step, last losses and per-loop history."""
+    model: keras.Model
+    global_step: int
+    losses: dict
+    history: list
+    steps_this_run: int
+    seconds: float
+    checkpoint: str
+
+
+@contextlib.contextmanager
+def dtype_policy(mixed_precision):
+    """Sets Keras' global dtype policy while the model is built, then restores it."""
+    if mixed_precision not in MIXED_PRECISION:
+        raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION[1:]}, "
+                         f"got {mixed_precision!r}")
+    previous = keras.config.dtype_policy()
+    if mixed_precision in ("bfloat16", "float16"):
+        keras.config.set_dtype_policy(f"mixed_{mixed_precision}")
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def _check_arguments(strategy, num_train_steps, global_batch_size, save_checkpoints_steps,
+                     keep_checkpoint_max, steps_per_loop, gradient_accumulation_steps):
+    for name, value in (("num_train_steps", num_train_steps),
+                        ("save_checkpoints_steps", save_checkpoints_steps),
+                        ("keep_checkpoint_max", keep_checkpoint_max),
+                        ("steps_per_loop", steps_per_loop),
+                        ("gradient_accumulation_steps", gradient_accumulation_steps)):
+        if isinstance(value, bool) or int(value) != value or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    distribute.check_global_batch_size(global_batch_size, strategy,
+                                       micro_batches=gradient_accumulation_steps)
+
+
+def build_model(strategy, model_fn, element_spec):
+    """Calls `model_fn` in the strategy scope and creates its variables."""
+    with strategy.scope():
+        model = model_fn()
+        if not model.built:
+            dummy = tf.nest.map_structure(
+                lambda spec: tf.zeros([d or 1 for d in spec.shape], spec.dtype), element_spec)
+            model(dummy, training=False)
+    return model
+
+
+def initialize_from_checkpoint(model, init_checkpoint):
+    """Loads a google-research checkpoint (folder or prefix) into `model`; logs the report.
+
+    Raises:
+        ValueError: (from bert_tf.checkpoints) when the checkpoint does not fit the model.
+    """
+    from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+    report = checkpoints.load_google_checkpoint(model, init_checkpoint)
+    logging.info("Initialized from %s: %s", init_checkpoint, report)
+    return report
+
+
+def restore_model(model, checkpoint):
+    """Restores model weights from a training checkpoint (or the latest in a folder).
+
+    Returns:
+        The checkpoint's global step.
+    Raises:
+        ValueError: when no checkpoint is found.
+    """
+    path = checkpoint
+    if tf.io.gfile.isdir(checkpoint):
+        path = tf.train.latest_checkpoint(checkpoint)
+    if not path:
+        raise ValueError(f"no training checkpoint found in {checkpoint}")
+    step = tf.Variable(0, dtype=tf.int64)
+    tf.train.Checkpoint(model=model, global_step=step).read(path).expect_partial()
+    return int(step.numpy())
+
+
+def _make_train_iterator(strategy, train_dataset_fn, checkpoint_input_iterator):
+    """(iterator, per-replica element spec, whether it is a checkpointable host iterator).
+
+    tf.distribute's iterators cannot be checkpointed. On one worker (one device or
+    mirrored) the loop therefore reads a plain `tf.data` iterator, which can, and hands
+    one batch to each replica; TPU and multi-worker runs use the distributed iterator
+    and restart their input from a fresh (reshuffled) pass when resumed.
+    """
+    single_worker = isinstance(strategy, (tf.distribute.OneDeviceStrategy,
+                                          tf.distribute.MirroredStrategy)) or \
+        not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy()
+    if checkpoint_input_iterator and single_worker:
+        replicas = strategy.num_replicas_in_sync
+        dataset = train_dataset_fn(tf.distribute.InputContext(1, 0, replicas))
+        return iter(dataset), dataset.element_spec, True
+    if checkpoint_input_iterator:
+        logging.info("The input position is not checkpointed under %s; a resumed run "
+                     "starts a fresh pass over the data.", type(strategy).__name__)
+    dataset = strategy.distribute_datasets_from_function(train_dataset_fn)
+    return iter(dataset), dataset.element_spec, False
+
+
+def _write_google_checkpoint(model, prefix):
+    """The final model in the TF1 layout, written under a temporary name then renamed."""
+    from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+    directory, name = os.path.split(prefix)
+    tmp_dir = os.path.join(directory or ".", f".tmp-{name}-{os.getpid()}")
+    tf.io.gfile.makedirs(tmp_dir)
+    checkpoints.save_google_checkpoint(model, os.path.join(tmp_dir, name))
+    files = sorted(tf.io.gfile.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
+    for file_name in files:  # the .index last: a prefix without it is incomplete
+        tf.io.gfile.rename(os.path.join(tmp_dir, file_name),
+                           os.path.join(directory or ".", file_name), overwrite=True)
+    tf.io.gfile.rmtree(tmp_dir)
+    logging.info("Wrote the final model in the google-research layout: %s", prefix)
+
+
+def _summary_writer(strategy, output_dir):
+    if distribute.is_chief(strategy):
+        return tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+    return tf.summary.create_noop_writer()
+
+
+def _restore_or_initialize(checkpoint, latest, model, init_checkpoint):
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("Resumed from %s", latest)
+    elif init_checkpoint:
+        initialize_from_checkpoint(model, init_checkpoint)
+
+
+# TensorBoard's scalar-plugin metadata, so that scalars are written without the
+# `tensorboard` package (tf.summary.scalar needs it installed; viewing does anyway).
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+    data_class=summary_pb2.DATA_CLASS_SCALAR)
+
+
+def write_scalar_summary(name, value, step=None):
+    """Writes one float32 scalar to the default summary writer (TensorBoard format)."""
+    tf.summary.write(name, tf.constant(value, tf.float32), step=step,
+                     metadata=_SCALAR_METADATA)
+
+
+def _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_writer):
+    text = ", ".join(f"{k} = {v:.4f}" for k, v in sorted(losses.items()))
+    logging.info("step %d/%d (%.1f%%): %s, learning_rate = %.3g, %.1f sequences/s",
+                 step, num_train_steps, 100.0 * step / num_train_steps, text,
+                 learning_rate, rate)
+    with summary_writer.as_default(step=step):
+        for name, value in dict(losses, learning_rate=learning_rate,
+                                sequences_per_second=rate).items():
+            write_scalar_summary(name, value)
+
+
+def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output_dir,
+          num_train_steps, global_batch_size, save_checkpoints_steps=1000,
+          keep_checkpoint_max=5, steps_per_loop=100, gradient_accumulation_steps=1,
+          mixed_precision=None, use_xla=False, init_checkpoint=None,
+          google_checkpoint_prefix=None, checkpoint_input_iterator=True):
+    """Trains (or resumes training) to `num_train_steps`; see the module docstring.
+
+    Returns:
+        A `TrainResult`.
+    Raises:
+        ValueError: for arguments that cannot work, before any training step.
+    """
+    _check_arguments(strategy, num_train_steps, global_batch_size, save_checkpoints_steps,
+                     keep_checkpoint_max, steps_per_loop, gradient_accumulation_steps)
+    tf.io.gfile.makedirs(output_dir)
+    iterator, element_spec, host_iterator = _make_train_iterator(
+        strategy, train_dataset_fn, checkpoint_input_iterator)
+    with dtype_policy(mixed_precision):
+        model = build_model(strategy, model_fn, element_spec)
+    with strategy.scope():
+        optimizer = optimizer_fn()
+        if mixed_precision == "float16" and not isinstance(
+                optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    tracked = dict(model=model, optimizer=optimizer, global_step=global_step)
+    if host_iterator:
+        tracked["iterator"] = iterator
+    checkpoint = tf.train.Checkpoint(**tracked)
+    checkpoint_dir = distribute.worker_checkpoint_dir(strategy, output_dir)
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, keep_checkpoint_max,
+                                         step_counter=global_step, checkpoint_name="ckpt")
+    _restore_or_initialize(checkpoint, tf.train.latest_checkpoint(output_dir), model,
+                           init_checkpoint)  # every worker reads the chief's files
+    train_loop = training_steps.make_train_loop(
+        strategy, model, loss_fn, optimizer, global_step,
+        gradient_accumulation_steps=gradient_accumulation_steps, use_xla=use_xla,
+        host_iterator=host_iterator)
+    result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
+                        _summary_writer(strategy, output_dir), num_train_steps,
+                        global_batch_size, steps_per_loop, save_checkpoints_steps)
+    result.model = model
+    distribute.cleanup_worker_dir(strategy, checkpoint_dir)
+    if google_checkpoint_prefix and distribute.is_chief(strategy):
+        _write_google_checkpoint(model, google_checkpoint_prefix)
+    return result
+
+
+def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_writer,
+               num_train_steps, global_batch_size, steps_per_loop, save_checkpoints_steps):
+    """Runs loop calls up to `num_train_steps`, saving on the way; returns a TrainResult."""
+    start_step = step = int(global_step.numpy())
+    if step >= num_train_steps:
+        logging.info("Checkpoint at step %d >= num_train_steps %d: nothing to train.",
+                     step, num_train_steps)
+    history, losses, train_seconds, started = [], {}, 0.0, time.time()
+    while step < num_train_steps:
+        next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
+        num_steps = min(steps_per_loop, num_train_steps - step, next_save - step)
+        learning_rate = float(optimization.current_learning_rate(optimizer))
+        tick = time.time()
+        losses = {k: float(v) for k, v in
+                  train_loop(iterator, tf.constant(num_steps, tf.int32)).items()}
+        elapsed = time.time() - tick
+        train_seconds += elapsed
+        step = int(global_step.numpy())
+        rate = num_steps * global_batch_size / max(elapsed, 1e-9)
+        _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_writer)
+        history.append(dict(losses, step=step, learning_rate=learning_rate,
+                            sequences_per_second=rate))
+        if step % save_checkpoints_steps == 0 or step >= num_train_steps:
+            path = manager.save(checkpoint_number=step)
+            logging.info("Saved checkpoint %s", path)
+    summary_writer.flush()
+    done = step - start_step
+    throughput = done * global_batch_size / train_seconds if train_seconds else 0.0
+    logging.info(
+        "Training done: global_step %d (%d steps this run) in %.1f s, %.1f sequences/s "
+        "in the train loop; final %s; checkpoint %s", step, done, time.time() - started,
+        throughput, ", ".join(f"{k} = {v:.4f}" for k, v in sorted(losses.items())),
+        manager.latest_checkpoint)
+    return TrainResult(model=None, global_step=step, losses=losses, history=history,
+                       steps_this_run=done, seconds=train_seconds,
+                       checkpoint=manager.latest_checkpoint)
+
+
+def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None):
+    """Weighted means of `metrics_fn(features, outputs)` over an eval dataset.
+
+    Args:
+        strategy: The strategy `model` was built under.
+        model: A built model.
+        eval_dataset_fn: (InputContext) -> dataset of feature dicts (finite, or capped by
+            `num_steps`).
+        metrics_fn: (features, outputs) -> {name: values or (values, weights)}.
+        num_steps: Stop after this many batches (None: the whole dataset).
+
+    Returns:
+        {name: float} weighted means, plus "eval_steps".
+    """
+    dataset = strategy.distribute_datasets_from_function(eval_dataset_fn)
+    eval_step = training_steps.make_eval_step(strategy, model, metrics_fn)
+    totals, steps = {}, 0
+    for features in dataset:
+        if num_steps is not None and steps >= num_steps:
+            break
+        sums = eval_step(features)
+        for name, (value, weight) in sums.items():
+            total = totals.setdefault(name, [0.0, 0.0])
+            total[0] += float(value)
+            total[1] += float(weight)
+        steps += 1
+    results = {name: value / weight if weight else 0.0
+               for name, (value, weight) in totals.items()}
+    results["eval_steps"] = steps
+    return results
+
+
+def predict(strategy, model, dataset_fn, passthrough_keys=()):
+    """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch."""
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    predict_step = training_steps.make_predict_step(strategy, model, passthrough_keys)
+    for features in dataset:
+        per_replica = predict_step(features)
+        yield {name: tf.concat(strategy.experimental_local_results(value), axis=0).numpy()
+               for name, value in per_replica.items()}
