@@ -68,8 +68,9 @@ def compute_f1(gold, prediction):
     return f1_v1(prediction, gold)
 
 
-def evaluate_v1(dataset, predictions, log=sys.stderr):
+def evaluate_v1(dataset, predictions, log=None):
     """The dict of evaluate-v1.1.py: `exact_match` and `f1` in percent."""
+    log = sys.stderr if log is None else log
     f1 = exact_match = total = 0
     for article in dataset:
         for paragraph in article["paragraphs"]:
@@ -92,8 +93,9 @@ def _qid_to_has_ans(dataset):
             for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
 
 
-def get_raw_scores(dataset, predictions, log=sys.stderr):
+def get_raw_scores(dataset, predictions, log=None):
     """Per-question EM and F1 of evaluate-v2.0.py (no threshold applied)."""
+    log = sys.stderr if log is None else log
     exact_scores, f1_scores = {}, {}
     for article in dataset:
         for paragraph in article["paragraphs"]:
@@ -142,7 +144,7 @@ def _find_best_thresh(predictions, scores, na_probs, qid_to_has_ans):
 
 
 def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0,
-                log=sys.stderr):
+                log=None):
     """The OrderedDict of evaluate-v2.0.py (percentages, totals, best thresholds)."""
     has_na_probs = na_probs is not None
     if not has_na_probs:
@@ -221,7 +223,7 @@ def _check_dataset(data_json, path):
 
 
 def evaluate_files(data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
-                   version=None, log=sys.stderr):
+                   version=None, log=None):
     """Evaluates prediction files against a SQuAD data file.
 
     Args:
@@ -230,7 +232,7 @@ def evaluate_files(data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
       na_prob_file: optional JSON {question id: no-answer score} (v2.0 only).
       na_prob_thresh: predict "" above this no-answer score (v2.0).
       version: "1.1" or "2.0"; None detects it from the data file.
-      log: where notes (missing predictions) go.
+      log: where notes (missing predictions) go; default stderr.
 
     Returns:
       (version, result dict) with the keys of the official script of that version.
@@ -242,6 +244,9 @@ def evaluate_files(data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
     predictions = _load_json(pred_file, "prediction file")
     _check_mapping(predictions, pred_file, "prediction file", (str,))
     if version == "1.1":
+        if data_json.get("version") != "1.1":
+            print(f"Evaluation expects v-1.1, but got dataset with "
+                  f"v-{data_json.get('version')}", file=sys.stderr if log is None else log)
         if na_prob_file:
             raise SystemExit("--na-prob-file applies to v2.0 data; pass --version 2.0 "
                              f"to score {data_file} as evaluate-v2.0.py does")
