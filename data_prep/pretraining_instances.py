@@ -26,9 +26,6 @@ from typing import List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
-Document = List[List[int]]  # sentences of token ids
-
-
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
     """The instance-shaping flags of create_pretraining_data.py."""
@@ -82,79 +79,120 @@ class VocabIds:
         return cls(vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"], size, continuation)
 
 
+class ChunkCorpus(NamedTuple):
+    """Token ids of a chunk, flat, and its documents as sentence offsets into them.
+
+    Attributes:
+      token_ids: [T] int32, every sentence of every document, in order.
+      documents: per document, the list of its n + 1 sentence offsets into token_ids
+        (sentence j is token_ids[offsets[j]:offsets[j + 1]]); sentences non-empty.
+    """
+    token_ids: np.ndarray
+    documents: List[List[int]]
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]]) -> "ChunkCorpus":
+        """From documents as lists of token-id lists (empty ones are dropped)."""
+        flat, offsets_list, position = [], [], 0
+        for document in documents:
+            offsets = [position]
+            for sentence in document:
+                if len(sentence):
+                    flat.extend(sentence)
+                    position += len(sentence)
+                    offsets.append(position)
+            if len(offsets) > 1:
+                offsets_list.append(offsets)
+        return cls(np.asarray(flat, dtype=np.int32), offsets_list)
+
+
 class SegmentPair(NamedTuple):
-    tokens_a: List[int]
-    tokens_b: List[int]
+    """Segments A and B as (start, length) spans of ChunkCorpus.token_ids."""
+    a_start: int
+    a_length: int
+    b_start: int
+    b_length: int
     is_random_next: bool
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-    """Truncates the longer list, one token at a time from a random end (in place)."""
-    while True:
-        total_length = len(tokens_a) + len(tokens_b)
-        if total_length <= max_num_tokens:
-            break
-        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del trunc_tokens[0]
-        else:
-            trunc_tokens.pop()
+def truncate_seq_pair(a_length, b_length, max_num_tokens, rng):
+    """The original truncation, one token at a time from a random end of the longer.
+
+    Same random draws as the original loop, without the loop over tokens.
+
+    Returns:
+      (a_front, a_back, b_front, b_back): tokens removed from each end.
+    """
+    excess = a_length + b_length - max_num_tokens
+    if excess <= 0:
+        return 0, 0, 0, 0
+    draws = [rng.random() < 0.5 for _ in range(excess)]  # True: from the front
+    # The longer one loses tokens until equal (ties go to B), then B, A, B, A, ...
+    first_to_a = a_length > b_length
+    lead = min(excess, abs(a_length - b_length))
+    a_draws, b_draws = (draws[:lead], []) if first_to_a else ([], draws[:lead])
+    b_draws = b_draws + draws[lead::2]
+    a_draws = a_draws + draws[lead + 1::2]
+    a_front, b_front = sum(a_draws), sum(b_draws)
+    return a_front, len(a_draws) - a_front, b_front, len(b_draws) - b_front
 
 
-def _random_next_tokens(all_documents, document_index, target_b_length, rng):
-    """Sentences of another random document from a random start (original rules)."""
+def _random_next_span(documents, document_index, target_b_length, rng):
+    """(start, length) of sentences of another random document (original rules)."""
+    randbelow = rng._randbelow  # what rng.randint(0, n - 1) draws, minus two calls  pylint: disable=protected-access
     random_document_index = 0
     for _ in range(10):
-        random_document_index = rng.randint(0, len(all_documents) - 1)
+        random_document_index = randbelow(len(documents))
         if random_document_index != document_index:
             break
-    random_document = all_documents[random_document_index]
-    random_start = rng.randint(0, len(random_document) - 1)
-    tokens_b = []
-    for j in range(random_start, len(random_document)):
-        tokens_b.extend(random_document[j])
-        if len(tokens_b) >= target_b_length:
-            break
-    return tokens_b
+    offsets = documents[random_document_index]
+    random_start = randbelow(len(offsets) - 1)
+    b_end = random_start + 1
+    while offsets[b_end] - offsets[random_start] < target_b_length and b_end < len(offsets) - 1:
+        b_end += 1
+    return offsets[random_start], offsets[b_end] - offsets[random_start]
 
 
-def create_segment_pairs(all_documents: Sequence[Document], document_index: int,
+def create_segment_pairs(documents: Sequence[List[int]], document_index: int,
                          max_seq_length: int, short_seq_prob: float,
                          rng: random.Random) -> List[SegmentPair]:
-    """The A/B segment pairs of one document (create_instances_from_document)."""
-    document = all_documents[document_index]
+    """The A/B segment pairs of one document (create_instances_from_document).
+
+    Args:
+      documents: ChunkCorpus.documents (sentence offsets per document).
+      document_index: the document to pair.
+      max_seq_length: including [CLS] and two [SEP].
+      short_seq_prob: chance of a random target length in [2, max_seq_length - 3].
+      rng: random.Random; called exactly as the original calls its rng.
+    """
+    offsets = documents[document_index]
+    num_sentences = len(offsets) - 1
     max_num_tokens = max_seq_length - 3
     target_seq_length = max_num_tokens
     if rng.random() < short_seq_prob:
         target_seq_length = rng.randint(2, max_num_tokens)
     pairs = []
-    current_chunk, current_length, i = [], 0, 0
-    while i < len(document):
-        segment = document[i]
-        current_chunk.append(segment)
-        current_length += len(segment)
-        if i == len(document) - 1 or current_length >= target_seq_length:
-            if current_chunk:
-                a_end = 1
-                if len(current_chunk) >= 2:
-                    a_end = rng.randint(1, len(current_chunk) - 1)
-                tokens_a = []
-                for j in range(a_end):
-                    tokens_a.extend(current_chunk[j])
-                if len(current_chunk) == 1 or rng.random() < 0.5:
-                    is_random_next = True
-                    tokens_b = _random_next_tokens(
-                        all_documents, document_index, target_seq_length - len(tokens_a), rng)
-                    i -= len(current_chunk) - a_end  # put the unused sentences back
-                else:
-                    is_random_next = False
-                    tokens_b = []
-                    for j in range(a_end, len(current_chunk)):
-                        tokens_b.extend(current_chunk[j])
-                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                if tokens_a and tokens_b:
-                    pairs.append(SegmentPair(tokens_a, tokens_b, is_random_next))
-            current_chunk, current_length = [], 0
+    first, i = 0, 0  # current chunk: sentences first..i
+    while i < num_sentences:
+        current_length = offsets[i + 1] - offsets[first]
+        if i == num_sentences - 1 or current_length >= target_seq_length:
+            chunk_size = i - first + 1
+            a_end = 1 + rng._randbelow(chunk_size - 1) if chunk_size >= 2 else 1  # randint(1, size - 1)  pylint: disable=protected-access
+            a_start, a_length = offsets[first], offsets[first + a_end] - offsets[first]
+            if chunk_size == 1 or rng.random() < 0.5:
+                is_random_next = True
+                b_start, b_length = _random_next_span(
+                    documents, document_index, target_seq_length - a_length, rng)
+                i -= chunk_size - a_end  # put the unused sentences back
+            else:
+                is_random_next = False
+                b_start, b_length = offsets[first + a_end], current_length - a_length
+            a_front, a_back, b_front, b_back = truncate_seq_pair(
+                a_length, b_length, max_num_tokens, rng)
+            pairs.append(SegmentPair(
+                a_start + a_front, a_length - a_front - a_back,
+                b_start + b_front, b_length - b_front - b_back, is_random_next))
+            first = i + 1
         i += 1
     return pairs
 
@@ -167,26 +205,27 @@ class PackedPairs(NamedTuple):
     next_sentence_labels: np.ndarray  # [N] int32, 1 = B is random
 
 
-def pack_pairs(pairs: Sequence[SegmentPair], max_seq_length: int, vocab_ids: VocabIds) -> PackedPairs:
-    """Lays the pairs out as padded id rows."""
-    cls_id, sep_id = vocab_ids.cls_id, vocab_ids.sep_id
-    flat = []
-    for tokens_a, tokens_b, _ in pairs:
-        flat.append(cls_id)
-        flat.extend(tokens_a)
-        flat.append(sep_id)
-        flat.extend(tokens_b)
-        flat.append(sep_id)
-    len_a = np.fromiter((len(p.tokens_a) for p in pairs), dtype=np.int32, count=len(pairs))
-    len_b = np.fromiter((len(p.tokens_b) for p in pairs), dtype=np.int32, count=len(pairs))
-    lengths = len_a + len_b + 3
-    if len(pairs) and lengths.max() > max_seq_length:
-        raise AssertionError("a segment pair was not truncated to max_seq_length")
-    valid = np.arange(max_seq_length, dtype=np.int32)[None, :] < lengths[:, None]  # [N, S]
-    input_ids = np.zeros([len(pairs), max_seq_length], dtype=np.int32)
-    input_ids[valid] = np.asarray(flat, dtype=np.int32)
+def pack_pairs(pairs: Sequence[SegmentPair], token_ids: np.ndarray, max_seq_length: int,
+               vocab_ids: VocabIds) -> PackedPairs:
+    """Lays the pairs out as padded id rows (one gather, no Python loop over tokens)."""
+    spans = np.array([p[:4] for p in pairs], dtype=np.int64).reshape(-1, 4)
+    a_start, a_length, b_start, b_length = (spans[:, k:k + 1] for k in range(4))  # [N, 1]
     labels = np.fromiter((p.is_random_next for p in pairs), dtype=np.int32, count=len(pairs))
-    return PackedPairs(input_ids, lengths, len_a + 2, labels)
+    lengths = (a_length + b_length + 3)[:, 0]
+    if len(pairs) and (lengths.max() > max_seq_length or a_length.min() < 1 or b_length.min() < 1):
+        raise AssertionError("a segment pair is empty or longer than max_seq_length")
+    column = np.arange(max_seq_length)[None, :]  # [1, S]
+    in_a = (column >= 1) & (column <= a_length)
+    b_first = a_length + 2
+    in_b = (column >= b_first) & (column < b_first + b_length)
+    index = np.where(in_a, a_start + column - 1, np.where(in_b, b_start + column - b_first, 0))
+    input_ids = np.where(in_a | in_b, token_ids[index], 0).astype(np.int32)  # [N, S]
+    input_ids[:, 0] = vocab_ids.cls_id
+    rows = np.arange(len(pairs))
+    input_ids[rows, a_length[:, 0] + 1] = vocab_ids.sep_id
+    input_ids[rows, lengths - 1] = vocab_ids.sep_id
+    return PackedPairs(input_ids, lengths.astype(np.int32),
+                       (a_length[:, 0] + 2).astype(np.int32), labels)
 
 
 class MaskedBatch(NamedTuple):
@@ -234,6 +273,19 @@ def _choose_words(word_index, num_to_predict, rng):
     return chosen
 
 
+def _choose_tokens(candidate, num_to_predict, num_predictions, rng):
+    """A uniformly random num_to_predict-subset of the candidates of each row.
+
+    The same sets as the first k of a shuffled candidate list: the k smallest of
+    uniform keys (a partition, not a full sort).
+    """
+    keys = np.where(candidate, rng.random(candidate.shape), 2.0)  # [N, S]
+    kth = min(num_predictions, keys.shape[1]) - 1
+    smallest = np.sort(np.partition(keys, kth, axis=1)[:, :kth + 1], axis=1)  # [N, P]
+    threshold = np.take_along_axis(smallest, (num_to_predict - 1)[:, None], axis=1)
+    return candidate & (keys <= threshold)
+
+
 def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: VocabIds,
                    rng: np.random.Generator) -> MaskedBatch:
     """Masked-LM predictions for a batch of packed rows (original rules, vectorized)."""
@@ -244,8 +296,11 @@ def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: Voc
         num_predictions,
         np.maximum(1, np.rint(lengths.astype(np.float64) * options.masked_lm_prob))).astype(np.int64)
     candidate, word_index = _word_groups(input_ids, lengths, vocab_ids, options.do_whole_word_mask)
-    chosen_words = _choose_words(word_index, num_to_predict, rng)
-    masked = candidate & np.take_along_axis(chosen_words, word_index, axis=1)  # [N, S]
+    if options.do_whole_word_mask:
+        chosen_words = _choose_words(word_index, num_to_predict, rng)
+        masked = candidate & np.take_along_axis(chosen_words, word_index, axis=1)  # [N, S]
+    else:
+        masked = _choose_tokens(candidate, num_to_predict, num_predictions, rng)
 
     rows, cols = np.nonzero(masked)  # row-major: positions ascending within a row
     labels = input_ids[rows, cols]
@@ -281,26 +336,25 @@ def chunk_rngs(random_seed: int, chunk_index: int) -> Tuple[random.Random, np.ra
     return random.Random(python_seed), np.random.default_rng(sequence)
 
 
-def build_chunk_instances(documents: Sequence[Document], options: InstanceOptions,
+def build_chunk_instances(corpus: ChunkCorpus, options: InstanceOptions,
                           vocab_ids: VocabIds, random_seed: int,
                           chunk_index: int) -> ChunkInstances:
     """Instances of a chunk of tokenized documents, as the original builds a corpus.
 
     Documents are shuffled, every document gives its pairs in each of the
-    `dupe_factor` passes (random-next segments come from this chunk), each pass masks
-    anew, and the chunk's instances are shuffled.
+    `dupe_factor` passes (random-next segments come from this chunk), every instance
+    gets its own mask, and the chunk's instances are shuffled.
     """
     py_rng, np_rng = chunk_rngs(random_seed, chunk_index)
-    all_documents = [[s for s in document if s] for document in documents]
-    all_documents = [d for d in all_documents if d]
-    py_rng.shuffle(all_documents)
+    documents = list(corpus.documents)
+    py_rng.shuffle(documents)
     pairs = []
     for _ in range(options.dupe_factor):
-        for document_index in range(len(all_documents)):
+        for document_index in range(len(documents)):
             pairs.extend(create_segment_pairs(
-                all_documents, document_index, options.max_seq_length,
+                documents, document_index, options.max_seq_length,
                 options.short_seq_prob, py_rng))
     pairs = [pairs[i] for i in np_rng.permutation(len(pairs))]
-    packed = pack_pairs(pairs, options.max_seq_length, vocab_ids)
+    packed = pack_pairs(pairs, corpus.token_ids, options.max_seq_length, vocab_ids)
     masked = mask_instances(packed, options, vocab_ids, np_rng)
-    return ChunkInstances(packed, masked, len(all_documents))
+    return ChunkInstances(packed, masked, len(documents))

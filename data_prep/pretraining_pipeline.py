@@ -100,21 +100,19 @@ def tokenize_chunk(tokenizer, documents: Sequence[Sequence[str]], stats: Counter
     return flat, np.cumsum(lengths), np.cumsum(document_sizes)
 
 
-def _unflatten(flat, sentence_ends, document_ends) -> List[List[List[int]]]:
-    """Documents as lists of non-empty id lists."""
-    ids = flat.tolist()
-    documents, sentence, start = [], 0, 0
-    for document_end in document_ends.tolist():
-        document = []
-        while sentence < document_end:
-            end = int(sentence_ends[sentence])
-            if end > start:
-                document.append(ids[start:end])
-            start = end
-            sentence += 1
-        if document:
-            documents.append(document)
-    return documents
+def corpus_from_tokenized(flat, sentence_ends, document_ends) -> pretraining_instances.ChunkCorpus:
+    """ChunkCorpus of tokenize_chunk's output; empty sentences and documents dropped."""
+    sentence_ends = np.asarray(sentence_ends, dtype=np.int64)
+    sentence_starts = np.concatenate([[0], sentence_ends[:-1]]).astype(np.int64)
+    nonempty = sentence_ends > sentence_starts
+    documents, first = [], 0
+    for last in np.asarray(document_ends, dtype=np.int64).tolist():
+        keep = nonempty[first:last]
+        if keep.any():
+            documents.append([int(sentence_starts[first:last][keep][0])]
+                             + sentence_ends[first:last][keep].tolist())
+        first = last
+    return pretraining_instances.ChunkCorpus(np.asarray(flat, dtype=np.int32), documents)
 
 
 # Worker-side state, set once per process by _init_worker.
@@ -128,9 +126,9 @@ def _init_worker(options, vocab_ids, random_seed):
 def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
     """Serialized Examples of one tokenized chunk, shuffled (runs in a worker)."""
     options, vocab_ids = _WORKER["options"], _WORKER["vocab_ids"]
-    documents = _unflatten(*tokenized)
+    corpus = corpus_from_tokenized(*tokenized)
     chunk = pretraining_instances.build_chunk_instances(
-        documents, options, vocab_ids, _WORKER["random_seed"], chunk_index)
+        corpus, options, vocab_ids, _WORKER["random_seed"], chunk_index)
     packed, masked = chunk.packed, chunk.masked
     valid = np.arange(options.max_seq_length)[None, :] < packed.lengths[:, None]
     segment_ids = valid & (np.arange(options.max_seq_length)[None, :] >= packed.segment_a_lengths[:, None])
@@ -143,10 +141,10 @@ def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
         "masked_lm_weights": masked.masked_lm_weights,
         "next_sentence_labels": packed.next_sentence_labels[:, None],
     })
-    return ChunkResult(records, _chunk_stats(chunk, documents, vocab_ids, options))
+    return ChunkResult(records, _chunk_stats(chunk, corpus, vocab_ids, options))
 
 
-def _chunk_stats(chunk, documents, vocab_ids, options) -> Dict[str, int]:
+def _chunk_stats(chunk, corpus, vocab_ids, options) -> Dict[str, int]:
     packed, masked = chunk.packed, chunk.masked
     weights = masked.masked_lm_weights > 0
     rows, slots = np.nonzero(weights)
@@ -155,7 +153,7 @@ def _chunk_stats(chunk, documents, vocab_ids, options) -> Dict[str, int]:
     is_mask = replaced_by == vocab_ids.mask_id
     return {
         "documents": chunk.num_documents,
-        "single_sentence_documents": sum(1 for d in documents if len(d) == 1),
+        "single_sentence_documents": sum(1 for d in corpus.documents if len(d) == 2),
         "instances": int(len(packed.lengths)),
         "instance_tokens": int(packed.lengths.sum()),
         "short_instances": int((packed.lengths < options.max_seq_length).sum()),
