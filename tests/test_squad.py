@@ -251,7 +251,7 @@ def test_version_2_null_score_and_threshold(tokenizer, tmp_path):
         logits[window][0][0] = logits[window][1][0] = cls_logit
     results = _results(features, logits)
     # Null score is the minimum over windows: 1 + 1 = 2; 2 - 6 = -4.
-    paths = squad_postprocess.write_predictions(
+    _, _, paths = squad_postprocess.write_predictions(
         examples, features, results, str(tmp_path), version_2_with_negative=True)
     assert json.loads(open(paths["predictions"]).read()) == {"qx": "x9 x10"}
     assert json.loads(open(paths["null_odds"]).read()) == {"qx": -4.0}

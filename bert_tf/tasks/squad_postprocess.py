@@ -50,7 +50,8 @@ def _strip_spaces(text):
     return "".join(ns_chars), ns_to_s_map
 
 
-def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None):
+def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None,
+                   verbose_logging=False):
     """Projects normalised predicted text back onto the original text.
 
     `pred_text` is de-tokenised WordPiece text ("steve smith"), `orig_text` the
@@ -63,6 +64,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None):
       orig_text: the original words of the span, joined with single spaces.
       do_lower_case: as the tokenizer that produced the WordPieces.
       basic_tokenizer: optional `BasicTokenizer` to reuse.
+      verbose_logging: log why an alignment failed.
 
     Returns:
       The substring of `orig_text` that matches the prediction.
@@ -70,15 +72,21 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None):
     if basic_tokenizer is None:
         basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
     tok_text = " ".join(basic_tokenizer.tokenize(orig_text))
+    def give_up(reason):
+        if verbose_logging:
+            logger.info("get_final_text: %s (pred %r, orig %r, tokenized %r)", reason,
+                        pred_text, orig_text, tok_text)
+        return orig_text
+
     start_position = tok_text.find(pred_text)
     if start_position == -1:
-        return orig_text
+        return give_up("unable to find the prediction")
     end_position = start_position + len(pred_text) - 1
 
     orig_ns_text, orig_ns_to_s_map = _strip_spaces(orig_text)
     tok_ns_text, tok_ns_to_s_map = _strip_spaces(tok_text)
     if len(orig_ns_text) != len(tok_ns_text):
-        return orig_text
+        return give_up("length not equal after stripping spaces")
     tok_s_to_ns_map = {tok_index: i for i, tok_index in tok_ns_to_s_map.items()}
 
     def to_orig(position):
@@ -90,7 +98,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None):
     orig_start_position = to_orig(start_position)
     orig_end_position = to_orig(end_position)
     if orig_start_position is None or orig_end_position is None:
-        return orig_text
+        return give_up("could not map the start or end position")
     return orig_text[orig_start_position:(orig_end_position + 1)]
 
 
@@ -136,7 +144,7 @@ def _feature_candidates(feature, feature_index, result, n_best_size,
     return candidates
 
 
-def _span_text(example, feature, pred, do_lower_case, basic_tokenizer):
+def _span_text(example, feature, pred, do_lower_case, basic_tokenizer, verbose_logging):
     """Original-context text of a non-null candidate."""
     tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
     orig_doc_start = feature.token_to_orig_map[pred.start_index]
@@ -147,12 +155,13 @@ def _span_text(example, feature, pred, do_lower_case, basic_tokenizer):
     tok_text = tok_text.replace(" ##", "").replace("##", "")
     tok_text = " ".join(tok_text.strip().split())
     orig_text = " ".join(orig_tokens)
-    return get_final_text(tok_text, orig_text, do_lower_case, basic_tokenizer)
+    return get_final_text(tok_text, orig_text, do_lower_case, basic_tokenizer,
+                          verbose_logging)
 
 
 def _example_nbest(example, features, results, settings, basic_tokenizer):
     """(nbest, score_null) of one example over all its windows."""
-    n_best_size, max_answer_length, do_lower_case, version_2 = settings
+    n_best_size, max_answer_length, do_lower_case, version_2, verbose = settings
     prelim = []
     score_null = 1000000.0  # large and positive
     null = (0, 0.0, 0.0)  # feature index, start logit, end logit of the min null score
@@ -178,7 +187,7 @@ def _example_nbest(example, features, results, settings, basic_tokenizer):
         final_text = ""
         if pred.start_index > 0:  # a non-null prediction
             final_text = _span_text(example, features[pred.feature_index], pred,
-                                    do_lower_case, basic_tokenizer)
+                                    do_lower_case, basic_tokenizer, verbose)
             if final_text in seen:
                 continue
         seen.add(final_text)
@@ -192,7 +201,8 @@ def _example_nbest(example, features, results, settings, basic_tokenizer):
 
 def compute_predictions(all_examples, all_features, all_results, n_best_size=20,
                         max_answer_length=30, do_lower_case=True,
-                        version_2_with_negative=False, null_score_diff_threshold=0.0):
+                        version_2_with_negative=False, null_score_diff_threshold=0.0,
+                        verbose_logging=False):
     """Decodes answers for every example (see the module docstring).
 
     Args:
@@ -204,6 +214,7 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size=20,
       do_lower_case: as the tokenizer (for mapping text back).
       version_2_with_negative: allow the null answer.
       null_score_diff_threshold: predict "" when null - best non-null score exceeds it.
+      verbose_logging: log answers whose text could not be aligned.
 
     Returns:
       (predictions, nbest, null_odds): OrderedDicts keyed by question id; nbest entries
@@ -221,7 +232,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size=20,
     if missing:
         raise ValueError(f"{len(missing)} of {len(all_features)} features have no "
                          f"result, e.g. unique_id {missing[0]}")
-    settings = (n_best_size, max_answer_length, do_lower_case, version_2_with_negative)
+    settings = (n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
+                verbose_logging)
     basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
     predictions = collections.OrderedDict()
     all_nbest = collections.OrderedDict()
@@ -271,8 +283,8 @@ def write_predictions(all_examples, all_features, all_results, output_dir,
       **decode_kwargs: the other `compute_predictions` arguments.
 
     Returns:
-      dict of the written file paths keyed `predictions`, `nbest`, `null_odds`, and the
-      predictions themselves under `answers`.
+      (predictions, null_odds, paths): the answers and null odds by question id, and
+      the written files keyed `predictions`, `nbest` (and `null_odds`).
     """
     predictions, nbest, null_odds = compute_predictions(
         all_examples, all_features, all_results,
@@ -285,5 +297,4 @@ def write_predictions(all_examples, all_features, all_results, output_dir,
         paths["null_odds"] = os.path.join(output_dir, "null_odds.json")
         write_json_atomic(null_odds, paths["null_odds"])
     logger.info("Wrote %d predictions to %s", len(predictions), output_dir)
-    paths["answers"] = predictions
-    return paths
+    return predictions, null_odds, paths

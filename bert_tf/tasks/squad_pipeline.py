@@ -1,0 +1,281 @@
+"""Fine-tune and predict SQuAD v1.1 / v2.0: what run_squad runs.
+
+    results = squad_pipeline.run(SquadOptions(
+        train_file="train-v1.1.json", predict_file="dev-v1.1.json",
+        init_checkpoint="uncased_L-12_H-768_A-12", output_dir="out",
+        do_train=True, do_predict=True))
+
+Writes to output_dir: `train.tf_record` (the training features in the original's
+record layout, reused when the inputs are unchanged), training checkpoints (a rerun
+resumes), `predictions.json`, `nbest_predictions.json`, `null_odds.json` (v2.0), and,
+when every question of the predict file carries answers, `eval_results.json` with the
+JSON of the official evaluation script for that file's version.
+
+Training follows the original: examples shuffled with seed 12345, `num_train_steps =
+examples / train_batch_size * num_train_epochs`, loss = mean of the start and end
+cross-entropies over the window's positions.
+"""
+
+import collections
+import dataclasses
+import json
+import os
+import random
+import time
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import inputs, training
+from bert_tf.tasks import finetuning, squad, squad_eval, squad_postprocess
+from bert_tf.tasks.finetuning import FinetuneOptions
+
+
+@dataclasses.dataclass
+class SquadOptions(FinetuneOptions):
+    """FinetuneOptions plus the SQuAD flags of the original run_squad.py."""
+    train_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    verbose_logging: bool = False
+
+
+TRAIN_RECORD = "train.tf_record"
+EXAMPLE_SHUFFLE_SEED = 12345
+
+
+def check_squad_options(options: SquadOptions) -> None:
+    """Rejects flag combinations that cannot work, naming the flag."""
+    if options.do_eval:
+        raise ValueError("run_squad has no do_eval: do_predict evaluates the predict_file "
+                         "when it has answers")
+    if options.do_train and not options.train_file:
+        raise ValueError("do_train needs train_file")
+    if options.do_predict and not options.predict_file:
+        raise ValueError("do_predict needs predict_file")
+    for name in ("train_file", "predict_file"):
+        path = getattr(options, name)
+        if path and (options.do_train if name == "train_file" else options.do_predict) \
+                and not os.path.isfile(path):
+            raise FileNotFoundError(f"{name} not found: {path}")
+    squad.check_lengths(options.max_seq_length, options.max_query_length)
+    if options.doc_stride <= 0:
+        raise ValueError(f"doc_stride must be positive, got {options.doc_stride}")
+    if options.doc_stride > options.max_seq_length - options.max_query_length - 3:
+        logging.warning("doc_stride %d exceeds the context room of a window (%d): "
+                        "text between windows is skipped", options.doc_stride,
+                        options.max_seq_length - options.max_query_length - 3)
+    finetuning.check_options(options)
+
+
+def span_loss(features, outputs):
+    """Mean of the start and end cross-entropies (the original's compute_loss)."""
+    def cross_entropy(logits, positions):
+        logits = tf.cast(logits, tf.float32)  # [B, S]
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        one_hot = tf.one_hot(positions, depth=tf.shape(logits)[1], dtype=tf.float32)
+        return -tf.reduce_mean(tf.reduce_sum(one_hot * log_probs, axis=-1))
+
+    start_loss = cross_entropy(outputs["start_logits"], features["start_positions"])
+    end_loss = cross_entropy(outputs["end_logits"], features["end_positions"])
+    return {"total_loss": (start_loss + end_loss) / 2.0, "start_loss": start_loss,
+            "end_loss": end_loss}
+
+
+def record_spec(max_seq_length):
+    """Feature spec of train.tf_record (names as the original's FeatureWriter)."""
+    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+    for name in ("unique_ids", "start_positions", "end_positions", "is_impossible"):
+        spec[name] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+def write_train_record(features, path):
+    """Writes training features as tf.Examples (temporary name, then renamed)."""
+    def int_feature(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with tf.io.TFRecordWriter(temporary) as writer:
+        for feature in features:
+            example = tf.train.Example(features=tf.train.Features(feature={
+                "unique_ids": int_feature([feature.unique_id]),
+                "input_ids": int_feature(feature.input_ids),
+                "input_mask": int_feature(feature.input_mask),
+                "segment_ids": int_feature(feature.segment_ids),
+                "start_positions": int_feature([feature.start_position]),
+                "end_positions": int_feature([feature.end_position]),
+                "is_impossible": int_feature([int(feature.is_impossible)]),
+            }))
+            writer.write(example.SerializeToString())
+    os.replace(temporary, path)
+
+
+def _file_signature(path):
+    stat = os.stat(path)
+    return [os.path.abspath(path), stat.st_size, int(stat.st_mtime)]
+
+
+def prepare_train_record(options, tokenizer):
+    """Reads and shuffles the training examples, writes their features unless an
+    up-to-date `train.tf_record` exists; returns (number of examples, record path)."""
+    stats = collections.Counter()
+    examples = squad.read_squad_examples(options.train_file, True,
+                                         options.version_2_with_negative, stats)
+    if not examples:
+        raise ValueError(f"train_file {options.train_file}: no usable training question")
+    random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
+    path = os.path.join(options.output_dir, TRAIN_RECORD)
+    key = {"train_file": _file_signature(options.train_file),
+           "vocab_file": _file_signature(options.vocab_file),
+           "do_lower_case": options.do_lower_case, "max_seq_length": options.max_seq_length,
+           "doc_stride": options.doc_stride, "max_query_length": options.max_query_length,
+           "version_2_with_negative": options.version_2_with_negative,
+           "num_examples": len(examples)}
+    key_path = path + ".json"
+    if os.path.exists(path) and os.path.exists(key_path):
+        with open(key_path, encoding="utf-8") as reader:
+            if json.load(reader) == key:
+                logging.info("Reusing %s (%d examples)", path, len(examples))
+                return len(examples), path
+    started = time.time()
+    features = squad.convert_examples_to_features(
+        examples, tokenizer, options.max_seq_length, options.doc_stride,
+        options.max_query_length, is_training=True)
+    write_train_record(features, path)
+    squad_postprocess.write_json_atomic(key, key_path, indent=1)
+    logging.info("train_file: %d questions, %d used (%d skipped: answer not at "
+                 "answer_start; %d with several answers used the first); %d features "
+                 "in %.1f s -> %s", stats["questions"], len(examples),
+                 stats["skipped_answer_not_found"], stats["first_of_several_answers"],
+                 len(features), time.time() - started, path)
+    return len(examples), path
+
+
+def make_head_model(encoder):
+    from bert_tf.models import BertSpanLabeler  # pylint: disable=import-outside-toplevel
+    return BertSpanLabeler(encoder)
+
+
+def train(options, strategy, tokenizer):
+    """Fine-tunes (or resumes) on train_file; returns (model, global_step)."""
+    num_examples, path = prepare_train_record(options, tokenizer)
+
+    def dataset_fn(input_context):
+        return inputs.tfrecord_dataset(
+            path, record_spec(options.max_seq_length), options.train_batch_size, True,
+            input_context=input_context, compression="none", seed=options.seed,
+            shuffle_buffer_size=10000, drop_remainder=True)
+
+    return finetuning.train(options, strategy, make_head_model, span_loss, dataset_fn,
+                            num_examples)
+
+
+def predict_dataset_fn(arrays, batch_size):
+    """dataset_fn over in-memory prediction features (in order, last batch partial)."""
+    def dataset_fn(input_context):
+        per_replica = input_context.get_per_replica_batch_size(batch_size)
+        dataset = tf.data.Dataset.from_tensor_slices(
+            {name: arrays[name] for name in ("unique_ids", "input_ids", "input_mask",
+                                             "segment_ids")})
+        if input_context.num_input_pipelines > 1:
+            dataset = dataset.shard(input_context.num_input_pipelines,
+                                    input_context.input_pipeline_id)
+        return dataset.batch(per_replica).prefetch(tf.data.AUTOTUNE)
+    return dataset_fn
+
+
+def predict_logits(strategy, model, features, batch_size):
+    """RawResults (unique_id, start_logits, end_logits) for every feature."""
+    arrays = squad.features_to_arrays(features, is_training=False)
+    results, started, done = [], time.time(), 0
+    last_log = started
+    for batch in training.predict(strategy, model, predict_dataset_fn(arrays, batch_size),
+                                  passthrough_keys=("unique_ids",)):
+        start_logits = batch["start_logits"].astype(np.float32)
+        end_logits = batch["end_logits"].astype(np.float32)
+        for i, unique_id in enumerate(batch["unique_ids"]):
+            results.append(squad_postprocess.RawResult(int(unique_id), start_logits[i],
+                                                       end_logits[i]))
+        done += len(start_logits)
+        if time.time() - last_log > 30:
+            last_log = time.time()
+            logging.info("Predicted %d/%d features (%.1f features/s)", done, len(features),
+                         done / (last_log - started))
+    logging.info("Predicted %d features in %.1f s", done, time.time() - started)
+    return results
+
+
+def evaluate_predictions(predict_file, predictions, null_odds):
+    """The official script's dict for the predict file's version, or None without
+    answers in the file."""
+    with open(predict_file, encoding="utf-8") as reader:
+        data_json = json.load(reader)
+    if not all(isinstance(qa.get("answers"), list) for entry in data_json["data"]
+               for paragraph in entry["paragraphs"] for qa in paragraph["qas"]):
+        logging.info("%s has questions without answers: not evaluated", predict_file)
+        return None
+    if squad_eval.is_version_2(data_json):
+        return squad_eval.evaluate_v2(data_json["data"], predictions,
+                                      null_odds if null_odds else None)
+    return squad_eval.evaluate_v1(data_json["data"], predictions)
+
+
+def predict(options, strategy, tokenizer, model=None, global_step=None):
+    """Predicts predict_file, writes the prediction files and, when it has answers,
+    eval_results.json; returns (model, the evaluation dict or {})."""
+    examples = squad.read_squad_examples(options.predict_file, False,
+                                         options.version_2_with_negative)
+    features = squad.convert_examples_to_features(
+        examples, tokenizer, options.max_seq_length, options.doc_stride,
+        options.max_query_length, is_training=False)
+    logging.info("predict_file: %d questions, %d features", len(examples), len(features))
+    if model is None:
+        arrays = squad.features_to_arrays(features[:1], is_training=False)
+        element_spec = predict_dataset_fn(arrays, options.predict_batch_size)(
+            tf.distribute.InputContext()).element_spec
+        model, global_step = finetuning.load_trained_model(
+            options, strategy, make_head_model, element_spec)
+    results = predict_logits(strategy, model, features, options.predict_batch_size)
+    predictions, null_odds, _ = squad_postprocess.write_predictions(
+        examples, features, results, options.output_dir,
+        version_2_with_negative=options.version_2_with_negative,
+        n_best_size=options.n_best_size, max_answer_length=options.max_answer_length,
+        do_lower_case=options.do_lower_case,
+        null_score_diff_threshold=options.null_score_diff_threshold,
+        verbose_logging=options.verbose_logging)
+    evaluation = evaluate_predictions(options.predict_file, predictions, null_odds)
+    if evaluation is None:
+        return model, {}
+    evaluation = dict(evaluation)
+    squad_postprocess.write_json_atomic(
+        dict(evaluation, **({"global_step": global_step} if global_step is not None
+                            else {})),
+        os.path.join(options.output_dir, "eval_results.json"), indent=2)
+    logging.info("Evaluation of %s: %s", options.predict_file, json.dumps(evaluation))
+    return model, evaluation
+
+
+def run(options: SquadOptions) -> dict:
+    """Runs do_train / do_predict; returns the evaluation of predict_file (or {})."""
+    check_squad_options(options)
+    finetuning.set_seed(options.seed)
+    tokenizer = finetuning.make_tokenizer(options)
+    strategy = finetuning.make_strategy(options)
+    model, global_step, evaluation = None, None, {}
+    if options.do_train:
+        model, global_step = train(options, strategy, tokenizer)
+    if options.do_predict:
+        model, evaluation = predict(options, strategy, tokenizer, model, global_step)
+    if options.export_dir and model is not None:
+        finetuning.export_model(options, model, "span_labeler")
+    return evaluation

@@ -1,0 +1,127 @@
+"""Tiny end-to-end SQuAD runs: train, predict, evaluate, resume; v2.0 null answers."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_tf.tasks import squad_pipeline
+from bert_tf.tasks.squad_pipeline import SquadOptions
+
+WORDS = ["red", "green", "blue", "house", "tree", "river", "stone", "bird", "road", "hill"]
+
+
+def tiny_model_files(folder):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "where", "?", "café", "cafe",
+             "."] + WORDS
+    vocab += [f"unused{i}" for i in range(99 - len(vocab))]
+    (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocab))
+    (folder / "bert_config.json").write_text(json.dumps(dict(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, max_position_embeddings=16, type_vocab_size=2,
+        initializer_range=0.02)))
+    return str(folder / "vocab.txt"), str(folder / "bert_config.json")
+
+
+def write_squad(path, count, seed, impossible_every=0):
+    """Questions "where ?" whose answer is "Café" somewhere in 7-14 random words.
+
+    With `impossible_every`, every such question has no "Café" (SQuAD 2.0 style)."""
+    rng = np.random.default_rng(seed)
+    paragraphs = []
+    for index in range(count):
+        words = list(rng.choice(WORDS, size=int(rng.integers(7, 15))))
+        qa = {"id": f"q{seed}_{index}", "question": "Where?"}
+        if impossible_every and index % impossible_every == 0:
+            qa.update(answers=[], is_impossible=True)
+        else:
+            words.insert(int(rng.integers(0, len(words) + 1)), "Café.")
+            context = " ".join(words)
+            qa.update(answers=[{"text": "Café", "answer_start": context.index("Café")}],
+                      is_impossible=False)
+        paragraphs.append({"context": " ".join(words), "qas": [qa]})
+    version = "v2.0" if impossible_every else "1.1"
+    path.write_text(json.dumps({"version": version, "data": [
+        {"title": "toy", "paragraphs": paragraphs}]}), encoding="utf-8")
+    return str(path)
+
+
+def options(tmp_path, **changes):
+    vocab_file, config_file = tiny_model_files(tmp_path)
+    values = dict(output_dir=str(tmp_path / "out"), vocab_file=vocab_file,
+                  bert_config_file=config_file, max_seq_length=16, doc_stride=4,
+                  max_query_length=4, train_batch_size=8, predict_batch_size=5,
+                  learning_rate=3e-3, num_train_epochs=8.0, warmup_proportion=0.1,
+                  save_checkpoints_steps=20, steps_per_loop=10, seed=1, max_answer_length=4)
+    values.update(changes)
+    return SquadOptions(**values)
+
+
+def test_train_predict_evaluate_and_resume(tmp_path):
+    train_file = write_squad(tmp_path / "train.json", 40, seed=0)
+    dev_file = write_squad(tmp_path / "dev.json", 12, seed=1)
+    evaluation = squad_pipeline.run(options(tmp_path, do_train=True, do_predict=True,
+                                            train_file=train_file, predict_file=dev_file))
+    out = tmp_path / "out"
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert sorted(predictions) == sorted(f"q1_{i}" for i in range(12))
+    # The toy rule is learnt; the answer text keeps the accent and drops the full stop.
+    assert evaluation == {"exact_match": 100.0, "f1": 100.0}, predictions
+    assert set(predictions.values()) == {"Café"}
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    assert [len(v) <= 20 for v in nbest.values()] and not (out / "null_odds.json").exists()
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results == {"exact_match": 100.0, "f1": 100.0, "global_step": 40}
+    # The evaluator CLI prints the same metrics for the written files.
+    completed = subprocess.run(
+        [sys.executable, "-m", "bert_tf.tasks.squad_eval", dev_file,
+         str(out / "predictions.json")], capture_output=True, text=True, check=True)
+    assert json.loads(completed.stdout) == evaluation
+    # Predicting again restores the trained checkpoint.
+    (out / "predictions.json").unlink()
+    again = squad_pipeline.run(options(tmp_path, do_predict=True, predict_file=dev_file))
+    assert again == evaluation
+    assert json.loads((out / "predictions.json").read_text()) == predictions
+
+
+def test_version_2_writes_null_odds(tmp_path):
+    train_file = write_squad(tmp_path / "train.json", 40, seed=0, impossible_every=3)
+    dev_file = write_squad(tmp_path / "dev.json", 9, seed=1, impossible_every=3)
+    evaluation = squad_pipeline.run(options(
+        tmp_path, do_train=True, do_predict=True, train_file=train_file,
+        predict_file=dev_file, version_2_with_negative=True))
+    out = tmp_path / "out"
+    null_odds = json.loads((out / "null_odds.json").read_text())
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert sorted(null_odds) == sorted(predictions) == sorted(f"q1_{i}" for i in range(9))
+    # Null answer iff null score - best non-null score > 0 (the default threshold).
+    assert all((predictions[q] == "") == (null_odds[q] > 0.0) for q in predictions)
+    assert evaluation["HasAns_total"] == 6 and evaluation["NoAns_total"] == 3
+    assert {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"} <= set(
+        evaluation)
+    assert evaluation["exact"] > 50.0, (evaluation, predictions)
+
+
+def test_bad_options(tmp_path):
+    with pytest.raises(ValueError, match="do_train needs train_file"):
+        squad_pipeline.run(options(tmp_path, do_train=True))
+    with pytest.raises(FileNotFoundError, match="predict_file not found: .*missing.json"):
+        squad_pipeline.run(options(tmp_path, do_predict=True,
+                                   predict_file=str(tmp_path / "missing.json")))
+    with pytest.raises(ValueError, match="max_query_length"):
+        squad_pipeline.run(options(tmp_path, do_predict=True, max_query_length=13,
+                                   predict_file=write_squad(tmp_path / "d.json", 2, 0)))
+
+
+def test_cli_help_lists_original_flags():
+    completed = subprocess.run([sys.executable, "run_squad.py", "--helpfull"],
+                               capture_output=True, text=True, check=False,
+                               cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    for flag in ("train_file", "predict_file", "doc_stride", "max_query_length",
+                 "n_best_size", "max_answer_length", "version_2_with_negative",
+                 "null_score_diff_threshold", "verbose_logging", "export_dir",
+                 "distribution_strategy", "mixed_precision"):
+        assert f"--{flag}" in completed.stdout, flag
