@@ -98,21 +98,32 @@ def build_model(strategy, model_fn, element_spec):
     with strategy.scope():
         model = model_fn()
         if not model.built:
-            dummy = tf.nest.map_structure(
-                lambda spec: tf.zeros([d or 1 for d in spec.shape], spec.dtype), element_spec)
-            model(dummy, training=False)
+            model(tf.nest.map_structure(
+                lambda spec: tf.zeros([d or 1 for d in spec.shape], spec.dtype),
+                element_spec), training=False)
     return model
 
 
 def initialize_from_checkpoint(model, init_checkpoint):
-    """Loads a google-research checkpoint (folder or prefix) into `model`; logs the report.
+    """Loads pretrained weights (google-research folder or prefix, or Hugging Face).
 
     Raises:
-        ValueError: (from bert_tf.checkpoints) when the checkpoint does not fit the model.
+        ValueError: when the checkpoint does not fit the model: a shape differs, or
+            encoder weights (`bert/...`) are missing on one side (e.g. another
+            num_hidden_layers).
     """
     from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
-    report = checkpoints.load_google_checkpoint(model, init_checkpoint)
-    logging.info("Initialized from %s: %s", init_checkpoint, report)
+    report = checkpoints.load_pretrained_weights(model, init_checkpoint)
+    missing = [n for n in report.newly_initialized if n.startswith("bert/")]
+    extra = [n for n in report.unmatched if n.startswith("bert/")]
+    if missing or extra:
+        raise ValueError(
+            f"init_checkpoint {init_checkpoint} does not match the model's config: "
+            + (f"model encoder variables missing from it: {missing[:5]}"
+               f"{' ...' if len(missing) > 5 else ''}; " if missing else "")
+            + (f"encoder variables the model lacks: {extra[:5]}"
+               f"{' ...' if len(extra) > 5 else ''}" if extra else ""))
+    logging.info("Initialized from %s: %s", init_checkpoint, report.summary())
     return report
 
 
@@ -154,21 +165,6 @@ def _make_train_iterator(strategy, train_dataset_fn, checkpoint_input_iterator):
                      "starts a fresh pass over the data.", type(strategy).__name__)
     dataset = strategy.distribute_datasets_from_function(train_dataset_fn)
     return iter(dataset), dataset.element_spec, False
-
-
-def _write_google_checkpoint(model, prefix):
-    """The final model in the TF1 layout, written under a temporary name then renamed."""
-    from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
-    directory, name = os.path.split(prefix)
-    tmp_dir = os.path.join(directory or ".", f".tmp-{name}-{os.getpid()}")
-    tf.io.gfile.makedirs(tmp_dir)
-    checkpoints.save_google_checkpoint(model, os.path.join(tmp_dir, name))
-    files = sorted(tf.io.gfile.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
-    for file_name in files:  # the .index last: a prefix without it is incomplete
-        tf.io.gfile.rename(os.path.join(tmp_dir, file_name),
-                           os.path.join(directory or ".", file_name), overwrite=True)
-    tf.io.gfile.rmtree(tmp_dir)
-    logging.info("Wrote the final model in the google-research layout: %s", prefix)
 
 
 def _summary_writer(strategy, output_dir):
@@ -229,6 +225,8 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     with dtype_policy(mixed_precision):
         model = build_model(strategy, model_fn, element_spec)
     with strategy.scope():
+        names = training_steps.loss_names(model, loss_fn, element_spec)
+    with strategy.scope():
         optimizer = optimizer_fn()
         if mixed_precision == "float16" and not isinstance(
                 optimizer, keras.optimizers.LossScaleOptimizer):
@@ -246,7 +244,7 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     _restore_or_initialize(checkpoint, tf.train.latest_checkpoint(output_dir), model,
                            init_checkpoint)  # every worker reads the chief's files
     train_loop = training_steps.make_train_loop(
-        strategy, model, loss_fn, optimizer, global_step,
+        strategy, model, loss_fn, optimizer, global_step, names,
         gradient_accumulation_steps=gradient_accumulation_steps, use_xla=use_xla,
         host_iterator=host_iterator)
     result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
@@ -255,7 +253,9 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     result.model = model
     distribute.cleanup_worker_dir(strategy, checkpoint_dir)
     if google_checkpoint_prefix and distribute.is_chief(strategy):
-        _write_google_checkpoint(model, google_checkpoint_prefix)
+        from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+        checkpoints.save_google_checkpoint(model, google_checkpoint_prefix,
+                                           write_config=True)
     return result
 
 

@@ -61,9 +61,18 @@ def _next_replica_batches(strategy, iterator):
         lambda context: batches[context.replica_id_in_sync_group])
 
 
-def make_train_loop(strategy, model, loss_fn, optimizer, global_step,
+def loss_names(model, loss_fn, element_spec):
+    """The keys `loss_fn` returns, from one eager call on a batch of zeros."""
+    dummy = tf.nest.map_structure(
+        lambda spec: tf.zeros([d or 1 for d in spec.shape], spec.dtype), element_spec)
+    return sorted(as_loss_dict(loss_fn(dummy, model(dummy, training=False))))
+
+
+def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names,
                     gradient_accumulation_steps=1, use_xla=False, host_iterator=False):
     """Returns `train_loop(iterator, num_steps) -> dict of mean losses over the steps`.
+
+    `loss_names` are the keys `loss_fn` returns (see `loss_names`).
 
     `iterator` is a distributed iterator, or with `host_iterator` a plain iterator of
     per-replica batches (one is taken for each replica).
@@ -114,7 +123,7 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step,
 
     @tf.function
     def train_loop(iterator, num_steps):
-        totals = None
+        totals = {name: tf.constant(0.0) for name in loss_names}
         for _ in tf.range(num_steps):
             features = (_next_replica_batches(strategy, iterator) if host_iterator
                         else next(iterator))
@@ -122,7 +131,7 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step,
             losses = {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                       for k, v in per_replica.items()}
             global_step.assign_add(1)
-            totals = losses if totals is None else {k: totals[k] + losses[k] for k in losses}
+            totals = {k: totals[k] + losses[k] for k in loss_names}
         return {k: v / tf.cast(num_steps, tf.float32) for k, v in totals.items()}
 
     return train_loop

@@ -1,0 +1,159 @@
+"""Tests for bert_tf.training on a tiny regression model: resume, accumulation, kill."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import training
+from training_helper import (TinyRegressor, dataset_fn_factory, make_arrays,
+                             optimizer_fn, train_tiny)
+
+HELPER = os.path.join(os.path.dirname(__file__), "training_helper.py")
+
+
+def _weights(model):
+    return [v.numpy() for v in model.trainable_variables]
+
+
+def _assert_same_weights(a, b, rtol=1e-6):
+    for x, y in zip(_weights(a), _weights(b)):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-7)
+
+
+def test_trains_saves_and_reports(tmp_path):
+    result = train_tiny(str(tmp_path), 12, 4, keep_checkpoint_max=2)
+    assert result.global_step == 12 and result.steps_this_run == 12
+    assert result.history[-1]["total_loss"] < result.history[0]["total_loss"]
+    assert [h["step"] for h in result.history] == [2, 4, 6, 8, 10, 12]
+    kept = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "ckpt-*.index")))
+    assert kept == ["ckpt-12.index", "ckpt-8.index"]
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-12")
+    # TensorBoard scalars: losses, learning rate, throughput at every loop.
+    tags = {}
+    for event_file in glob.glob(str(tmp_path / "train" / "events.*")):
+        for event in tf.compat.v1.train.summary_iterator(event_file):
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append(event.step)
+    for tag in ("total_loss", "mean_error", "learning_rate", "sequences_per_second"):
+        assert tags[tag] == [2, 4, 6, 8, 10, 12], tag
+
+
+def test_resume_continues_with_same_optimizer_state_and_data_position(tmp_path):
+    straight = train_tiny(str(tmp_path / "straight"), 12, 4)
+    train_tiny(str(tmp_path / "resumed"), 8, 4)
+    resumed = train_tiny(str(tmp_path / "resumed"), 12, 4)
+    assert resumed.steps_this_run == 4 and resumed.global_step == 12
+    _assert_same_weights(straight.model, resumed.model)
+    # Without the input position in the checkpoint the resumed run sees other batches.
+    train_tiny(str(tmp_path / "no_iter"), 8, 4, checkpoint_input_iterator=False)
+    no_iter = train_tiny(str(tmp_path / "no_iter"), 12, 4, checkpoint_input_iterator=False)
+    assert not np.allclose(_weights(straight.model)[0], _weights(no_iter.model)[0])
+
+
+def test_finished_run_is_not_trained_again(tmp_path):
+    train_tiny(str(tmp_path), 4, 2)
+    again = train_tiny(str(tmp_path), 4, 2)
+    assert again.steps_this_run == 0 and again.global_step == 4
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path):
+    whole = train_tiny(str(tmp_path / "whole"), 6, 6)
+    split = train_tiny(str(tmp_path / "split"), 6, 6, gradient_accumulation_steps=4)
+    np.testing.assert_allclose([h["total_loss"] for h in whole.history],
+                               [h["total_loss"] for h in split.history], rtol=1e-5)
+    _assert_same_weights(whole.model, split.model, rtol=1e-5)
+
+
+def test_xla_matches_plain(tmp_path):
+    plain = train_tiny(str(tmp_path / "plain"), 4, 4)
+    xla = train_tiny(str(tmp_path / "xla"), 4, 4, use_xla=True)
+    _assert_same_weights(plain.model, xla.model, rtol=1e-4)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_mixed_precision_trains_with_float32_weights(tmp_path, precision):
+    result = train_tiny(str(tmp_path), 6, 6, mixed_precision=precision)
+    assert np.isfinite(result.losses["total_loss"])
+    assert all(v.dtype == "float32" for v in result.model.trainable_variables)
+    assert result.model.hidden.compute_dtype == precision
+    assert keras.config.dtype_policy().name == "float32"  # global policy restored
+    reader = tf.train.load_checkpoint(result.checkpoint)
+    has_scale = any("dynamic_scale" in k or "loss_scale" in k
+                    for k in reader.get_variable_to_shape_map())
+    assert has_scale == (precision == "float16")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(gradient_accumulation_steps=3), "gradient_accumulation_steps=3"),
+    (dict(steps_per_loop=0), "steps_per_loop"),
+    (dict(mixed_precision="float8"), "mixed_precision"),
+])
+def test_bad_arguments_fail_before_training(tmp_path, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        train_tiny(str(tmp_path), 4, 2, **kwargs)
+    assert not glob.glob(str(tmp_path / "ckpt-*"))
+
+
+def test_evaluate_and_predict_match_numpy(tmp_path):
+    strategy = tf.distribute.get_strategy()
+    model = training.build_model(strategy, TinyRegressor,
+                                 dataset_fn_factory(8)(tf.distribute.InputContext()).element_spec)
+    x, target = make_arrays()
+
+    def eval_fn(_):
+        return tf.data.Dataset.from_tensor_slices({"x": x, "target": target}).batch(10)
+
+    def metrics_fn(features, outputs):
+        error = outputs["y"] - features["target"]
+        return {"mse": error ** 2, "weighted": (error, features["x"][:, 0] > 0)}
+
+    got = training.evaluate(strategy, model, eval_fn, metrics_fn)
+    predictions = model({"x": x}, training=False)["y"].numpy()
+    error = predictions - target
+    assert got["eval_steps"] == 7  # 64 examples, batches of 10
+    assert got["mse"] == pytest.approx(float(np.mean(error ** 2)), rel=1e-5)
+    assert got["weighted"] == pytest.approx(float(error[x[:, 0] > 0].mean()), rel=1e-4)
+    capped = training.evaluate(strategy, model, eval_fn, metrics_fn, num_steps=2)
+    assert capped["eval_steps"] == 2
+    batches = list(training.predict(strategy, model, eval_fn, passthrough_keys=("target",)))
+    np.testing.assert_allclose(np.concatenate([b["y"] for b in batches]), predictions,
+                               rtol=1e-5)
+    np.testing.assert_array_equal(np.concatenate([b["target"] for b in batches]), target)
+
+
+def test_sigkill_mid_run_then_restart_finishes_like_an_uninterrupted_run(tmp_path):
+    out = str(tmp_path / "killed")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen([sys.executable, HELPER, out, "40", "4", "0.05"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        latest = tf.train.latest_checkpoint(out)
+        if latest and int(latest.rsplit("-", 1)[1]) >= 8:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    killed_at = int(tf.train.latest_checkpoint(out).rsplit("-", 1)[1])
+    assert 8 <= killed_at < 40
+    resumed = train_tiny(out, 40, 4)
+    assert resumed.global_step == 40 and resumed.steps_this_run == 40 - killed_at
+    straight = train_tiny(str(tmp_path / "straight"), 40, 4)
+    _assert_same_weights(straight.model, resumed.model, rtol=1e-5)
+
+
+def test_loss_fn_must_give_total_loss(tmp_path):
+    with pytest.raises(ValueError, match="total_loss"):
+        training.train(tf.distribute.get_strategy(), TinyRegressor,
+                       lambda f, o: {"mse": tf.reduce_mean(o["y"])}, dataset_fn_factory(8),
+                       optimizer_fn=optimizer_fn(), output_dir=str(tmp_path),
+                       num_train_steps=2, global_batch_size=8)
