@@ -22,44 +22,47 @@ from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
 from data_prep import wikipedia
 
-FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None,
-                    "Input corpus files: comma-separated paths or globs.")
-flags.DEFINE_string("output_file", None,
-                    "Output TFRecord file(s): comma-separated, or one name that "
-                    "--num_output_shards expands to NAME-00000-of-0000N.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file of the BERT model.")
-flags.DEFINE_bool("do_lower_case", True, "Lower case the input (uncased models).")
-flags.DEFINE_bool("do_whole_word_mask", False,
-                  "Mask all the WordPieces of a word together.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20,
-                     "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 10,
-                     "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1,
-                   "Probability of creating sequences shorter than the maximum length.")
-flags.DEFINE_enum("input_format", "auto", list(wikipedia.INPUT_FORMATS),
-                  "Input format; auto looks at each file's name and first line.")
-flags.DEFINE_integer("num_workers", 1,
-                     "Processes that build instances (1: all in this process). The "
-                     "output does not depend on it.")
-flags.DEFINE_integer("num_output_shards", 1,
-                     "Shards to write when --output_file is a single name.")
-flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
-flags.DEFINE_integer("chunk_chars", 1_000_000,
-                     "Characters of text per chunk: documents are shuffled and paired "
-                     "within a chunk. Part of the seed: changing it changes the output.")
-flags.DEFINE_string("language", None,
-                    "pysbd language code for sentence splitting of wiki text "
-                    "(default: the dump's language, else en).")
+def define_flags(flag_values=flags.FLAGS):
+    """Defines the flags (not at import, so that other CLIs' flags never clash)."""
+    fv = flag_values
+    flags.DEFINE_string("input_file", None,
+                        "Input corpus files: comma-separated paths or globs.", flag_values=fv)
+    flags.DEFINE_string("output_file", None,
+                        "Output TFRecord file(s): comma-separated, or one name that "
+                        "--num_output_shards expands to NAME-00000-of-0000N.", flag_values=fv)
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file of the BERT model.", flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower case the input (uncased models).", flag_values=fv)
+    flags.DEFINE_bool("do_whole_word_mask", False,
+                      "Mask all the WordPieces of a word together.", flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", flag_values=fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Maximum number of masked LM predictions per sequence.", flag_values=fv)
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.", flag_values=fv)
+    flags.DEFINE_integer("dupe_factor", 10,
+                         "Number of times to duplicate the input data (with different masks).", flag_values=fv)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=fv)
+    flags.DEFINE_float("short_seq_prob", 0.1,
+                       "Probability of creating sequences shorter than the maximum length.", flag_values=fv)
+    flags.DEFINE_enum("input_format", "auto", list(wikipedia.INPUT_FORMATS),
+                      "Input format; auto looks at each file's name and first line.", flag_values=fv)
+    flags.DEFINE_integer("num_workers", 1,
+                         "Processes that build instances (1: all in this process). The "
+                         "output does not depend on it.", flag_values=fv)
+    flags.DEFINE_integer("num_output_shards", 1,
+                         "Shards to write when --output_file is a single name.", flag_values=fv)
+    flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.", flag_values=fv)
+    flags.DEFINE_integer("chunk_chars", 1_000_000,
+                         "Characters of text per chunk: documents are shuffled and paired "
+                         "within a chunk. Part of the seed: changing it changes the output.", flag_values=fv)
+    flags.DEFINE_string("language", None,
+                        "pysbd language code for sentence splitting of wiki text "
+                        "(default: the dump's language, else en).", flag_values=fv)
 
 
-def main(argv):
-    del argv
+def run(flag_values):
+    """Runs the tool with parsed flags; returns the stats dict."""
+    FLAGS = flag_values  # pylint: disable=invalid-name
     for name in ("input_file", "output_file", "vocab_file"):
         if not getattr(FLAGS, name):
             raise app.UsageError(f"--{name} is required")
@@ -85,10 +88,16 @@ def main(argv):
         random_seed=FLAGS.random_seed, input_format=FLAGS.input_format,
         num_workers=FLAGS.num_workers, gzip=FLAGS.gzip, chunk_chars=FLAGS.chunk_chars,
         language=FLAGS.language)
-    pretraining_pipeline.create_pretraining_data(tokenizer, options, config)
+    return pretraining_pipeline.create_pretraining_data(tokenizer, options, config)
+
+
+def main(argv):
+    del argv
+    run(flags.FLAGS)
 
 
 def run_main():
+    define_flags()
     app.run(main)
 
 
