@@ -59,8 +59,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             projection.build((None, self.hidden_size))
         self.built = True
 
-    def call(self, hidden_states, attention_bias, training=None):
-        """Args: hidden_states [B, S, H]; attention_bias float32 [B, 1, 1, S].
+    def call(self, hidden_states, input_mask, training=None):
+        """Args: hidden_states [B, S, H]; input_mask int [B, S], 1 for real tokens.
 
         Returns: [B, S, H], the heads' context vectors side by side.
         """
@@ -77,7 +77,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, A, S, d]
         query = qkv[0] * tf.cast(1.0 / math.sqrt(self.head_size), dtype)  # [B, A, S, d]
         scores = tf.matmul(query, qkv[1], transpose_b=True)  # [B, A, S, S]
-        scores = tf.cast(scores, tf.float32) + attention_bias
+        # The mask goes in as integers: Keras would cast a float bias to bfloat16.
+        scores = tf.cast(scores, tf.float32) + attention_bias_from_mask(input_mask)
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
         probs = self.dropout(probs, training=training)
         context = tf.matmul(probs, qkv[2])  # [B, A, S, d]

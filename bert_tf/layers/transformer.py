@@ -65,9 +65,9 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(width)
         self.built = True
 
-    def call(self, hidden_states, attention_bias, training=None):
-        """Args: hidden_states [B, S, H]; attention_bias float32 [B, 1, 1, S]."""
-        context = self.self_attention(hidden_states, attention_bias, training=training)
+    def call(self, hidden_states, input_mask, training=None):
+        """Args: hidden_states [B, S, H]; input_mask int [B, S], 1 for real tokens."""
+        context = self.self_attention(hidden_states, input_mask, training=training)
         attended = self.attention_dropout(self.attention_output(context), training=training)
         attended = self.attention_layer_norm(hidden_states + attended)  # [B, S, H]
         inner = self.intermediate(attended)  # [B, S, I]

@@ -4,7 +4,6 @@ import keras
 import tensorflow as tf
 
 from bert_tf.configs import BertConfig
-from bert_tf.layers.attention import attention_bias_from_mask
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.heads import Pooler
 from bert_tf.layers.transformer import TransformerBlock
@@ -114,11 +113,10 @@ class BertEncoder(PretrainedMixin, keras.Model):
 
     def call(self, inputs, training=None):
         input_ids, input_mask, segment_ids = standardize_inputs(inputs)
-        attention_bias = attention_bias_from_mask(input_mask)  # [B, 1, 1, S] float32
         hidden_states = self.embeddings(input_ids, segment_ids, training=training)
         encoder_outputs = []
         for block in self.transformer_layers:
-            hidden_states = block(hidden_states, attention_bias, training=training)
+            hidden_states = block(hidden_states, input_mask, training=training)
             encoder_outputs.append(hidden_states)
         return {
             "sequence_output": hidden_states,  # [B, S, H]

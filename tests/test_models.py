@@ -1,0 +1,274 @@
+"""BertEncoder / BertPretrainer / task models: numpy reference, training, round trips."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.checkpoints import google_variable_map
+from bert_tf.configs import BertConfig
+from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
+                            BertTokenClassifier, pretraining_losses)
+import numpy_bert
+
+TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
+B, S, P = 3, 16, 4
+
+
+def tiny_config(**overrides):
+    return BertConfig(**{**TINY, **overrides})
+
+
+def make_inputs(seed=0, batch=B, seq=S, positions=P):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(seq // 2, seq + 1, batch)
+    lengths[0] = seq
+    mask = (np.arange(seq)[None] < lengths[:, None]).astype("int32")
+    segments = (np.arange(seq)[None] >= lengths[:, None] // 2).astype("int32") * mask
+    return {
+        "input_ids": (rng.integers(1, 99, (batch, seq)) * mask).astype("int32"),
+        "input_mask": mask,
+        "segment_ids": segments.astype("int32"),
+        "masked_lm_positions": rng.integers(0, seq // 2, (batch, positions)).astype("int32"),
+    }
+
+
+def make_labels(seed=1, batch=B, positions=P):
+    rng = np.random.default_rng(seed)
+    weights = np.ones((batch, positions), "float32")
+    weights[-1, -1] = 0.0
+    return {"masked_lm_ids": rng.integers(0, 99, (batch, positions)).astype("int32"),
+            "masked_lm_weights": weights,
+            "next_sentence_labels": rng.integers(0, 2, (batch,)).astype("int32")}
+
+
+def google_weights(model):
+    """Model weights keyed by google-research name, in the checkpoint layout."""
+    return {name: (var.numpy().T if transposed else var.numpy())
+            for name, (var, transposed) in google_variable_map(model).items()}
+
+
+def encoder_only(inputs):
+    return {k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}
+
+
+@pytest.fixture
+def pretrainer():
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(BertEncoder(tiny_config()))
+    model.build()
+    rng = np.random.default_rng(5)  # non-trivial LayerNorm/bias values
+    for var in model.weights:
+        if var.path.endswith(("beta", "bias", "gamma")):
+            var.assign(var.numpy() + rng.normal(0, 0.1, var.shape))
+    return model
+
+
+def test_encoder_matches_numpy_reference(pretrainer):
+    inputs = make_inputs()
+    outputs = pretrainer.encoder(encoder_only(inputs))
+    sequence, pooled, layers = numpy_bert.encoder_forward(
+        google_weights(pretrainer), 2, 4, inputs["input_ids"], inputs["input_mask"],
+        inputs["segment_ids"])
+    assert outputs["sequence_output"].shape == (B, S, 32)
+    np.testing.assert_allclose(outputs["sequence_output"], sequence, atol=1e-5)
+    np.testing.assert_allclose(outputs["pooled_output"], pooled, atol=1e-5)
+    assert len(outputs["encoder_outputs"]) == 2
+    np.testing.assert_allclose(outputs["encoder_outputs"][0], layers[0], atol=1e-5)
+
+
+def test_pretrainer_matches_numpy_reference(pretrainer):
+    inputs = make_inputs()
+    outputs = pretrainer(inputs)
+    weights = google_weights(pretrainer)
+    sequence, pooled, _ = numpy_bert.encoder_forward(
+        weights, 2, 4, inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    mlm, nsp = numpy_bert.pretraining_heads(weights, sequence, pooled,
+                                            inputs["masked_lm_positions"])
+    assert outputs["masked_lm_logits"].dtype == tf.float32
+    assert outputs["masked_lm_logits"].shape == (B, P, 99)
+    np.testing.assert_allclose(outputs["masked_lm_logits"], mlm, atol=1e-5)
+    np.testing.assert_allclose(outputs["next_sentence_logits"], nsp, atol=1e-5)
+
+
+def test_pretraining_losses_match_hand_computation():
+    rng = np.random.default_rng(3)
+    mlm_logits = rng.normal(size=(2, 3, 5)).astype("float32")
+    nsp_logits = rng.normal(size=(2, 2)).astype("float32")
+    features = {"masked_lm_ids": np.array([[1, 4, 0], [2, 2, 3]]),
+                "masked_lm_weights": np.array([[1, 1, 0], [1, 0, 0]], "float32"),
+                "next_sentence_labels": np.array([[1], [0]])}
+    losses = pretraining_losses(features, {"masked_lm_logits": mlm_logits,
+                                           "next_sentence_logits": nsp_logits})
+
+    def nll(logits, label):
+        return np.log(np.exp(logits).sum()) - logits[label]
+
+    mlm = (nll(mlm_logits[0, 0], 1) + nll(mlm_logits[0, 1], 4)
+           + nll(mlm_logits[1, 0], 2)) / (3 + 1e-5)
+    nsp = (nll(nsp_logits[0], 1) + nll(nsp_logits[1], 0)) / 2
+    np.testing.assert_allclose(losses["masked_lm_loss"], mlm, rtol=1e-5)
+    np.testing.assert_allclose(losses["next_sentence_loss"], nsp, rtol=1e-5)
+    np.testing.assert_allclose(losses["total_loss"], mlm + nsp, rtol=1e-5)
+    with pytest.raises(ValueError, match="masked_lm_weights"):
+        pretraining_losses({"masked_lm_ids": 0, "next_sentence_labels": 0}, {})
+
+
+def test_padding_does_not_change_real_tokens(pretrainer):
+    inputs = make_inputs()
+    changed = dict(inputs, input_ids=np.where(inputs["input_mask"] == 1,
+                                              inputs["input_ids"], 7).astype("int32"))
+    a = pretrainer.encoder(encoder_only(inputs))["sequence_output"].numpy()
+    b = pretrainer.encoder(encoder_only(changed))["sequence_output"].numpy()
+    real = inputs["input_mask"] == 1
+    np.testing.assert_allclose(a[real], b[real], atol=1e-5)
+    assert not np.allclose(a[~real], b[~real])
+
+
+def test_training_step_lowers_loss(pretrainer):
+    inputs, labels = make_inputs(), make_labels()
+    optimizer = keras.optimizers.AdamW(learning_rate=1e-2)
+    variables = pretrainer.trainable_variables
+
+    @tf.function
+    def step(features):
+        with tf.GradientTape() as tape:
+            loss = pretraining_losses(features, pretrainer(features, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss["total_loss"], variables),
+                                      variables))
+        return loss["total_loss"]
+
+    def eval_loss():
+        return float(pretraining_losses(labels, pretrainer(inputs))["total_loss"])
+
+    before = eval_loss()
+    step({**inputs, **labels})
+    step({**inputs, **labels})
+    assert eval_loss() < before - 0.05
+
+
+def test_variable_length_and_jit_agree_with_eager(pretrainer):
+    encoder = pretrainer.encoder
+    spec = tf.TensorSpec([None, None], tf.int32)
+    forward = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=True,
+                          input_signature=[{"input_ids": spec, "input_mask": spec,
+                                            "segment_ids": spec}])
+    for seq in (5, 16):
+        inputs = encoder_only(make_inputs(seq=seq, batch=2))
+        eager = encoder(inputs)["sequence_output"]
+        np.testing.assert_allclose(forward(inputs), eager, atol=1e-5)
+        assert eager.shape == (2, seq, 32)
+
+
+def test_dropout_only_in_training(pretrainer):
+    inputs = encoder_only(make_inputs())
+    a, b = (pretrainer.encoder(inputs)["sequence_output"] for _ in range(2))
+    np.testing.assert_array_equal(a, b)
+    c = pretrainer.encoder(inputs, training=True)["sequence_output"]
+    assert not np.allclose(a, c, atol=1e-3)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_keeps_logits_and_losses_float32(pretrainer, policy):
+    keras.config.set_dtype_policy(policy)
+    try:
+        mixed = BertPretrainer(BertEncoder(tiny_config()))
+        mixed.build()
+    finally:
+        keras.config.set_dtype_policy("float32")
+    for target, source in zip(mixed.weights, pretrainer.weights):
+        assert target.dtype == "float32"
+        target.assign(source)
+    inputs = make_inputs()
+    outputs = mixed(inputs)
+    assert mixed.encoder(encoder_only(inputs))["sequence_output"].dtype == policy[6:]
+    assert outputs["masked_lm_logits"].dtype == tf.float32
+    assert pretraining_losses(make_labels(), outputs)["total_loss"].dtype == tf.float32
+    reference = pretrainer(inputs)["masked_lm_logits"]
+    np.testing.assert_allclose(outputs["masked_lm_logits"], reference, atol=0.15)
+
+
+def _task_models():
+    keras.utils.set_random_seed(1)
+    return [BertEncoder(tiny_config()),
+            BertPretrainer(BertEncoder(tiny_config(hidden_act="gelu_tanh"))),
+            BertClassifier(BertEncoder(tiny_config()), num_classes=3, dropout_rate=0.2),
+            BertSpanLabeler(BertEncoder(tiny_config(hidden_act="relu"))),
+            BertTokenClassifier(BertEncoder(tiny_config()), num_classes=5)]
+
+
+def _numpy_outputs(outputs):
+    flat = tf.nest.flatten(outputs)
+    return [np.asarray(t) for t in flat]
+
+
+def test_task_model_outputs():
+    inputs = make_inputs()
+    encoder, _, classifier, span, tagger = _task_models()
+    assert classifier(inputs)["logits"].shape == (B, 3)
+    start, end = span(inputs)["start_logits"], span(inputs)["end_logits"]
+    assert start.shape == end.shape == (B, S) and start.dtype == tf.float32
+    assert tagger(inputs)["logits"].shape == (B, S, 5)
+    pooled = encoder(inputs)["pooled_output"]
+    assert pooled.shape == (B, 32)
+    with pytest.raises(ValueError, match="num_classes"):
+        BertClassifier(encoder, num_classes=0)
+    with pytest.raises(ValueError, match="masked_lm_positions"):
+        BertPretrainer(encoder)(encoder_only(inputs))
+
+
+def test_keras_file_round_trip(tmp_path):
+    inputs = make_inputs()
+    for model in _task_models():
+        expected = _numpy_outputs(model(inputs))
+        path = str(tmp_path / f"{model.name}.keras")
+        model.save(path)
+        restored = keras.saving.load_model(path)
+        assert type(restored) is type(model)
+        assert restored.get_config() == model.get_config()
+        for got, want in zip(_numpy_outputs(restored(inputs)), expected):
+            np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_get_config_is_constructor_args():
+    classifier = BertClassifier(BertEncoder(tiny_config()), num_classes=3, dropout_rate=0.2)
+    config = classifier.get_config()
+    assert config["num_classes"] == 3 and config["dropout_rate"] == 0.2
+    assert config["encoder"]["config"]["config"] == tiny_config().to_dict()
+    clone = BertClassifier.from_config(config)
+    assert clone.get_config() == config
+    encoder = BertEncoder(tiny_config().to_dict())
+    assert encoder.config == tiny_config()
+    assert BertEncoder.from_config(encoder.get_config()).config == tiny_config()
+
+
+def test_saved_model_round_trip(tmp_path, pretrainer):
+    encoder = pretrainer.encoder
+    spec = tf.TensorSpec([None, None], tf.int32)
+    signature = {"input_ids": spec, "input_mask": spec, "segment_ids": spec}
+    inputs = encoder_only(make_inputs())
+    expected = encoder(inputs)
+
+    module_path = str(tmp_path / "module")
+    def serve(input_ids, input_mask, segment_ids):
+        outputs = encoder({"input_ids": input_ids, "input_mask": input_mask,
+                           "segment_ids": segment_ids})
+        return {k: v for k, v in outputs.items() if k != "encoder_outputs"}
+
+    serve = tf.function(serve, input_signature=[spec, spec, spec])
+    tf.saved_model.save(encoder, module_path, signatures={"serving_default": serve})
+    loaded = tf.saved_model.load(module_path).signatures["serving_default"]
+    np.testing.assert_allclose(loaded(**inputs)["pooled_output"],
+                               expected["pooled_output"], atol=1e-6)
+    shorter = encoder_only(make_inputs(seq=7))
+    np.testing.assert_allclose(loaded(**shorter)["sequence_output"],
+                               encoder(shorter)["sequence_output"], atol=1e-6)
+
+    classifier = BertClassifier(encoder, num_classes=2)
+    expected_logits = classifier(inputs)["logits"]
+    export_path = str(tmp_path / "exported")
+    classifier.export(export_path, input_signature=[signature], verbose=False)
+    restored = tf.saved_model.load(export_path)
+    np.testing.assert_allclose(restored.serve(inputs)["logits"], expected_logits,
+                               atol=1e-6)
