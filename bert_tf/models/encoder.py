@@ -100,6 +100,10 @@ class BertEncoder(PretrainedMixin, keras.Model):
                              cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob,
                              cfg.initializer_range, name=f"layer_{index}", dtype=policy)
             for index in range(cfg.num_hidden_layers)]
+        # Keras' TrackedList is invisible to tf.train.Checkpoint's object graph: without
+        # these attributes a checkpoint of the model alone lacks every transformer block.
+        for block in self.transformer_layers:
+            setattr(self, block.name, block)
         self.pooler = Pooler(cfg.hidden_size, cfg.initializer_range, name="pooler",
                              dtype=policy)
 
