@@ -164,7 +164,10 @@ def _make_train_iterator(strategy, train_dataset_fn, checkpoint_input_iterator):
         logging.info("The input position is not checkpointed under %s; a resumed run "
                      "starts a fresh pass over the data.", type(strategy).__name__)
     dataset = strategy.distribute_datasets_from_function(train_dataset_fn)
-    return iter(dataset), dataset.element_spec, False
+    # The per-replica element spec (the distributed one wraps it in PerReplicaSpec).
+    element_spec = train_dataset_fn(tf.distribute.InputContext(
+        1, 0, strategy.num_replicas_in_sync)).element_spec
+    return iter(dataset), element_spec, False
 
 
 def _summary_writer(strategy, output_dir):

@@ -1,0 +1,111 @@
+"""Subprocess side of tests/test_distribute.py (logical devices and TF_CONFIG must be set
+before TensorFlow initialises, so these runs need a fresh process).
+
+    python distributed_training_script.py mirrored RECORD_DIR OUT_DIR RESULT_JSON
+        one_device and mirrored (2 logical CPUs) runs of a tiny BERT; writes both loss
+        curves.
+    python distributed_training_script.py tiny_mirrored OUT_DIR RESULT_JSON
+        the same with the tiny regressor of training_helper.py (fast).
+    python distributed_training_script.py worker OUT_DIR RESULT_JSON
+        one worker of a MultiWorkerMirroredStrategy (TF_CONFIG from the environment).
+"""
+
+import json
+import os
+import sys
+
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _tiny_bert_options(record_dir, out_dir, **overrides):
+    import run_pretraining  # pylint: disable=import-outside-toplevel
+    from bert_tf.configs import BertConfig  # pylint: disable=import-outside-toplevel
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=4, intermediate_size=37,
+                        max_position_embeddings=16, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    values = dict(bert_config=config, input_file=os.path.join(record_dir, "*"),
+                  output_dir=out_dir, max_seq_length=16, max_predictions_per_seq=3,
+                  train_batch_size=8, learning_rate=1e-2, num_train_steps=12,
+                  num_warmup_steps=1, save_checkpoints_steps=12, iterations_per_loop=1,
+                  seed=3)
+    values.update(overrides)
+    return run_pretraining.PretrainingOptions(**values)
+
+
+def run_mirrored(record_dir, out_dir, result_path):
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import run_pretraining  # pylint: disable=import-outside-toplevel
+    from bert_tf import distribute, inputs  # pylint: disable=import-outside-toplevel
+
+    # In-order data (no shuffling), so that the two replicas' halves of each global
+    # batch are exactly the one-device batch.
+    def ordered_dataset(options, is_training):
+        def dataset_fn(context):
+            return inputs.pretraining_dataset(
+                options.input_file, 16, 3, options.train_batch_size, is_training=False,
+                input_context=context, repeat=True)
+        return dataset_fn
+    run_pretraining._dataset_fn = ordered_dataset  # pylint: disable=protected-access
+    curves = {}
+    for name in ("one_device", "mirrored"):
+        strategy = distribute.get_strategy(name)
+        options = _tiny_bert_options(record_dir, os.path.join(out_dir, name))
+        result = run_pretraining.run_pretraining(options, strategy)["train"]
+        curves[name] = {"replicas": strategy.num_replicas_in_sync,
+                        "losses": [h["total_loss"] for h in result.history]}
+    with open(result_path, "w", encoding="utf-8") as stream:
+        json.dump(curves, stream)
+
+
+def run_tiny_mirrored(out_dir, result_path):
+    """The tiny regressor on one device and mirrored over 2 logical CPUs."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from bert_tf import distribute, training  # pylint: disable=import-outside-toplevel
+    from training_helper import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
+                                 optimizer_fn, regression_loss)
+    curves = {}
+    for name in ("one_device", "mirrored"):
+        strategy = distribute.get_strategy(name)
+        result = training.train(
+            strategy, TinyRegressor, regression_loss, dataset_fn_factory(8, shuffle=False),
+            optimizer_fn=optimizer_fn(), output_dir=os.path.join(out_dir, name),
+            num_train_steps=16, global_batch_size=8, save_checkpoints_steps=16,
+            steps_per_loop=4)
+        curves[name] = {"replicas": strategy.num_replicas_in_sync,
+                        "losses": [h["total_loss"] for h in result.history],
+                        "weights": [v.numpy().tolist()
+                                    for v in result.model.trainable_variables]}
+    with open(result_path, "w", encoding="utf-8") as stream:
+        json.dump(curves, stream)
+
+
+def run_worker(out_dir, result_path):
+    from bert_tf import distribute, training  # pylint: disable=import-outside-toplevel
+    from training_helper import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
+                                 optimizer_fn, regression_loss)
+    strategy = distribute.get_strategy("multi_worker_mirrored")
+    result = training.train(
+        strategy, TinyRegressor, regression_loss, dataset_fn_factory(8),
+        optimizer_fn=optimizer_fn(), output_dir=out_dir, num_train_steps=4,
+        global_batch_size=8, save_checkpoints_steps=4, steps_per_loop=2)
+    with open(result_path, "w", encoding="utf-8") as stream:
+        json.dump({"replicas": strategy.num_replicas_in_sync, "step": result.global_step,
+                   "chief": distribute.is_chief(strategy),
+                   "losses": [h["total_loss"] for h in result.history]}, stream)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "mirrored":
+        run_mirrored(*sys.argv[2:5])
+    elif sys.argv[1] == "tiny_mirrored":
+        run_tiny_mirrored(*sys.argv[2:4])
+    else:
+        run_worker(*sys.argv[2:4])
