@@ -208,24 +208,22 @@ class PackedPairs(NamedTuple):
 def pack_pairs(pairs: Sequence[SegmentPair], token_ids: np.ndarray, max_seq_length: int,
                vocab_ids: VocabIds) -> PackedPairs:
     """Lays the pairs out as padded id rows (one gather, no Python loop over tokens)."""
-    spans = np.array([p[:4] for p in pairs], dtype=np.int64).reshape(-1, 4)
+    spans = np.array(pairs, dtype=np.int32).reshape(-1, 5)  # [N, 5]
     a_start, a_length, b_start, b_length = (spans[:, k:k + 1] for k in range(4))  # [N, 1]
-    labels = np.fromiter((p.is_random_next for p in pairs), dtype=np.int32, count=len(pairs))
     lengths = (a_length + b_length + 3)[:, 0]
     if len(pairs) and (lengths.max() > max_seq_length or a_length.min() < 1 or b_length.min() < 1):
         raise AssertionError("a segment pair is empty or longer than max_seq_length")
-    column = np.arange(max_seq_length)[None, :]  # [1, S]
-    in_a = (column >= 1) & (column <= a_length)
-    b_first = a_length + 2
-    in_b = (column >= b_first) & (column < b_first + b_length)
-    index = np.where(in_a, a_start + column - 1, np.where(in_b, b_start + column - b_first, 0))
-    input_ids = np.where(in_a | in_b, token_ids[index], 0).astype(np.int32)  # [N, S]
+    column = np.arange(max_seq_length, dtype=np.int32)[None, :]  # [1, S]
+    index = np.where(column <= a_length, a_start - 1 + column, b_start - 2 - a_length + column)
+    np.clip(index, 0, max(len(token_ids) - 1, 0), out=index)
+    input_ids = token_ids[index]  # [N, S] int32
+    input_ids[column >= lengths[:, None]] = 0
     input_ids[:, 0] = vocab_ids.cls_id
     rows = np.arange(len(pairs))
     input_ids[rows, a_length[:, 0] + 1] = vocab_ids.sep_id
     input_ids[rows, lengths - 1] = vocab_ids.sep_id
-    return PackedPairs(input_ids, lengths.astype(np.int32),
-                       (a_length[:, 0] + 2).astype(np.int32), labels)
+    return PackedPairs(input_ids, lengths.astype(np.int32), (a_length[:, 0] + 2).astype(np.int32),
+                       spans[:, 4].astype(np.int32))
 
 
 class MaskedBatch(NamedTuple):
@@ -238,15 +236,15 @@ class MaskedBatch(NamedTuple):
 def _word_groups(input_ids, lengths, vocab_ids, do_whole_word_mask):
     """Candidate mask and the word index of every candidate position."""
     max_seq_length = input_ids.shape[1]
-    positions = np.arange(max_seq_length)[None, :]
+    positions = np.arange(max_seq_length, dtype=np.int32)[None, :]
     candidate = ((positions < lengths[:, None]) & (input_ids != vocab_ids.cls_id)
                  & (input_ids != vocab_ids.sep_id))  # [N, S]
     if do_whole_word_mask:
-        first_candidate = candidate & (np.cumsum(candidate, axis=1) == 1)
+        first_candidate = candidate & (np.cumsum(candidate, axis=1, dtype=np.int32) == 1)
         starts = candidate & (~vocab_ids.is_continuation[input_ids] | first_candidate)
     else:
         starts = candidate
-    word_index = np.cumsum(starts, axis=1) - 1  # [N, S], valid where candidate
+    word_index = np.cumsum(starts, axis=1, dtype=np.int32) - 1  # [N, S], valid where candidate
     return candidate, np.where(candidate, word_index, max_seq_length)
 
 
@@ -279,7 +277,7 @@ def _choose_tokens(candidate, num_to_predict, num_predictions, rng):
     The same sets as the first k of a shuffled candidate list: the k smallest of
     uniform keys (a partition, not a full sort).
     """
-    keys = np.where(candidate, rng.random(candidate.shape), 2.0)  # [N, S]
+    keys = np.where(candidate, rng.random(candidate.shape, dtype=np.float32), 2.0)  # [N, S]
     kth = min(num_predictions, keys.shape[1]) - 1
     smallest = np.sort(np.partition(keys, kth, axis=1)[:, :kth + 1], axis=1)  # [N, P]
     threshold = np.take_along_axis(smallest, (num_to_predict - 1)[:, None], axis=1)
@@ -312,7 +310,7 @@ def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: Voc
     output_ids = input_ids.copy()
     output_ids[rows, cols] = replaced
 
-    slot = np.cumsum(masked, axis=1)[rows, cols] - 1
+    slot = np.cumsum(masked, axis=1, dtype=np.int32)[rows, cols] - 1
     positions = np.zeros([num_rows, num_predictions], dtype=np.int32)
     ids = np.zeros([num_rows, num_predictions], dtype=np.int32)
     weights = np.zeros([num_rows, num_predictions], dtype=np.float32)

@@ -130,12 +130,13 @@ def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
     chunk = pretraining_instances.build_chunk_instances(
         corpus, options, vocab_ids, _WORKER["random_seed"], chunk_index)
     packed, masked = chunk.packed, chunk.masked
-    valid = np.arange(options.max_seq_length)[None, :] < packed.lengths[:, None]
-    segment_ids = valid & (np.arange(options.max_seq_length)[None, :] >= packed.segment_a_lengths[:, None])
+    column = np.arange(options.max_seq_length, dtype=np.int32)[None, :]
+    valid = column < packed.lengths[:, None]
+    segment_ids = valid & (column >= packed.segment_a_lengths[:, None])
     records = example_encoding.serialize_examples({
         "input_ids": masked.input_ids,
-        "input_mask": valid.astype(np.int32),
-        "segment_ids": segment_ids.astype(np.int32),
+        "input_mask": valid.view(np.uint8),
+        "segment_ids": segment_ids.view(np.uint8),
         "masked_lm_positions": masked.masked_lm_positions,
         "masked_lm_ids": masked.masked_lm_ids,
         "masked_lm_weights": masked.masked_lm_weights,
