@@ -1,0 +1,382 @@
+"""SavedModel export for TensorFlow Serving: raw text, token ids and tf.Example in.
+
+API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
+
+    path = export.export_classifier(model, vocab_file, do_lower_case, max_seq_length,
+                                    export_dir, label_names=None, is_regression=None,
+                                    overwrite=False, versioned=False)
+    path = export.export_span_labeler(model, vocab_file, do_lower_case, max_seq_length,
+                                      export_dir, max_query_length=64,
+                                      max_answer_length=30, ...)
+    path = export.export_token_classifier(model, vocab_file, do_lower_case,
+                                          max_seq_length, export_dir, label_names, ...)
+    path = export.export_encoder(model, vocab_file, do_lower_case, max_seq_length,
+                                 export_dir, ...)
+    path = export.export_finetuned_model(model, export_dir, kind, vocab_file,
+                                         do_lower_case, max_seq_length, **kwargs)
+        # kind: "classifier" | "span_labeler" | "token_classifier" | "encoder"
+
+Each returns the directory written. Signatures (batch dimension B):
+
+- `serving_default`, raw UTF-8 text, WordPiece inside the graph (vocab in assets/):
+  classifier `text_a` [B] (+ `text_b` [B] when `text_pair=True`) -> `probabilities`
+  [B, C], `label_ids` [B], `labels` [B] (the label names), `logits`; regression ->
+  `score` [B], `logits`. Span labeler `question`, `context` -> `answer_text`,
+  `answer_start`, `answer_end` (character offsets into `context`, end exclusive),
+  `score`, `null_score`, `start_logits`, `end_logits`. Token classifier `text` ->
+  per whitespace word (W = max_seq_length - 2, padded with "" / -1): `words`, `tags`,
+  `tag_ids`, `word_start`, `word_end` (characters), `num_words`, `logits`. Encoder
+  `text` -> `pooled_output`, `sequence_output`, `input_mask`.
+- `serve_ids`: int32 `input_ids`, `input_mask`, `segment_ids` [B, S] -> the model's
+  logits (`logits`, or `start_logits`/`end_logits`; the encoder's outputs).
+- `serve_examples`: `examples`, serialized tf.Example [B] with int64 features
+  `input_ids`, `input_mask`, `segment_ids` of length S (the fine-tuning TFRecords'
+  layout) -> as `serve_ids`.
+
+`export_dir`: written directly when it does not exist (or is empty); with
+`versioned=True`, or when it already holds numeric version folders (a TF Serving model
+base path), the export goes into `export_dir/<highest version + 1>`. An existing
+SavedModel is replaced only with `overwrite=True`; any other non-empty folder is an
+error. Everything is checked before anything is written, and the SavedModel is written
+to a temporary folder and renamed when complete.
+"""
+
+import os
+import shutil
+import uuid
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import serving_signatures as sig
+from bert_tf import tokenization
+from bert_tf.configs import BertConfig
+from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+
+SIGNATURE_NAMES = ("serving_default", "serve_ids", "serve_examples")
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+KINDS = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
+         "token_classifier": BertTokenClassifier, "encoder": BertEncoder}
+
+
+# ----------------------------------------------------------------------------- checks
+def check_model_and_vocab(model, model_cls, vocab_file, max_seq_length, min_seq_length=3):
+    """Rejects a model/vocab/length combination that cannot serve; builds the model.
+
+    Raises:
+        TypeError: `model` is not a `model_cls`.
+        ValueError / FileNotFoundError: naming the vocab file or config field at fault.
+    """
+    if not isinstance(model, model_cls):
+        raise TypeError(f"expected a {model_cls.__name__}, got {type(model).__name__}")
+    config = getattr(model, "config", None)
+    if not isinstance(config, BertConfig):
+        raise ValueError(f"{type(model).__name__} has no BertConfig (`model.config`); "
+                         "build it from a bert_config.json")
+    if vocab_file is None:
+        raise ValueError("vocab_file is required: the export tokenizes text in the graph")
+    vocab = tokenization.load_vocab(vocab_file)
+    if len(vocab) > config.vocab_size:
+        raise ValueError(f"vocab file {vocab_file} has {len(vocab)} tokens but the config's "
+                         f"vocab_size is {config.vocab_size}: vocab and model do not match")
+    if len(vocab) < config.vocab_size:
+        logging.warning("vocab file %s has %d tokens, config vocab_size is %d",
+                        vocab_file, len(vocab), config.vocab_size)
+    if not isinstance(max_seq_length, int) or not (
+            min_seq_length <= max_seq_length <= config.max_position_embeddings):
+        raise ValueError(f"max_seq_length must be an integer in [{min_seq_length}, "
+                         f"max_position_embeddings={config.max_position_embeddings}], "
+                         f"got {max_seq_length!r}")
+    if not model.built:
+        ids = tf.zeros([1, max_seq_length], tf.int32)
+        model({"input_ids": ids, "input_mask": ids + 1, "segment_ids": ids}, training=False)
+    return config
+
+
+def check_label_names(label_names, num_classes, what="label_names"):
+    """Returns label names as a list of str, one per class (default: "0", "1", ...)."""
+    if label_names is None:
+        return [str(index) for index in range(num_classes)]
+    names = [str(name) for name in label_names]
+    if len(names) != num_classes:
+        raise ValueError(f"{what} has {len(names)} names {names[:10]} but the model has "
+                         f"{num_classes} classes")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} lists a name twice: {names}")
+    return names
+
+
+# ------------------------------------------------------------------------ export_dir
+def _is_saved_model(path):
+    return os.path.isfile(os.path.join(path, "saved_model.pb"))
+
+
+def resolve_export_dir(export_dir, overwrite=False, versioned=False):
+    """The folder to write (see the module docstring); raises FileExistsError."""
+    export_dir = os.path.abspath(os.fspath(export_dir))
+    if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+        raise FileExistsError(f"export_dir {export_dir} is a file, expected a folder")
+    entries = sorted(os.listdir(export_dir)) if os.path.isdir(export_dir) else []
+    versions = [int(name) for name in entries
+                if name.isdigit() and os.path.isdir(os.path.join(export_dir, name))]
+    if versions and not _is_saved_model(export_dir):
+        return os.path.join(export_dir, str(max(versions) + 1))
+    if _is_saved_model(export_dir):
+        if not overwrite:
+            raise FileExistsError(f"export_dir {export_dir} already holds a SavedModel; pass "
+                                  "overwrite=True (--overwrite) to replace it, or export "
+                                  "into a model base path with versioned=True")
+        return export_dir
+    if entries:
+        raise FileExistsError(f"export_dir {export_dir} is not empty and is neither a "
+                              f"SavedModel nor a model base path of numeric versions "
+                              f"(holds {entries[:5]}); choose another folder")
+    return os.path.join(export_dir, "1") if versioned else export_dir
+
+
+def write_saved_model(module, signatures, target):
+    """tf.saved_model.save into a temporary sibling folder, then rename into place."""
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    temporary = os.path.join(parent, f".{os.path.basename(target)}.tmp-{uuid.uuid4().hex}")
+    try:
+        tf.saved_model.save(module, temporary, signatures=signatures)
+        if os.path.isdir(target) and os.listdir(target):
+            old = f"{temporary}.old"
+            os.replace(target, old)
+            os.replace(temporary, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            if os.path.isdir(target):
+                os.rmdir(target)
+            os.replace(temporary, target)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    logging.info("Exported SavedModel with signatures %s to %s", sorted(signatures), target)
+    return target
+
+
+# ------------------------------------------------------------------------ signatures
+def _ids_spec(max_seq_length, dtype=tf.int32):
+    return {name: tf.TensorSpec([None, max_seq_length], dtype, name)
+            for name in FEATURE_NAMES}
+
+
+def _parse_examples(serialized, max_seq_length):
+    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURE_NAMES}
+    features = tf.io.parse_example(serialized, spec)
+    return {name: tf.cast(value, tf.int32) for name, value in features.items()}
+
+
+class ServingModule(tf.Module):
+    """What the SavedModel tracks: the Keras model, the tokenizer and the settings."""
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
+        super().__init__(name="bert_serving")
+        self.model = model
+        self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
+        self.max_seq_length = max_seq_length
+
+    def logits(self, features):
+        """The model's raw outputs (float32), dropout off."""
+        outputs = self.model(features, training=False)
+        if isinstance(self.model, BertEncoder):
+            return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+                    "sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
+        return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+
+
+def _id_signatures(module, max_seq_length):
+    """`serve_ids` and `serve_examples` concrete functions."""
+    @tf.function(input_signature=[_ids_spec(max_seq_length)])
+    def serve_ids(features):
+        return module.logits(features)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, "examples")])
+    def serve_examples(examples):
+        return module.logits(_parse_examples(examples, max_seq_length))
+
+    return {"serve_ids": serve_ids.get_concrete_function(),
+            "serve_examples": serve_examples.get_concrete_function()}
+
+
+def _text_spec(*names):
+    return [tf.TensorSpec([None], tf.string, name) for name in names]
+
+
+def _classifier_default(module, label_names, is_regression, text_pair):
+    labels = tf.constant(label_names)
+    tokenizer, length = module.tokenizer, module.max_seq_length
+
+    def outputs(features):
+        logits = module.logits(features)["logits"]  # [B, C]
+        if is_regression:
+            return {"score": logits[:, 0], "logits": logits}
+        label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {"probabilities": tf.nn.softmax(logits), "label_ids": label_ids,
+                "labels": tf.gather(labels, label_ids), "logits": logits}
+
+    if text_pair:
+        @tf.function(input_signature=_text_spec("text_a", "text_b"))
+        def serve_text(text_a, text_b):
+            return outputs(sig.encode_texts(tokenizer, length, text_a, text_b))
+    else:
+        @tf.function(input_signature=_text_spec("text_a"))
+        def serve_text(text_a):
+            return outputs(sig.encode_texts(tokenizer, length, text_a))
+    return serve_text.get_concrete_function()
+
+
+def _span_default(module, max_query_length, max_answer_length):
+    @tf.function(input_signature=_text_spec("question", "context"))
+    def serve_text(question, context):
+        features, context_start, context_length, byte_starts, byte_ends = (
+            sig.encode_question_context(module.tokenizer, module.max_seq_length,
+                                        max_query_length, question, context))
+        logits = module.logits(features)
+        start, end, score = sig.best_span(logits["start_logits"], logits["end_logits"],
+                                          context_start, context_length, max_answer_length)
+        answer = sig.decode_answer(context, byte_starts, byte_ends, start, end,
+                                   context_length)
+        null_score = logits["start_logits"][:, 0] + logits["end_logits"][:, 0]
+        return dict(answer, score=score, null_score=null_score, **logits)
+    return serve_text.get_concrete_function()
+
+
+def _tagger_default(module, label_names):
+    tags = tf.constant(label_names)
+
+    @tf.function(input_signature=_text_spec("text"))
+    def serve_text(text):
+        features, words, starts, ends, first, tagged = sig.encode_words(
+            module.tokenizer, module.max_seq_length, text)
+        logits = module.logits(features)["logits"]  # [B, S, C]
+        word_logits = tf.gather(logits, first, batch_dims=1)  # [B, W, C]
+        tag_ids = tf.where(tagged, tf.argmax(word_logits, -1, output_type=tf.int32), -1)
+        chars = sig.byte_to_char_offsets(text, tf.concat([starts, ends], axis=1))
+        width = tf.shape(starts)[1]
+        return {"words": tf.where(tagged, words, ""),
+                "tags": tf.where(tagged, tf.gather(tags, tf.maximum(tag_ids, 0)), ""),
+                "tag_ids": tag_ids,
+                "word_start": tf.where(tagged, chars[:, :width], -1),
+                "word_end": tf.where(tagged, chars[:, width:], -1),
+                "num_words": tf.reduce_sum(tf.cast(tagged, tf.int32), axis=1),
+                "logits": logits}
+    return serve_text.get_concrete_function()
+
+
+def _encoder_default(module):
+    @tf.function(input_signature=_text_spec("text"))
+    def serve_text(text):
+        features = sig.encode_texts(module.tokenizer, module.max_seq_length, text)
+        return dict(module.logits(features), input_mask=features["input_mask"])
+    return serve_text.get_concrete_function()
+
+
+def _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
+            versioned, make_default):
+    target = resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
+    module = ServingModule(model, vocab_file, do_lower_case, max_seq_length)
+    signatures = _id_signatures(module, max_seq_length)
+    signatures["serving_default"] = make_default(module)
+    return write_saved_model(module, signatures, target)
+
+
+# ------------------------------------------------------------------------ public API
+def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                      label_names=None, is_regression=None, text_pair=False,
+                      overwrite=False, versioned=False):
+    """Exports a `BertClassifier` (see the module docstring for the signatures).
+
+    Args:
+        model: trained `BertClassifier`.
+        vocab_file, do_lower_case: the tokenizer the model was fine-tuned with.
+        max_seq_length: sequence length of every signature (inputs padded / cut to it).
+        export_dir: SavedModel folder or TF Serving model base path.
+        label_names: name of each class, in label-id order (default "0", "1", ...).
+        is_regression: one output `score` (default: when the model has 1 class).
+        text_pair: `serving_default` takes `text_a` and `text_b` (sentence pairs).
+        overwrite: replace an existing SavedModel at `export_dir`.
+        versioned: write `export_dir/<n>` (n = 1 or the next version).
+
+    Returns:
+        The SavedModel directory written.
+    """
+    check_model_and_vocab(model, BertClassifier, vocab_file, max_seq_length)
+    if is_regression is None:
+        is_regression = model.num_classes == 1
+    if is_regression and model.num_classes != 1:
+        raise ValueError(f"is_regression needs a 1-class model, got {model.num_classes}")
+    names = [] if is_regression else check_label_names(label_names, model.num_classes)
+    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
+                   versioned,
+                   lambda module: _classifier_default(module, names, is_regression,
+                                                      text_pair))
+
+
+def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                        max_query_length=64, max_answer_length=30, overwrite=False,
+                        versioned=False):
+    """Exports a `BertSpanLabeler` (SQuAD): `question` + `context` in, best answer out.
+
+    The context is cut to one window (`max_seq_length - 3 - question tokens`); the
+    question to `max_query_length` tokens. Other args as `export_classifier`.
+    """
+    check_model_and_vocab(model, BertSpanLabeler, vocab_file, max_seq_length)
+    if not 1 <= max_query_length <= max_seq_length - 4:
+        raise ValueError(f"max_query_length must be in [1, max_seq_length - 4 = "
+                         f"{max_seq_length - 4}], got {max_query_length}")
+    if max_answer_length < 1:
+        raise ValueError(f"max_answer_length must be positive, got {max_answer_length}")
+    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
+                   versioned,
+                   lambda module: _span_default(module, max_query_length, max_answer_length))
+
+
+def export_token_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                            label_names=None, overwrite=False, versioned=False):
+    """Exports a `BertTokenClassifier` (NER): one tag per whitespace word of `text`.
+
+    Each word is tagged from its first piece, as the NER task trains; the words after
+    the first `max_seq_length - 2` pieces are not tagged. Other args as
+    `export_classifier`; `label_names` are the tags in label-id order.
+    """
+    check_model_and_vocab(model, BertTokenClassifier, vocab_file, max_seq_length)
+    names = check_label_names(label_names, model.num_classes)
+    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
+                   versioned, lambda module: _tagger_default(module, names))
+
+
+def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                   overwrite=False, versioned=False):
+    """Exports a bare `BertEncoder`: `text` in, pooled and sequence output out."""
+    check_model_and_vocab(model, BertEncoder, vocab_file, max_seq_length)
+    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
+                   versioned, _encoder_default)
+
+
+_EXPORTERS = {"classifier": export_classifier, "span_labeler": export_span_labeler,
+              "token_classifier": export_token_classifier, "encoder": export_encoder}
+
+
+def export_finetuned_model(model, export_dir, kind, vocab_file, do_lower_case,
+                           max_seq_length, **kwargs):
+    """Dispatches to `export_<kind>`; kind is one of `KINDS` ("ner" means token_classifier)."""
+    kind = {"ner": "token_classifier", "squad": "span_labeler"}.get(kind, kind)
+    if kind not in _EXPORTERS:
+        raise ValueError(f"unknown export kind {kind!r}; expected one of {sorted(_EXPORTERS)}")
+    return _EXPORTERS[kind](model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                            **kwargs)
+
+
+def keras_model_class(kind):
+    """The model class of an export kind (for loaders such as export_model.py)."""
+    kind = {"ner": "token_classifier", "squad": "span_labeler"}.get(kind, kind)
+    if kind not in KINDS:
+        raise ValueError(f"unknown export kind {kind!r}; expected one of {sorted(KINDS)}")
+    return KINDS[kind]
+
+
+__all__ = ["export_classifier", "export_encoder", "export_finetuned_model",
+           "export_span_labeler", "export_token_classifier", "keras_model_class",
+           "resolve_export_dir", "SIGNATURE_NAMES"]

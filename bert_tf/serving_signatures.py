@@ -1,0 +1,246 @@
+"""In-graph text preprocessing and answer decoding for the exported SavedModels.
+
+Everything here runs as TensorFlow / tensorflow_text ops, so a SavedModel built from it
+serves with tensorflow + tensorflow_text alone (TF Serving, `saved_model_cli`), never
+importing `bert_tf`. `bert_tf.export` assembles the signatures from these pieces.
+
+Text is packed exactly as the fine-tuning features are: `[CLS] a [SEP]` or
+`[CLS] a [SEP] b [SEP]`, padded with 0 to `max_seq_length`; a pair that is too long is
+cut longest-first (the original `_truncate_seq_pair`), a question to `max_query_length`
+tokens, each NER word to `max_seq_length - 2` pieces.
+
+Offsets: the WordPiece op reports UTF-8 byte offsets into the original (un-normalized)
+string; `byte_to_char_offsets` turns them into character offsets (Unicode code points,
+end exclusive), the indices a Python `str` (or a JavaScript string of BMP text) uses.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bert_tf import tokenization
+
+# Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
+MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
+REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+NO_ANSWER_SCORE = -1e30  # `score` of a SQuAD answer when the context has no token
+
+
+class ServingTokenizer(tf.Module):
+    """WordPiece with the BERT rules inside the graph; the vocab file is an asset.
+
+    `tokenize` maps a tf.string tensor [B] (or a ragged [B, (W)]) to int64 ids
+    [B, (T)] (or [B, (W), (P)]); `tokenize_with_offsets` also returns the UTF-8 byte
+    offsets (start, end exclusive) of each token in the original string.
+
+    Args:
+        vocab_file: vocab.txt, one token per line; needs [UNK], [CLS] and [SEP].
+        do_lower_case: lowercase + strip accents (uncased models).
+    """
+
+    def __init__(self, vocab_file, do_lower_case, name="tokenizer"):
+        super().__init__(name=name)
+        vocab = tokenization.load_vocab(vocab_file)
+        missing = [token for token in REQUIRED_TOKENS if token not in vocab]
+        if missing:
+            raise ValueError(f"vocab file {vocab_file} lacks {missing}; a BERT vocab needs "
+                             f"{list(REQUIRED_TOKENS)}")
+        tokens = list(vocab)
+        self.vocab_size = len(tokens)
+        self.do_lower_case = bool(do_lower_case)
+        self.unk_id, self.cls_id, self.sep_id = (vocab[token] for token in REQUIRED_TOKENS)
+        # Shipped in assets/ so that clients can map ids back to tokens.
+        self.vocab_asset = tf.saved_model.Asset(vocab_file)
+        self._wordpiece = tf_text.FastBertTokenizer(
+            vocab=tokens, token_out_type=tf.int64, unknown_token="[UNK]",
+            lower_case_nfd_strip_accents=self.do_lower_case,
+            max_bytes_per_word=MAX_BYTES_PER_WORD)
+
+    def tokenize(self, texts):
+        return self._wordpiece.tokenize(texts)
+
+    def tokenize_with_offsets(self, texts):
+        return self._wordpiece.tokenize_with_offsets(texts)
+
+
+def truncate_rows(ragged, lengths):
+    """Keeps the first `lengths[b]` items of each row of a ragged [B, (T), ...]."""
+    positions = tf.ragged.range(ragged.row_lengths())  # [B, (T)]
+    keep = positions < tf.expand_dims(tf.cast(lengths, tf.int64), 1)
+    return tf.ragged.boolean_mask(ragged, keep)
+
+
+def pair_lengths(length_a, length_b, budget):
+    """Token counts kept by the original `_truncate_seq_pair` (longest first, ties cut b).
+
+    Args:
+        length_a, length_b: int64 [B] token counts; budget: tokens allowed in total.
+
+    Returns:
+        (keep_a, keep_b) int64 [B].
+    """
+    budget = tf.constant(budget, tf.int64)
+    half_b = budget // 2
+    half_a = budget - half_b
+    keep_a = tf.where(length_a + length_b <= budget, length_a,
+                      tf.where(length_a <= half_a, length_a,
+                               tf.where(length_b <= half_b, budget - length_b, half_a)))
+    keep_b = tf.minimum(length_b, budget - keep_a)
+    return keep_a, keep_b
+
+
+def pack_inputs(segments, cls_id, sep_id, max_seq_length):
+    """`[CLS] s0 [SEP] (s1 [SEP])` padded with 0: dict of int32 [B, max_seq_length].
+
+    Args:
+        segments: 1 or 2 ragged int64 [B, (T)], already truncated to fit.
+    """
+    batch = segments[0].nrows()
+    def column(value):
+        return tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(value, tf.int64)))
+    pieces, types = [column(cls_id)], [column(0)]
+    for index, segment in enumerate(segments):
+        pieces += [segment, column(sep_id)]
+        types += [tf.ones_like(segment) * index, column(index)]
+    input_ids = tf.concat(pieces, axis=1)  # [B, (S)]
+    segment_ids = tf.concat(types, axis=1)
+    shape = [None, max_seq_length]
+    return {
+        "input_ids": tf.cast(input_ids.to_tensor(0, shape=shape), tf.int32),
+        "input_mask": tf.cast(tf.ones_like(input_ids).to_tensor(0, shape=shape), tf.int32),
+        "segment_ids": tf.cast(segment_ids.to_tensor(0, shape=shape), tf.int32),
+    }
+
+
+def encode_texts(tokenizer, max_seq_length, text_a, text_b=None):
+    """Raw text [B] (and its pair) -> model inputs, as the classifier was trained."""
+    ids_a = tokenizer.tokenize(text_a)
+    if text_b is None:
+        keep_a = tf.minimum(ids_a.row_lengths(), max_seq_length - 2)
+        segments = [truncate_rows(ids_a, keep_a)]
+    else:
+        ids_b = tokenizer.tokenize(text_b)
+        keep_a, keep_b = pair_lengths(ids_a.row_lengths(), ids_b.row_lengths(),
+                                      max_seq_length - 3)
+        segments = [truncate_rows(ids_a, keep_a), truncate_rows(ids_b, keep_b)]
+    return pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
+
+
+def byte_to_char_offsets(texts, byte_offsets):
+    """Character offsets of UTF-8 byte offsets (dense int [B, N]) into `texts` [B].
+
+    A byte offset that starts a character maps to that character's index; the byte
+    length of a text maps to its character length (end offsets are exclusive).
+    """
+    _, char_starts = tf.strings.unicode_decode_with_offsets(
+        texts, "UTF-8", errors="replace")  # [B, (C)] byte offset of each character
+    beyond = tf.fill([tf.shape(texts)[0], 1], tf.constant(2**62, tf.int64))
+    starts = tf.concat([char_starts.to_tensor(2**62), beyond], axis=1)  # [B, C + 1]
+    return tf.searchsorted(starts, tf.cast(byte_offsets, tf.int64), side="left",
+                           out_type=tf.int32)
+
+
+def encode_question_context(tokenizer, max_seq_length, max_query_length, question,
+                            context):
+    """`[CLS] question [SEP] context [SEP]`; the context is cut to what fits.
+
+    Returns:
+        (features, context_start [B] position of the first context token,
+         context_length [B], byte_starts, byte_ends [B, max_seq_length] of the kept
+         context tokens, padded with 0).
+    """
+    query_ids = tokenizer.tokenize(question)
+    keep_query = tf.minimum(query_ids.row_lengths(), max_query_length)
+    context_ids, starts, ends = tokenizer.tokenize_with_offsets(context)
+    keep_context = tf.minimum(context_ids.row_lengths(), max_seq_length - 3 - keep_query)
+    features = pack_inputs([truncate_rows(query_ids, keep_query),
+                            truncate_rows(context_ids, keep_context)],
+                           tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
+    shape = [None, max_seq_length]
+    byte_starts = truncate_rows(starts, keep_context).to_tensor(0, shape=shape)
+    byte_ends = truncate_rows(ends, keep_context).to_tensor(0, shape=shape)
+    return (features, tf.cast(keep_query + 2, tf.int32), tf.cast(keep_context, tf.int32),
+            byte_starts, byte_ends)
+
+
+def best_span(start_logits, end_logits, context_start, context_length, max_answer_length):
+    """Best (start <= end < start + max_answer_length) span of context tokens.
+
+    Returns:
+        (start_token, end_token) int32 [B] indices into the context tokens, score
+        (start + end logit) [B]; (0, 0, NO_ANSWER_SCORE) when the context is empty.
+    """
+    seq_length = tf.shape(start_logits)[1]
+    positions = tf.range(seq_length)
+    in_context = ((positions[None, :] >= context_start[:, None])
+                  & (positions[None, :] < (context_start + context_length)[:, None]))
+    span_length = positions[None, :] - positions[:, None]  # [S, S] end - start
+    valid = (in_context[:, :, None] & in_context[:, None, :]
+             & (span_length >= 0)[None] & (span_length < max_answer_length)[None])
+    scores = start_logits[:, :, None] + end_logits[:, None, :]  # [B, S, S]
+    scores = tf.where(valid, scores, tf.constant(NO_ANSWER_SCORE, scores.dtype))
+    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
+    best = tf.argmax(flat, axis=1, output_type=tf.int32)
+    has_answer = context_length > 0
+    start = tf.where(has_answer, best // seq_length - context_start, 0)
+    end = tf.where(has_answer, best % seq_length - context_start, 0)
+    score = tf.where(has_answer, tf.reduce_max(flat, axis=1),
+                     tf.constant(NO_ANSWER_SCORE, flat.dtype))
+    return start, end, score
+
+
+def decode_answer(context, byte_starts, byte_ends, start, end, context_length):
+    """Answer text and character offsets in `context` of context tokens start..end.
+
+    Returns:
+        dict `answer_start`, `answer_end` (characters, end exclusive; -1 without an
+        answer) int32 [B] and `answer_text` string [B].
+    """
+    first_byte = tf.gather(byte_starts, start, batch_dims=1)  # [B]
+    last_byte = tf.gather(byte_ends, end, batch_dims=1)
+    has_answer = context_length > 0
+    text = tf.strings.substr(context, tf.cast(first_byte, tf.int32),
+                             tf.cast(last_byte - first_byte, tf.int32), unit="BYTE")
+    chars = byte_to_char_offsets(context, tf.stack([first_byte, last_byte], axis=1))
+    return {
+        "answer_start": tf.where(has_answer, chars[:, 0], -1),
+        "answer_end": tf.where(has_answer, chars[:, 1], -1),
+        "answer_text": tf.where(has_answer, text, ""),
+    }
+
+
+def encode_words(tokenizer, max_seq_length, text):
+    """Whitespace words -> pieces, `[CLS] pieces [SEP]`, as the NER task packs a sentence.
+
+    A word the tokenizer drops becomes `[UNK]`; each word keeps at most
+    `max_seq_length - 2` pieces; words whose first piece does not fit get no tag.
+
+    Returns:
+        (features, words string [B, W], word byte starts / ends int64 [B, W],
+         first_positions int32 [B, W] (position of each word's first piece in
+         input_ids), tagged bool [B, W]) with W = max_seq_length - 2.
+    """
+    max_tokens = max_seq_length - 2
+    words, word_starts, word_ends = tf_text.WhitespaceTokenizer().tokenize_with_offsets(text)
+    pieces = tokenizer.tokenize(words.values)  # [N_words, (P)]
+    unk = tf.fill([pieces.nrows(), 1], tf.constant(tokenizer.unk_id, tf.int64))
+    pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
+    piece_counts = tf.clip_by_value(pieces.row_lengths() - 1, 1, max_tokens)
+    pieces = truncate_rows(pieces, piece_counts)
+    sentence_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits)
+    sentence_pieces = sentence_pieces.merge_dims(1, 2)  # [B, (T)]
+    features = pack_inputs(
+        [truncate_rows(sentence_pieces, tf.minimum(sentence_pieces.row_lengths(),
+                                                   max_tokens))],
+        tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
+    counts = tf.RaggedTensor.from_row_splits(piece_counts, words.row_splits)
+    counts = counts.to_tensor(0)  # [B, W_batch]
+    first = tf.math.cumsum(counts, axis=1, exclusive=True)
+    shape = [None, max_tokens]
+    present = tf.ones_like(words.values, tf.bool)
+    present = tf.RaggedTensor.from_row_splits(present, words.row_splits).to_tensor(
+        False, shape=shape)
+    first = tf.RaggedTensor.from_tensor(first).to_tensor(0, shape=shape)
+    tagged = present & (first < max_tokens)
+    return (features, words.to_tensor("", shape=shape), word_starts.to_tensor(0, shape=shape),
+            word_ends.to_tensor(0, shape=shape),
+            tf.cast(tf.where(tagged, first + 1, 0), tf.int32), tagged)
