@@ -94,7 +94,10 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names
             if scales_loss:
                 loss = optimizer.scale_loss(loss)
         grads = tape.gradient(loss, variables)
-        return losses, [tf.convert_to_tensor(g) for g in grads]
+        # Variables the loss does not reach (the pooler under a span or token head) get
+        # zero gradients instead of None, so that summing and all-reduce work.
+        return losses, [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                        for g, v in zip(grads, variables)]
 
     if use_xla:
         forward_backward = tf.function(forward_backward, jit_compile=True)
