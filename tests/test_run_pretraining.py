@@ -1,0 +1,178 @@
+"""Tests for run_pretraining: learning, eval_results.txt, init checkpoint, bad input."""
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import run_pretraining
+from bert_tf import checkpoints, distribute
+from bert_tf.configs import BertConfig
+from bert_tf.models import BertEncoder, BertPretrainer
+from pretraining_records_helper import write_records
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(**overrides):
+    values = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=37, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)
+    values.update(overrides)
+    return BertConfig(**values)
+
+
+def _options(tmp_path, **overrides):
+    values = dict(bert_config=_config(), input_file=str(tmp_path / "records" / "*"),
+                  output_dir=str(tmp_path / "out"), max_seq_length=16,
+                  max_predictions_per_seq=3, train_batch_size=32, eval_batch_size=32,
+                  learning_rate=5e-3, num_train_steps=150, num_warmup_steps=10,
+                  save_checkpoints_steps=75, iterations_per_loop=25, seed=1)
+    values.update(overrides)
+    return run_pretraining.PretrainingOptions(**values)
+
+
+def test_tiny_bert_learns_and_eval_results_are_written(tmp_path):
+    _, targets = write_records(tmp_path / "records", 2, 128)
+    baseline = collections.Counter(targets).most_common(1)[0][1] / len(targets)
+    options = _options(tmp_path, do_eval=True)
+    result = run_pretraining.run_pretraining(options, distribute.get_strategy())
+    history = result["train"].history
+    assert history[-1]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 1.0
+    evaluation = result["eval"]
+    assert evaluation["masked_lm_accuracy"] > baseline + 0.2
+    assert evaluation["global_step"] == 150
+    lines = (tmp_path / "out" / "eval_results.txt").read_text().splitlines()
+    keys = [line.split(" = ")[0] for line in lines]
+    assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                    "next_sentence_accuracy", "next_sentence_loss"]
+    assert lines[0] == "global_step = 150"
+    assert float(lines[2].split(" = ")[1]) == pytest.approx(evaluation["masked_lm_accuracy"])
+    # The final model in the google-research layout, with its config.
+    out = tmp_path / "out"
+    assert BertConfig.from_json_file(str(out / "bert_config.json")) == options.bert_config
+    reader = tf.train.load_checkpoint(str(out / "bert_model.ckpt"))
+    names = reader.get_variable_to_shape_map()
+    assert "bert/encoder/layer_1/attention/self/query/kernel" in names
+    np.testing.assert_array_equal(
+        reader.get_tensor("cls/predictions/output_bias"),
+        _google_tensor(result["train"].model, "cls/predictions/output_bias"))
+    # Eval only, from the training checkpoint, gives the same numbers.
+    again = run_pretraining.run_pretraining(
+        _options(tmp_path, do_train=False, do_eval=True), distribute.get_strategy())["eval"]
+    assert again == pytest.approx(evaluation)
+
+
+def _google_tensor(model, name):
+    variable, transposed = checkpoints.google_variable_map(model)[name]
+    value = variable.numpy()
+    return value.T if transposed else value
+
+
+def _write_google_checkpoint(folder, config, seed):
+    keras.utils.set_random_seed(seed)
+    model = BertPretrainer(BertEncoder(config))
+    model.build()
+    checkpoints.save_google_checkpoint(model, os.path.join(folder, "bert_model.ckpt"),
+                                       write_config=True)
+    return model
+
+
+def test_init_from_google_checkpoint(tmp_path):
+    write_records(tmp_path / "records", 1, 16)
+    source = _write_google_checkpoint(str(tmp_path / "released"), _config(), seed=7)
+    # One step whose learning rate is 0 (warm-up starts at 0): the exported weights are
+    # exactly the initial checkpoint's.
+    options = _options(tmp_path, init_checkpoint=str(tmp_path / "released"),
+                       num_train_steps=1, num_warmup_steps=1, iterations_per_loop=1)
+    result = run_pretraining.run_pretraining(options, distribute.get_strategy())["train"]
+    assert result.global_step == 1
+    reader = tf.train.load_checkpoint(str(tmp_path / "out" / "bert_model.ckpt"))
+    for name in ("bert/embeddings/word_embeddings", "bert/encoder/layer_0/output/dense/kernel",
+                 "cls/seq_relationship/output_weights", "bert/pooler/dense/bias"):
+        np.testing.assert_array_equal(reader.get_tensor(name), _google_tensor(source, name))
+
+
+def test_bad_input_is_rejected_before_training(tmp_path):
+    write_records(tmp_path / "records", 1, 4)
+    strategy = distribute.get_strategy()
+    cases = [
+        (dict(num_train_steps=10, num_warmup_steps=20), "num_warmup_steps \\(20\\)"),
+        (dict(gradient_accumulation_steps=5), "gradient_accumulation_steps=5"),
+        (dict(do_train=False), "--do_train or --do_eval"),
+        (dict(max_seq_length=32), "max_position_embeddings=16"),
+        (dict(input_file=str(tmp_path / "nothing*")), "matches no file"),
+    ]
+    for overrides, match in cases:
+        with pytest.raises(ValueError, match=match):
+            run_pretraining.run_pretraining(_options(tmp_path, **overrides), strategy)
+    three_replicas = types.SimpleNamespace(num_replicas_in_sync=3)
+    with pytest.raises(ValueError, match="train_batch_size=32 is not divisible by the 3"):
+        run_pretraining.check_options(_options(tmp_path), three_replicas)
+    with pytest.raises(ValueError, match="records-00000.tfrecord: record 0, feature "
+                                         "'masked_lm_positions' has 3 values, expected 5"):
+        run_pretraining.run_pretraining(_options(tmp_path, max_predictions_per_seq=5),
+                                        strategy)
+    assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def test_init_checkpoint_not_matching_config_is_rejected(tmp_path):
+    write_records(tmp_path / "records", 1, 4)
+    _write_google_checkpoint(str(tmp_path / "wide"), _config(hidden_size=48), seed=1)
+    with pytest.raises(ValueError, match="hidden_size: 48 there, 32 in --bert_config_file"):
+        run_pretraining.run_pretraining(
+            _options(tmp_path, init_checkpoint=str(tmp_path / "wide")),
+            distribute.get_strategy())
+    # Without a bert_config.json beside it, the weights themselves are checked.
+    _write_google_checkpoint(str(tmp_path / "deep"), _config(num_hidden_layers=3), seed=1)
+    os.remove(tmp_path / "deep" / "bert_config.json")
+    with pytest.raises(ValueError, match="encoder variables the model lacks.*layer_2"):
+        run_pretraining.run_pretraining(
+            _options(tmp_path, init_checkpoint=str(tmp_path / "deep" / "bert_model.ckpt")),
+            distribute.get_strategy())
+    assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+@pytest.mark.slow
+def test_cli_killed_and_restarted_finishes_with_all_checkpoints(tmp_path):
+    write_records(tmp_path / "records", 2, 64)
+    config_path = tmp_path / "bert_config.json"
+    _config().to_json_file(str(config_path))
+    out = tmp_path / "out"
+    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"),
+               f"--bert_config_file={config_path}",
+               f"--input_file={tmp_path / 'records' / '*'}", f"--output_dir={out}",
+               "--do_train", "--do_eval", "--max_seq_length=16",
+               "--max_predictions_per_seq=3", "--train_batch_size=16",
+               "--num_train_steps=400", "--num_warmup_steps=10",
+               "--save_checkpoints_steps=20", "--iterations_per_loop=10",
+               "--keep_checkpoint_max=3", "--learning_rate=1e-3"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        latest = tf.train.latest_checkpoint(str(out))
+        if latest and int(latest.rsplit("-", 1)[1]) >= 40:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (out / "eval_results.txt").exists()
+    completed = subprocess.run(command, env=env, capture_output=True, text=True,
+                               timeout=600, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-400")
+    kept = tf.train.get_checkpoint_state(str(out)).all_model_checkpoint_paths
+    assert [p.rsplit("-", 1)[1] for p in kept] == ["360", "380", "400"]
+    assert "global_step = 400" in (out / "eval_results.txt").read_text()
+    assert (out / "bert_model.ckpt.index").exists()
