@@ -7,7 +7,9 @@ settings of the reference: the original create_pretraining_data.py made 36,669
 instances in 29 s, about 1,250 instances/s, with 697 MB peak RSS on this machine).
 
 Reported per run: instances, wall seconds of the whole command (Python and TensorFlow
-start-up included) and instances/s on it, the in-run rate the tool logs, the peak RSS of
+start-up included) and instances/s on it, the in-run rate the tool logs, the CPU
+seconds of the whole process tree and instances per CPU second (steadier than wall time
+on a shared machine), the peak RSS of
 the largest process and the peak of the summed RSS of the whole process tree (sampled
 every 20 ms; the sum counts pages shared between processes more than once).
 
@@ -18,6 +20,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import subprocess
 import sys
 import time
@@ -77,6 +80,7 @@ def run_once(input_file, output, vocab, workers, extra):
                f"--vocab_file={vocab}", "--do_lower_case", "--max_seq_length=128",
                "--max_predictions_per_seq=20", "--dupe_factor=5", "--masked_lm_prob=0.15",
                f"--num_workers={workers}", "--random_seed=12345"] + extra
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
@@ -86,6 +90,8 @@ def run_once(input_file, output, vocab, workers, extra):
         peak_sum, peak_max = max(peak_sum, total), max(peak_max, largest)
         time.sleep(0.02)
     wall = time.time() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     stderr = process.stderr.read()
     if process.returncode != 0:
         raise RuntimeError(f"create_pretraining_data failed:\n{stderr[-3000:]}")
@@ -94,6 +100,7 @@ def run_once(input_file, output, vocab, workers, extra):
     return {"workers": workers, "instances": stats["instances"], "wall_s": round(wall, 2),
             "instances_per_s": round(stats["instances"] / wall),
             "in_run_instances_per_s": round(stats["instances_per_second"]),
+            "cpu_s": round(cpu, 2), "instances_per_cpu_s": round(stats["instances"] / cpu),
             "peak_rss_largest_process_mb": round(peak_max / 1024),
             "peak_rss_process_tree_sum_mb": round(peak_sum / 1024)}
 
@@ -126,12 +133,13 @@ def main():
             figures["input"] = label
             results.append(figures)
             print(json.dumps(figures), flush=True)
-    print("\n| input | workers | instances | wall s | instances/s | in-run inst/s "
-          "| peak RSS largest MB | peak RSS tree sum MB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| input | workers | instances | wall s | instances/s | in-run inst/s | CPU s "
+          "| inst/CPU-s | peak RSS largest MB | peak RSS tree sum MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['input']} | {r['workers']} | {r['instances']} | {r['wall_s']} | "
-              f"{r['instances_per_s']} | {r['in_run_instances_per_s']} | "
+              f"{r['instances_per_s']} | {r['in_run_instances_per_s']} | {r['cpu_s']} | "
+              f"{r['instances_per_cpu_s']} | "
               f"{r['peak_rss_largest_process_mb']} | {r['peak_rss_process_tree_sum_mb']} |")
 
 

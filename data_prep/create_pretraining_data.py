@@ -10,7 +10,7 @@ Example:
 
 Inputs: one-sentence-per-line text (blank lines between documents), WikiExtractor
 output, or a MediaWiki XML dump (see data_prep/wikipedia.py). Writes the shards, then
-`<first output>.stats.json`.
+`<output_file>.stats.json` (the first name when --output_file is a list).
 """
 
 from absl import app
@@ -87,7 +87,8 @@ def run(flag_values):
         input_files=input_files, output_files=output_files,
         random_seed=FLAGS.random_seed, input_format=FLAGS.input_format,
         num_workers=FLAGS.num_workers, gzip=FLAGS.gzip, chunk_chars=FLAGS.chunk_chars,
-        language=FLAGS.language)
+        language=FLAGS.language,
+        stats_file=FLAGS.output_file.split(",")[0].strip() + pretraining_pipeline.STATS_SUFFIX)
     return pretraining_pipeline.create_pretraining_data(tokenizer, options, config)
 
 

@@ -178,6 +178,7 @@ class PipelineConfig:
     chunk_chars: int = 1_000_000
     language: Optional[str] = None
     log_every_seconds: float = 10.0
+    stats_file: Optional[str] = None  # default: the first output file + ".stats.json"
 
 
 def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOptions,
@@ -202,7 +203,8 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
             stats.update(result.stats)
             progress.maybe_log(stats)
         summary = _summary(stats, options, config, time.time() - start)
-        writer.commit(stats_path=config.output_files[0] + STATS_SUFFIX, stats=summary)
+        writer.commit(stats_path=config.stats_file or config.output_files[0] + STATS_SUFFIX,
+                      stats=summary)
     logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s): %s",
                  summary["instances"], len(config.output_files), summary["seconds"],
                  summary["instances_per_second"], json.dumps(summary["nsp"]))

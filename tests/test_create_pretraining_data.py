@@ -128,7 +128,8 @@ def run_tool(tmp_path, vocab_file, corpus, name="out.tfrecord", workers=1, seed=
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     config = pp.PipelineConfig(
         input_files=wikipedia.resolve_input_files(corpus), output_files=pp.resolve_output_files(str(tmp_path / name), shards),
-        random_seed=seed, num_workers=workers, gzip=gzip, chunk_chars=chunk_chars)
+        random_seed=seed, num_workers=workers, gzip=gzip, chunk_chars=chunk_chars,
+        stats_file=str(tmp_path / name) + pp.STATS_SUFFIX)
     stats = pp.create_pretraining_data(tokenizer, pi.InstanceOptions(**options), config)
     return config.output_files, stats
 
@@ -319,7 +320,7 @@ def test_shards_gzip_stats_and_no_temp_files(tmp_path, vocab_file):
         f"out.tfrecord-0000{i}-of-00003" for i in range(3)]
     counts = [len(read_records([p], gzip=True)["input_ids"]) for p in paths]
     assert sum(counts) == stats["instances"] and max(counts) - min(counts) <= 1
-    with open(paths[0] + ".stats.json", encoding="utf-8") as f:
+    with open(tmp_path / "out.tfrecord.stats.json", encoding="utf-8") as f:
         saved = json.load(f)
     assert saved["instances"] == stats["instances"] and saved["documents"] == 20
     assert not [name for name in os.listdir(tmp_path) if ".tmp" in name]
