@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.tasks import squad_pipeline
 from bert_tf.tasks.squad_pipeline import SquadOptions
@@ -86,6 +87,18 @@ def test_train_predict_evaluate_and_resume(tmp_path):
     again = squad_pipeline.run(options(tmp_path, do_predict=True, predict_file=dev_file))
     assert again == evaluation
     assert json.loads((out / "predictions.json").read_text()) == predictions
+
+
+@pytest.mark.slow
+def test_export_dir_answers_raw_text(tmp_path):
+    train_file = write_squad(tmp_path / "train.json", 40, seed=0)
+    squad_pipeline.run(options(tmp_path, do_train=True, train_file=train_file,
+                               export_dir=str(tmp_path / "export")))
+    # The exported SavedModel answers raw text with plain TensorFlow.
+    serving = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+    answer = serving(question=tf.constant(["Where?"]),
+                     context=tf.constant(["red house Café. blue tree"]))
+    assert answer["answer_text"].numpy()[0].decode("utf-8") == "Café"
 
 
 def test_version_2_writes_null_odds(tmp_path):

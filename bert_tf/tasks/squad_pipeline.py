@@ -277,5 +277,10 @@ def run(options: SquadOptions) -> dict:
     if options.do_predict:
         model, evaluation = predict(options, strategy, tokenizer, model, global_step)
     if options.export_dir and model is not None:
-        finetuning.export_model(options, model, "span_labeler")
+        from bert_tf import export  # pylint: disable=import-outside-toplevel
+        path = export.export_span_labeler(
+            model, options.vocab_file, options.do_lower_case, options.max_seq_length,
+            options.export_dir, max_query_length=options.max_query_length,
+            max_answer_length=options.max_answer_length)
+        logging.info("Exported the SavedModel to %s", path)
     return evaluation
