@@ -28,8 +28,6 @@ import json
 import logging
 from typing import Optional
 
-import numpy as np
-
 logger = logging.getLogger(__name__)
 
 FIRST_UNIQUE_ID = 1000000000
@@ -112,12 +110,11 @@ def require_field(container, key, expected_type, path, where):
     if key not in container:
         raise SquadFormatError(f'{path}: {where}: missing "{key}"')
     value = container[key]
+    # bool is an int in Python; a JSON true is not an answer_start.
     if not isinstance(value, expected_type) or isinstance(value, bool) != (
             expected_type is bool):
-        names = getattr(expected_type, "__name__", None) or "/".join(
-            t.__name__ for t in expected_type)
-        raise SquadFormatError(f'{path}: {where}: "{key}" must be {names}, '
-                               f"got {type(value).__name__}")
+        raise SquadFormatError(f'{path}: {where}: "{key}" must be '
+                               f"{expected_type.__name__}, got {type(value).__name__}")
     return value
 
 
@@ -411,25 +408,4 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 segment_ids=segment_ids + [0] * padding, start_position=start_position,
                 end_position=end_position, is_impossible=example.is_impossible))
     return features
-
-
-def features_to_arrays(features, is_training):
-    """Stacks features into int32 numpy arrays keyed like the model inputs.
-
-    Returns:
-      dict with `unique_ids`, `input_ids`, `input_mask`, `segment_ids` ([N, S]) and,
-      for training, `start_positions` / `end_positions` ([N]).
-    """
-    arrays = {
-        "unique_ids": np.array([f.unique_id for f in features], dtype=np.int64),
-        "input_ids": np.array([f.input_ids for f in features], dtype=np.int32),
-        "input_mask": np.array([f.input_mask for f in features], dtype=np.int32),
-        "segment_ids": np.array([f.segment_ids for f in features], dtype=np.int32),
-    }
-    if is_training:
-        arrays["start_positions"] = np.array([f.start_position for f in features],
-                                             dtype=np.int32)
-        arrays["end_positions"] = np.array([f.end_position for f in features],
-                                           dtype=np.int32)
-    return arrays
 

@@ -180,6 +180,27 @@ def train(options, strategy, tokenizer):
                             num_examples)
 
 
+def features_to_arrays(features, is_training):
+    """Stacks features into int32 numpy arrays keyed like the model inputs.
+
+    Returns:
+      dict with `unique_ids`, `input_ids`, `input_mask`, `segment_ids` ([N, S]) and,
+      for training, `start_positions` / `end_positions` ([N]).
+    """
+    arrays = {
+        "unique_ids": np.array([f.unique_id for f in features], dtype=np.int64),
+        "input_ids": np.array([f.input_ids for f in features], dtype=np.int32),
+        "input_mask": np.array([f.input_mask for f in features], dtype=np.int32),
+        "segment_ids": np.array([f.segment_ids for f in features], dtype=np.int32),
+    }
+    if is_training:
+        arrays["start_positions"] = np.array([f.start_position for f in features],
+                                             dtype=np.int32)
+        arrays["end_positions"] = np.array([f.end_position for f in features],
+                                           dtype=np.int32)
+    return arrays
+
+
 def predict_dataset_fn(arrays, batch_size):
     """dataset_fn over in-memory prediction features (in order, last batch partial)."""
     def dataset_fn(input_context):
@@ -196,7 +217,7 @@ def predict_dataset_fn(arrays, batch_size):
 
 def predict_logits(strategy, model, features, batch_size):
     """RawResults (unique_id, start_logits, end_logits) for every feature."""
-    arrays = squad.features_to_arrays(features, is_training=False)
+    arrays = features_to_arrays(features, is_training=False)
     results, started, done = [], time.time(), 0
     last_log = started
     for batch in training.predict(strategy, model, predict_dataset_fn(arrays, batch_size),
@@ -240,7 +261,7 @@ def predict(options, strategy, tokenizer, model=None, global_step=None):
         options.max_query_length, is_training=False)
     logging.info("predict_file: %d questions, %d features", len(examples), len(features))
     if model is None:
-        arrays = squad.features_to_arrays(features[:1], is_training=False)
+        arrays = features_to_arrays(features[:1], is_training=False)
         element_spec = predict_dataset_fn(arrays, options.predict_batch_size)(
             tf.distribute.InputContext()).element_spec
         model, global_step = finetuning.load_trained_model(

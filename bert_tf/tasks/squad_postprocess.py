@@ -242,25 +242,33 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size=20,
         nbest, score_null = _example_nbest(
             example, example_index_to_features[example_index], results, settings,
             basic_tokenizer)
-        probs = _compute_softmax([e.start_logit + e.end_logit for e in nbest])
-        all_nbest[example.qas_id] = [
-            collections.OrderedDict([("text", entry.text), ("probability", probs[i]),
-                                     ("start_logit", entry.start_logit),
-                                     ("end_logit", entry.end_logit)])
-            for i, entry in enumerate(nbest)]
+        all_nbest[example.qas_id] = _nbest_json(nbest)
         if not version_2_with_negative:
             predictions[example.qas_id] = nbest[0].text
             continue
-        best_non_null = next((e for e in nbest if e.text), None)
-        best_score = 0.0 if best_non_null is None else (
-            best_non_null.start_logit + best_non_null.end_logit)
-        score_diff = score_null - best_score
-        null_odds[example.qas_id] = score_diff
-        if best_non_null is None or score_diff > null_score_diff_threshold:
-            predictions[example.qas_id] = ""
-        else:
-            predictions[example.qas_id] = best_non_null.text
+        predictions[example.qas_id], null_odds[example.qas_id] = _null_decision(
+            nbest, score_null, null_score_diff_threshold)
     return predictions, all_nbest, null_odds
+
+
+def _nbest_json(nbest):
+    """The n-best entries as OrderedDicts with softmax probabilities."""
+    probs = _compute_softmax([entry.start_logit + entry.end_logit for entry in nbest])
+    return [collections.OrderedDict([("text", entry.text), ("probability", probs[i]),
+                                     ("start_logit", entry.start_logit),
+                                     ("end_logit", entry.end_logit)])
+            for i, entry in enumerate(nbest)]
+
+
+def _null_decision(nbest, score_null, null_score_diff_threshold):
+    """(answer, null score - best non-null score) of a v2.0 example."""
+    best_non_null = next((entry for entry in nbest if entry.text), None)
+    if best_non_null is None:  # the original crashes here
+        return "", score_null
+    score_diff = score_null - best_non_null.start_logit - best_non_null.end_logit
+    if score_diff > null_score_diff_threshold:
+        return "", score_diff
+    return best_non_null.text, score_diff
 
 
 def write_json_atomic(obj, output_file, indent=4):
