@@ -1,0 +1,156 @@
+"""Layers: activations, projection, attention, Transformer block, heads, configs."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import layers
+from bert_tf.layers.activations import get_activation
+
+H, A = 32, 4
+
+
+def test_activations_against_closed_forms():
+    x = np.array([-3.0, -1.0, -0.25, 0.0, 0.5, 1.0, 2.5], "float32")
+    erf = np.array([math.erf(v / math.sqrt(2.0)) for v in x])
+    np.testing.assert_allclose(get_activation("gelu")(x), 0.5 * x * (1 + erf), atol=1e-6)
+    # The exact and tanh forms differ: the config name must pick the right one.
+    tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(get_activation("gelu_tanh")(x), tanh_form, atol=1e-6)
+    assert abs(float(get_activation("gelu")(1.0)) - 0.8413447460685429) < 1e-6
+    assert abs(float(get_activation("gelu_tanh")(1.0)) - 0.8411919906082768) < 1e-6
+    np.testing.assert_allclose(get_activation("relu")(x), np.maximum(x, 0))
+    np.testing.assert_allclose(get_activation("swish")(x), x / (1 + np.exp(-x)), atol=1e-6)
+    assert get_activation(None) is None
+    with pytest.raises(ValueError, match="'gelu_new'"):
+        get_activation("gelu_new")
+
+
+def test_projection_on_rank3_input():
+    projection = layers.Projection(5, activation="relu", name="p")
+    x = np.random.default_rng(0).normal(size=(2, 3, 4)).astype("float32")
+    y = projection(x)
+    expected = np.maximum(x @ projection.kernel.numpy() + projection.bias.numpy(), 0)
+    assert y.shape == (2, 3, 5)
+    np.testing.assert_allclose(y, expected, atol=1e-6)
+
+
+def test_attention_bias_from_mask():
+    bias = layers.attention_bias_from_mask(np.array([[1, 1, 0]]))
+    assert bias.shape == (1, 1, 1, 3) and bias.dtype == tf.float32
+    np.testing.assert_array_equal(bias.numpy().ravel(), [0.0, 0.0, -10000.0])
+
+
+def test_attention_matches_per_head_numpy():
+    rng = np.random.default_rng(1)
+    attention = layers.MultiHeadSelfAttention(H, A, dropout_rate=0.0, name="self")
+    x = rng.normal(size=(2, 6, H)).astype("float32")
+    mask = np.array([[1] * 6, [1, 1, 1, 1, 0, 0]], "int32")
+    got = attention(x, mask).numpy()
+    q, k, v = (x @ p.kernel.numpy() + p.bias.numpy()
+               for p in (attention.query, attention.key, attention.value))
+    d = H // A
+    for b in range(2):
+        real = mask[b].astype(bool)
+        for head in range(A):
+            cols = slice(head * d, (head + 1) * d)
+            scores = q[b, :, cols] @ k[b][real][:, cols].T / math.sqrt(d)
+            probs = np.exp(scores - scores.max(-1, keepdims=True))
+            probs /= probs.sum(-1, keepdims=True)
+            np.testing.assert_allclose(got[b, :, cols], probs @ v[b][real][:, cols],
+                                       atol=1e-5)
+
+
+def test_transformer_block_is_post_layer_norm():
+    rng = np.random.default_rng(2)
+    block = layers.TransformerBlock(H, A, 37, hidden_dropout_prob=0.0,
+                                    attention_probs_dropout_prob=0.0, name="layer_0")
+    x = rng.normal(size=(2, 5, H)).astype("float32")
+    mask = np.ones((2, 5), "int32")
+    out = block(x, mask).numpy()
+    # Every block output is LayerNorm'ed with gamma=1, beta=0 at initialisation.
+    np.testing.assert_allclose(out.mean(-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(out.std(-1), 1.0, atol=1e-3)
+    context = block.self_attention(x, mask).numpy()
+    attended = context @ block.attention_output.kernel.numpy()
+    attended = x + attended + block.attention_output.bias.numpy()
+    attended = (attended - attended.mean(-1, keepdims=True)) / attended.std(-1, keepdims=True)
+    inner = get_activation("gelu")(attended @ block.intermediate.kernel.numpy()).numpy()
+    final = attended + inner @ block.output_dense.kernel.numpy()
+    final = (final - final.mean(-1, keepdims=True)) / final.std(-1, keepdims=True)
+    np.testing.assert_allclose(out, final, atol=1e-4)
+
+
+def test_masked_lm_head_uses_positions_and_tied_table():
+    rng = np.random.default_rng(3)
+    head = layers.MaskedLMHead(vocab_size=11, hidden_size=H, hidden_act="relu",
+                               name="predictions")
+    head.build()
+    head.output_bias.assign(rng.normal(size=11))
+    sequence = rng.normal(size=(2, 7, H)).astype("float32")
+    positions = np.array([[0, 6], [3, 3]], "int32")
+    table = rng.normal(size=(11, H)).astype("float32")
+    logits = head(sequence, positions, table).numpy()
+    assert logits.shape == (2, 2, 11) and logits.dtype == np.float32
+    gathered = np.stack([sequence[0, [0, 6]], sequence[1, [3, 3]]])
+    h = np.maximum(gathered @ head.transform.kernel.numpy(), 0)
+    h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-12)
+    np.testing.assert_allclose(logits, h @ table.T + head.output_bias.numpy(), atol=1e-4)
+
+
+def test_heads_shapes_and_float32_under_mixed_policy():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        span = layers.SpanHead(H, name="span")
+        classifier = layers.ClassificationHead(3, H, name="cls")
+        pooler = layers.Pooler(H, name="pooler")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    sequence = tf.random.normal((2, 5, H))
+    start, end = span(sequence)
+    assert start.shape == end.shape == (2, 5) and start.dtype == tf.float32
+    assert classifier(sequence[:, 0]).dtype == tf.float32
+    pooled = pooler(sequence)
+    assert pooled.shape == (2, H) and pooled.dtype == tf.bfloat16
+
+
+def test_embeddings_sum_and_variable_length():
+    embeddings = layers.BertEmbeddings(99, H, max_position_embeddings=16, type_vocab_size=2,
+                                       dropout_rate=0.0, name="embeddings")
+    embeddings.build()
+    ids = np.array([[5, 6, 7]], "int32")
+    segments = np.array([[0, 1, 1]], "int32")
+    out = embeddings(ids, segments).numpy()
+    summed = (embeddings.word_embeddings.embeddings.numpy()[ids[0]]
+              + embeddings.token_type_embeddings.embeddings.numpy()[segments[0]]
+              + embeddings.position_embeddings.embeddings.numpy()[:3])
+    normed = (summed - summed.mean(-1, keepdims=True)) / np.sqrt(
+        summed.var(-1, keepdims=True) + 1e-12)
+    np.testing.assert_allclose(out[0], normed, atol=1e-5)
+
+
+@pytest.mark.parametrize("layer", [
+    layers.Projection(4, activation="gelu_tanh", use_bias=False, initializer_range=0.1),
+    layers.PositionEmbedding(8, H, initializer_range=0.05),
+    layers.BertEmbeddings(99, H, 16, 2, 0.2, 0.03),
+    layers.MultiHeadSelfAttention(H, A, 0.3, 0.04),
+    layers.TransformerBlock(H, A, 37, "swish", 0.1, 0.2, 0.05),
+    layers.Pooler(H, 0.06),
+    layers.MaskedLMHead(99, H, "relu", 0.07),
+    layers.ClassificationHead(3, H, 0.4, 0.08),
+    layers.SpanHead(H, 0.09),
+], ids=lambda layer: type(layer).__name__)
+def test_get_config_round_trip(layer):
+    config = layer.get_config()
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+    registered = keras.saving.get_registered_object(f"bert_tf>{type(layer).__name__}")
+    assert registered is type(layer)
+
+
+def test_heads_must_divide_hidden():
+    with pytest.raises(ValueError, match="divisible"):
+        layers.MultiHeadSelfAttention(30, 4)
