@@ -215,11 +215,11 @@ def test_cache_features_round_trip(tmp_path, tokenizer):
     dataset = classification.classifier_dataset(record, 10, 2, is_training=False,
                                                 is_regression=True)
     batches = list(dataset.as_numpy_iterator())
-    labels = np.concatenate([labels for _, labels in batches])
+    labels = np.concatenate([batch["label_ids"] for batch in batches])
     np.testing.assert_allclose(labels, [0.0, 0.5, 1.0])
     features = classification.convert_examples_to_features(examples, None, 10, tokenizer)
-    np.testing.assert_array_equal(batches[0][0]["input_ids"][0], features[0].input_ids)
-    assert batches[0][0]["input_ids"].dtype == np.int32
+    np.testing.assert_array_equal(batches[0]["input_ids"][0], features[0].input_ids)
+    assert batches[0]["input_ids"].dtype == np.int32
 
 
 def test_prediction_files(tmp_path):

@@ -319,15 +319,17 @@ def cache_features(examples, label_list, max_seq_length, tokenizer, record_path:
 
 
 def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_regression,
-                       seed=None, input_context=None, drop_remainder=None):
-    """(inputs dict of int32 [B, S], labels [B]) batches from a `cache_features` record."""
-    dataset = inputs.tfrecord_dataset(
+                       seed=None, input_context=None, drop_remainder=None,
+                       shuffle_buffer_size=10000):
+    """Batches of feature dicts (int32 [B, S] inputs, `label_ids` [B]) from a cached record.
+
+    Training batches are shuffled, repeated and full; evaluation reads once, in order.
+    """
+    return inputs.tfrecord_dataset(
         record_path, feature_spec(max_seq_length, is_regression), batch_size, is_training,
         input_context=input_context, compression="none", seed=seed,
+        shuffle_buffer_size=shuffle_buffer_size,
         drop_remainder=is_training if drop_remainder is None else drop_remainder)
-    return dataset.map(lambda batch: ({name: batch[name] for name in
-                                       ("input_ids", "input_mask", "segment_ids")},
-                                      batch["label_ids"]))
 
 
 def write_test_results(path: str, outputs: np.ndarray, is_regression: bool) -> None:

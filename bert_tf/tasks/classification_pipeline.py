@@ -1,0 +1,164 @@
+"""Fine-tune, evaluate and predict a sentence(-pair) classifier: what run_classifier runs.
+
+    results = classification_pipeline.run(ClassifierOptions(
+        task_name="mrpc", data_dir="glue/MRPC", init_checkpoint="uncased_L-12_H-768_A-12",
+        output_dir="out", do_train=True, do_eval=True))
+
+Writes to output_dir: `label_list.txt`, cached features (`train.tf_record`, ...),
+training checkpoints (a rerun resumes), `eval_results.txt` (`key = value`),
+`test_results.tsv` (class probabilities or the score per example) and the
+GLUE-submission file (e.g. `MRPC.tsv`).
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.tasks import classification, finetuning, metrics
+from bert_tf.tasks.finetuning import FinetuneOptions
+
+
+@dataclasses.dataclass
+class ClassifierOptions(FinetuneOptions):
+    """FinetuneOptions plus the task and, for the generic task, its columns."""
+    task_name: str = ""
+    data_dir: str = ""
+    text_column: str = "text"
+    text_pair_column: Optional[str] = None
+    label_column: str = "label"
+    id_column: Optional[str] = None
+    labels: Optional[list] = None
+    is_regression: bool = False
+    xnli_language: str = "zh"
+
+
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def make_processor(options: ClassifierOptions):
+    """The task's processor; a generic task without labels reuses the saved label list."""
+    name = options.task_name.strip().lower()
+    if name in ("generic", "csv", "tsv", "jsonl"):
+        labels = options.labels
+        saved = os.path.join(options.output_dir, LABEL_LIST_FILE)
+        if not labels and not options.is_regression and not options.do_train and \
+                os.path.isfile(saved):
+            with open(saved, encoding="utf-8") as file:
+                labels = [line.rstrip("\n") for line in file if line.strip()]
+        return classification.get_processor(
+            name, text_column=options.text_column, text_pair_column=options.text_pair_column,
+            label_column=options.label_column, id_column=options.id_column, labels=labels,
+            is_regression=options.is_regression)
+    if name == "xnli":
+        return classification.get_processor(name, language=options.xnli_language)
+    return classification.get_processor(name)
+
+
+def _loss_fn(is_regression):
+    def loss_fn(features, outputs):
+        logits = tf.cast(outputs["logits"], tf.float32)
+        if is_regression:  # [B, 1] score vs float label
+            labels = tf.cast(features["label_ids"], tf.float32)
+            return tf.reduce_mean(tf.square(logits[:, 0] - labels))
+        return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+            features["label_ids"], logits, from_logits=True))
+    return loss_fn
+
+
+def _cached_record(options, processor, split, label_list, tokenizer):
+    examples = processor.get_examples(options.data_dir, split)
+    if not examples:
+        raise ValueError(f"task {processor.name}: no examples in "
+                         f"{processor.data_files(options.data_dir, split)[0]}")
+    path = os.path.join(options.output_dir, f"{split}.tf_record")
+    rewritten = classification.cache_features(
+        examples, label_list, options.max_seq_length, tokenizer, path,
+        processor.data_files(options.data_dir, split), {"task": processor.name})
+    logging.info("%s: %d examples, features %s %s", split, len(examples),
+                 "written to" if rewritten else "reused from", path)
+    return examples, path
+
+
+def _dataset_fn(options, path, batch_size, is_training, is_regression):
+    def dataset_fn(input_context):
+        return classification.classifier_dataset(
+            path, options.max_seq_length, batch_size, is_training, is_regression,
+            seed=options.seed, input_context=input_context)
+    return dataset_fn
+
+
+def _score(processor, logits, label_ids, label_list):
+    if label_list is None:
+        predictions = logits[:, 0]
+        loss = float(np.mean(np.square(predictions - label_ids)))
+    else:
+        predictions = np.argmax(logits, axis=-1)
+        log_probs = np.log(np.clip(finetuning.softmax(logits.astype(np.float64)), 1e-30, None))
+        loss = float(-np.mean(log_probs[np.arange(len(label_ids)), label_ids]))
+    results = metrics.compute_metrics(processor.metric_names, predictions, label_ids)
+    return {f"eval_{name}": value for name, value in results.items()}, loss
+
+
+def run(options: ClassifierOptions) -> dict:
+    """Runs the do_train / do_eval / do_predict steps; returns the eval results (if any)."""
+    processor = make_processor(options)
+    finetuning.check_options(options)
+    finetuning.set_seed(options.seed)
+    label_list = processor.get_labels(options.data_dir)
+    is_regression = label_list is None
+    num_classes = 1 if is_regression else len(label_list)
+    tokenizer = finetuning.make_tokenizer(options)
+    strategy = finetuning.make_strategy(options)
+
+    def make_head_model(encoder):
+        from bert_tf.models import BertClassifier  # pylint: disable=import-outside-toplevel
+        return BertClassifier(encoder, num_classes, dropout_rate=options.dropout_rate)
+
+    model, global_step, results = None, 0, {}
+    if options.do_train:
+        if label_list is not None:
+            classification.text_files.write_text_atomic(
+                os.path.join(options.output_dir, LABEL_LIST_FILE),
+                "".join(label + "\n" for label in label_list))
+        examples, path = _cached_record(options, processor, "train", label_list, tokenizer)
+        model, global_step = finetuning.train(
+            options, strategy, make_head_model, _loss_fn(is_regression),
+            _dataset_fn(options, path, options.train_batch_size, True, is_regression),
+            len(examples))
+
+    def predict(split, batch_size):
+        nonlocal model, global_step
+        examples, path = _cached_record(options, processor, split, label_list, tokenizer)
+        dataset_fn = _dataset_fn(options, path, batch_size, False, is_regression)
+        if model is None:
+            element_spec = dataset_fn(tf.distribute.InputContext()).element_spec
+            model, global_step = finetuning.load_trained_model(
+                options, strategy, make_head_model, element_spec)
+        outputs = finetuning.predict_outputs(strategy, model, dataset_fn, "logits",
+                                             ("label_ids",))
+        return examples, outputs["logits"].astype(np.float32), outputs["label_ids"]
+
+    if options.do_eval:
+        examples, logits, label_ids = predict("dev", options.eval_batch_size)
+        results, loss = _score(processor, logits, label_ids, label_list)
+        results.update(eval_loss=loss, global_step=global_step, eval_examples=len(examples))
+        finetuning.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"),
+                                      results)
+    if options.do_predict:
+        examples, logits, _ = predict("test", options.predict_batch_size)
+        outputs = logits[:, 0] if is_regression else finetuning.softmax(logits)
+        classification.write_test_results(
+            os.path.join(options.output_dir, "test_results.tsv"), outputs, is_regression)
+        classification.write_submission(
+            os.path.join(options.output_dir, processor.submission_name), examples,
+            logits if is_regression else outputs, label_list)
+        logging.info("Wrote test_results.tsv and %s for %d examples",
+                     processor.submission_name, len(examples))
+    if options.export_dir and model is not None:
+        finetuning.export_model(options, model, "classifier")
+    return results

@@ -1,0 +1,269 @@
+"""What the fine-tuning pipelines (classification, NER) share: options, model set-up,
+training through `bert_tf.training`, restoring for evaluation, result files.
+
+`FinetuneOptions` holds the flags common to run_classifier and run_ner (names as the
+original google-research scripts, plus strategy / precision / optimizer settings).
+`init_checkpoint` may be a released folder (bert_config.json, vocab.txt,
+bert_model.ckpt.*), a TF1 checkpoint prefix or a Hugging Face folder; `bert_config_file`
+and `vocab_file` default to the files in that folder.
+"""
+
+import dataclasses
+import os
+import time
+from typing import Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpoints, distribute, optimization, tokenization, training
+from bert_tf.configs import BertConfig
+from bert_tf.tasks import text_files
+
+
+@dataclasses.dataclass
+class FinetuneOptions:
+    """Settings shared by the fine-tuning runners (see the runners' flag help)."""
+    output_dir: str
+    bert_config_file: Optional[str] = None
+    init_checkpoint: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    steps_per_loop: int = 100
+    optimizer_type: str = "adamw"
+    weight_decay_rate: float = 0.01
+    gradient_accumulation_steps: int = 1
+    mixed_precision: Optional[str] = None
+    use_xla: bool = False
+    distribution_strategy: str = "one_device"
+    num_gpus: int = 0
+    tpu_name: Optional[str] = None
+    tpu_zone: Optional[str] = None
+    gcp_project: Optional[str] = None
+    dropout_rate: float = 0.1
+    seed: Optional[int] = None
+    export_dir: Optional[str] = None
+
+
+def _folder_file(options, name):
+    folder = options.init_checkpoint
+    if folder and os.path.isdir(folder) and os.path.isfile(os.path.join(folder, name)):
+        return os.path.join(folder, name)
+    return None
+
+
+def check_options(options: FinetuneOptions) -> None:
+    """Fills config/vocab paths from an init_checkpoint folder; rejects what cannot work."""
+    if not (options.do_train or options.do_eval or options.do_predict):
+        raise ValueError("at least one of do_train, do_eval or do_predict must be true")
+    if not options.output_dir:
+        raise ValueError("output_dir is required")
+    options.bert_config_file = (options.bert_config_file
+                                or _folder_file(options, "bert_config.json")
+                                or _folder_file(options, "config.json"))
+    options.vocab_file = options.vocab_file or _folder_file(options, "vocab.txt")
+    for name in ("bert_config_file", "vocab_file"):
+        value = getattr(options, name)
+        if not value:
+            raise ValueError(f"{name} is required (or an init_checkpoint folder holding it)")
+        if not os.path.isfile(value):
+            raise FileNotFoundError(f"{name} not found: {value}")
+    if options.init_checkpoint and not (
+            os.path.isdir(options.init_checkpoint)
+            or tf.io.gfile.exists(options.init_checkpoint + ".index")
+            or options.init_checkpoint.endswith(".safetensors")):
+        raise FileNotFoundError(f"init_checkpoint not found: {options.init_checkpoint} "
+                                "(expected a folder or a checkpoint prefix with .index)")
+    config = load_config(options)
+    if options.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"max_seq_length {options.max_seq_length} exceeds "
+                         f"max_position_embeddings {config.max_position_embeddings} of "
+                         f"{options.bert_config_file}")
+    os.makedirs(options.output_dir, exist_ok=True)
+
+
+def load_config(options: FinetuneOptions) -> BertConfig:
+    """The BertConfig of bert_config_file (google-research or Hugging Face config.json)."""
+    path = options.bert_config_file
+    if os.path.basename(path) == "config.json":
+        import json  # pylint: disable=import-outside-toplevel
+        with open(path, encoding="utf-8") as file:
+            return BertConfig.from_dict(checkpoints.hf_config_to_bert_dict(json.load(file),
+                                                                           path))
+    return BertConfig.from_json_file(path)
+
+
+def make_tokenizer(options: FinetuneOptions) -> tokenization.FullTokenizer:
+    return tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
+
+
+def make_strategy(options: FinetuneOptions):
+    return distribute.get_strategy(options.distribution_strategy, options.num_gpus,
+                                   options.tpu_name, options.tpu_zone, options.gcp_project)
+
+
+def model_builder(options: FinetuneOptions, make_head_model, load_init: bool):
+    """A `model_fn`: encoder from the config + head; loads init_checkpoint when asked."""
+    def model_fn():
+        from bert_tf.models import BertEncoder  # pylint: disable=import-outside-toplevel
+        model = make_head_model(BertEncoder(load_config(options)))
+        model.build()
+        if load_init and options.init_checkpoint:
+            report = checkpoints.load_pretrained_weights(model, options.init_checkpoint)
+            logging.info("init_checkpoint: %s", report)
+        return model
+    return model_fn
+
+
+def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_examples):
+    """Trains for num_train_epochs over `num_examples` (resuming in output_dir)."""
+    num_train_steps = max(1, int(num_examples / options.train_batch_size
+                                 * options.num_train_epochs))
+    num_warmup_steps = int(num_train_steps * options.warmup_proportion)
+    logging.info("Training on %d examples, batch %d, %d steps (%d warm-up)", num_examples,
+                 options.train_batch_size, num_train_steps, num_warmup_steps)
+    fresh = tf.train.latest_checkpoint(options.output_dir) is None
+
+    def optimizer_fn():
+        return optimization.create_optimizer(
+            options.learning_rate, num_train_steps, num_warmup_steps,
+            optimizer_type=options.optimizer_type,
+            weight_decay_rate=options.weight_decay_rate)
+
+    result = training.train(
+        strategy, model_builder(options, make_head_model, load_init=fresh), loss_fn,
+        dataset_fn, optimizer_fn=optimizer_fn, output_dir=options.output_dir,
+        num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max,
+        steps_per_loop=min(options.steps_per_loop, options.save_checkpoints_steps),
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
+        mixed_precision=options.mixed_precision, use_xla=options.use_xla)
+    return result.model, result.global_step
+
+
+def load_trained_model(options, strategy, make_head_model, element_spec):
+    """The model of the latest checkpoint in output_dir (else init_checkpoint) and its step.
+
+    Raises:
+      ValueError: when there is neither a training checkpoint nor an init_checkpoint.
+    """
+    latest = tf.train.latest_checkpoint(options.output_dir)
+    if latest is None and not options.init_checkpoint:
+        raise ValueError(f"no training checkpoint in output_dir {options.output_dir} and no "
+                         "init_checkpoint: train first (do_train) or pass init_checkpoint")
+    model = training.build_model(
+        strategy, model_builder(options, make_head_model, load_init=latest is None),
+        element_spec)
+    step = training.restore_model(model, latest) if latest else 0
+    logging.info("Evaluating %s (global_step %d)", latest or options.init_checkpoint, step)
+    return model, step
+
+
+def predict_outputs(strategy, model, dataset_fn, output_key="logits", keys=()):
+    """Concatenated float32 numpy outputs (and passthrough features) over a dataset."""
+    outputs = {name: [] for name in (output_key,) + tuple(keys)}
+    started, count = time.time(), 0
+    for batch in training.predict(strategy, model, dataset_fn, passthrough_keys=keys):
+        for name in outputs:
+            outputs[name].append(batch[name])
+        count += len(batch[output_key])
+    logging.info("Predicted %d examples in %.1f s", count, time.time() - started)
+    return {name: np.concatenate(values) if values else np.zeros((0,))
+            for name, values in outputs.items()}
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def write_eval_results(path: str, results: dict) -> None:
+    """`key = value` lines sorted by key, as the original eval_results.txt."""
+    lines = [f"{key} = {results[key]}\n" for key in sorted(results)]
+    text_files.write_text_atomic(path, "".join(lines))
+    for line in lines:
+        logging.info("  %s", line.rstrip())
+
+
+def export_model(options, model, signature_kind: str) -> Optional[str]:
+    """Exports a SavedModel to options.export_dir when set (needs bert_tf.export)."""
+    if not options.export_dir:
+        return None
+    from bert_tf import export  # pylint: disable=import-outside-toplevel
+    return export.export_finetuned_model(model, options.export_dir, kind=signature_kind,
+                                         vocab_file=options.vocab_file,
+                                         do_lower_case=options.do_lower_case,
+                                         max_seq_length=options.max_seq_length)
+
+
+def set_seed(seed: Optional[int]) -> None:
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+
+
+# (name, kind, default, help) of the flags every fine-tuning runner defines; kind is the
+# absl DEFINE_<kind>. The runners define them; this module never reads flags.
+COMMON_FLAGS = [
+    ("output_dir", "string", None, "Folder for checkpoints, cached features and results."),
+    ("bert_config_file", "string", None,
+     "bert_config.json of the pre-trained model (default: the one in init_checkpoint)."),
+    ("init_checkpoint", "string", None,
+     "Pre-trained model: a released folder, a TF1 checkpoint prefix or a Hugging Face "
+     "folder."),
+    ("vocab_file", "string", None, "WordPiece vocab.txt (default: the one in "
+                                   "init_checkpoint)."),
+    ("do_lower_case", "bool", True, "Lower-case the input (uncased models)."),
+    ("max_seq_length", "integer", 128, "Sub-tokens per sequence, [CLS]/[SEP] included."),
+    ("do_train", "bool", False, "Fine-tune on the training data."),
+    ("do_eval", "bool", False, "Evaluate on the dev data; writes eval_results.txt."),
+    ("do_predict", "bool", False, "Predict the test data."),
+    ("train_batch_size", "integer", 32, "Training batch size (all replicas)."),
+    ("eval_batch_size", "integer", 8, "Evaluation batch size."),
+    ("predict_batch_size", "integer", 8, "Prediction batch size."),
+    ("learning_rate", "float", 5e-5, "Peak learning rate."),
+    ("num_train_epochs", "float", 3.0, "Epochs over the training data."),
+    ("warmup_proportion", "float", 0.1, "Fraction of steps with linear warm-up."),
+    ("save_checkpoints_steps", "integer", 1000, "Checkpoint every N steps (and at the end)."),
+    ("keep_checkpoint_max", "integer", 5, "Newest checkpoints to keep."),
+    ("steps_per_loop", "integer", 100, "Steps per host loop (progress is logged per loop)."),
+    ("optimizer_type", "string", "adamw", "adamw or lamb."),
+    ("weight_decay_rate", "float", 0.01, "Decoupled weight decay (not LayerNorm, bias)."),
+    ("gradient_accumulation_steps", "integer", 1, "Micro-batches per optimizer step."),
+    ("mixed_precision", "string", None, "None, bfloat16 or float16."),
+    ("use_xla", "bool", False, "XLA-compile the training step."),
+    ("distribution_strategy", "string", "one_device",
+     "one_device, mirrored, multi_worker_mirrored or tpu."),
+    ("num_gpus", "integer", 0, "GPUs for one_device/mirrored (0: CPU)."),
+    ("tpu_name", "string", None, "Cloud TPU name (distribution_strategy=tpu)."),
+    ("tpu_zone", "string", None, "Cloud TPU zone."),
+    ("gcp_project", "string", None, "GCP project of the Cloud TPU."),
+    ("dropout_rate", "float", 0.1, "Dropout before the task head."),
+    ("seed", "integer", None, "Random seed (weights of the head, dropout, shuffling)."),
+    ("export_dir", "string", None, "Also export a SavedModel for TF Serving here."),
+]
+
+
+def options_from_values(options_class, values, **overrides):
+    """Builds `options_class` from an object with one attribute per field (absl FLAGS)."""
+    kwargs = {field.name: getattr(values, field.name)
+              for field in dataclasses.fields(options_class) if hasattr(values, field.name)}
+    kwargs.update(overrides)
+    if kwargs.get("mixed_precision") in ("", "none", "None", "float32"):
+        kwargs["mixed_precision"] = None
+    return options_class(**kwargs)

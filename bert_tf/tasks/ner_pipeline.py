@@ -1,0 +1,203 @@
+"""Fine-tune, evaluate and predict a BERT token tagger (NER): what run_ner runs.
+
+    results = ner_pipeline.run(NerOptions(
+        data_dir="conll2003", init_checkpoint="cased_L-12_H-768_A-12", do_lower_case=False,
+        output_dir="out", do_train=True, do_eval=True, do_predict=True))
+
+Files: `train_file` / `eval_file` / `predict_file`, or found in `data_dir` under the
+CoNLL-2003 names (`eng.train`, `eng.testa`, `eng.testb`) or `train.txt`, `valid.txt` /
+`dev.txt`, `test.txt`. Writes to output_dir: `label_list.txt` (from the training data;
+eval and predict runs read it back), checkpoints (a rerun resumes), `eval_results.txt`
+(conlleval's figures as `key = value`), `eval_predictions.txt` and
+`test_predictions.txt` (`word gold predicted` lines, conlleval's input, predicted tags in
+the gold file's IOB scheme) and, when the predict file has gold tags, `test_results.txt`.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.tasks import conlleval, finetuning, ner, text_files
+from bert_tf.tasks.finetuning import FinetuneOptions
+
+LABEL_LIST_FILE = "label_list.txt"
+DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
+                 "eval": ("eng.testa", "valid.txt", "dev.txt"),
+                 "predict": ("eng.testb", "test.txt")}
+
+
+@dataclasses.dataclass
+class NerOptions(FinetuneOptions):
+    """FinetuneOptions plus the data files and their columns."""
+    data_dir: Optional[str] = None
+    train_file: Optional[str] = None
+    eval_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    tag_column: int = -1
+    word_column: int = 0
+    doc_stride: int = 64
+
+
+def data_file(options: NerOptions, split: str) -> str:
+    """The file of `split` ("train", "eval", "predict"): the flag, else found in data_dir."""
+    explicit = getattr(options, f"{split}_file")
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise FileNotFoundError(f"{split}_file not found: {explicit}")
+        return explicit
+    if not options.data_dir:
+        raise ValueError(f"set {split}_file or data_dir for do_{split}")
+    candidates = [os.path.join(options.data_dir, name) for name in DEFAULT_FILES[split]]
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f"no {split} file: expected one of {', '.join(candidates)} "
+                            f"(or pass {split}_file)")
+
+
+def file_has_tags(path: str) -> bool:
+    """True when the first token line has a second column (a tag)."""
+    with open(path, encoding="utf-8-sig") as file:
+        for line in file:
+            fields = line.split()
+            if fields and fields[0] != ner.DOCSTART:
+                return len(fields) > 1
+    return False
+
+
+def _loss_fn(features, outputs):
+    logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, C]
+    weights = tf.cast(features["label_weights"], tf.float32)  # [B, S]
+    losses = keras.losses.sparse_categorical_crossentropy(
+        features["label_ids"], logits, from_logits=True)  # [B, S]
+    return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
+def _dataset_fn(features: ner.NerFeatures, batch_size, is_training, seed):
+    arrays = dict(features.model_inputs(), label_ids=features.label_ids,
+                  label_weights=features.label_weights)
+
+    def dataset_fn(input_context):
+        dataset = tf.data.Dataset.from_tensor_slices(arrays)
+        per_replica = batch_size
+        if input_context is not None:
+            per_replica = input_context.get_per_replica_batch_size(batch_size)
+            if input_context.num_input_pipelines > 1:
+                dataset = dataset.shard(input_context.num_input_pipelines,
+                                        input_context.input_pipeline_id)
+        if is_training:
+            dataset = dataset.shuffle(len(features.input_ids), seed=seed).repeat()
+        dataset = dataset.batch(per_replica, drop_remainder=is_training)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    return dataset_fn
+
+
+def _read(options, split, has_tags=True):
+    path = data_file(options, split)
+    sentences = ner.read_tagged_file(path, options.tag_column, options.word_column, has_tags)
+    if not sentences:
+        raise ValueError(f"{path}: no sentences")
+    return path, sentences
+
+
+def _label_list(options):
+    path = os.path.join(options.output_dir, LABEL_LIST_FILE)
+    if options.do_train:
+        _, sentences = _read(options, "train")
+        labels = ner.build_label_list(sentences)
+        ner.write_label_list(path, labels)
+        logging.info("Label list from the training data: %s", labels)
+        return labels, sentences
+    return ner.read_label_list(path), None
+
+
+def _evaluate(sentences, predicted, path, scheme):
+    text = ner.format_predictions(sentences, predicted, scheme)
+    text_files.write_text_atomic(path, text)
+    counts = conlleval.evaluate_lines(text.splitlines())
+    logging.info("conlleval on %s:\n%s", path, conlleval.format_report(counts))
+    score = counts.overall()
+    results = {"precision": score.precision, "recall": score.recall, "f1": score.f1,
+               "accuracy": counts.accuracy, "tokens": counts.token_count,
+               "phrases": counts.found_correct}
+    for chunk_type in counts.sorted_types():
+        results[f"f1_{chunk_type}"] = counts.by_type(chunk_type).f1
+    return results
+
+
+def run(options: NerOptions) -> dict:
+    """Runs do_train / do_eval / do_predict; returns the eval (and test) results."""
+    finetuning.check_options(options)
+    finetuning.set_seed(options.seed)
+    if options.doc_stride < 1:
+        raise ValueError(f"doc_stride must be at least 1, got {options.doc_stride}")
+    tokenizer = finetuning.make_tokenizer(options)
+    strategy = finetuning.make_strategy(options)
+    label_list, train_sentences = _label_list(options)
+
+    def make_head_model(encoder):
+        from bert_tf.models import BertTokenClassifier  # pylint: disable=import-outside-toplevel
+        return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate)
+
+    def features_of(sentences):
+        return ner.convert_sentences_to_features(sentences, label_list, options.max_seq_length,
+                                                 tokenizer, options.doc_stride)
+
+    model, global_step, results = None, 0, {}
+    if options.do_train:
+        features = features_of(train_sentences)
+        logging.info("Training: %d sentences in %d windows", len(train_sentences),
+                     len(features.input_ids))
+        model, global_step = finetuning.train(
+            options, strategy, make_head_model, _loss_fn,
+            _dataset_fn(features, options.train_batch_size, True, options.seed),
+            len(features.input_ids))
+
+    def predict(sentences, batch_size):
+        nonlocal model, global_step
+        features = features_of(sentences)
+        dataset_fn = _dataset_fn(features, batch_size, False, None)
+        if model is None:
+            element_spec = dataset_fn(None).element_spec
+            model, global_step = finetuning.load_trained_model(
+                options, strategy, make_head_model, element_spec)
+        logits = finetuning.predict_outputs(strategy, model, dataset_fn)["logits"]
+        return ner.decode_predictions(features, np.argmax(logits, axis=-1), sentences,
+                                      label_list)
+
+    if options.do_eval:
+        path, sentences = _read(options, "eval")
+        predicted = predict(sentences, options.eval_batch_size)
+        scores = _evaluate(sentences, predicted,
+                           os.path.join(options.output_dir, "eval_predictions.txt"),
+                           ner.detect_scheme(sentences))
+        results.update({f"eval_{key}": value for key, value in scores.items()})
+        results["global_step"] = global_step
+        finetuning.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"),
+                                      results)
+    if options.do_predict:
+        path = data_file(options, "predict")
+        has_tags = file_has_tags(path)
+        _, sentences = _read(options, "predict", has_tags)
+        predicted = predict(sentences, options.predict_batch_size)
+        output = os.path.join(options.output_dir, "test_predictions.txt")
+        scheme = ner.detect_scheme(sentences) if has_tags else "iob2"
+        if has_tags:
+            scores = _evaluate(sentences, predicted, output, scheme)
+            test_results = {f"test_{key}": value for key, value in scores.items()}
+            test_results["global_step"] = global_step
+            finetuning.write_eval_results(
+                os.path.join(options.output_dir, "test_results.txt"), test_results)
+            results.update(test_results)
+        else:
+            text_files.write_text_atomic(output,
+                                         ner.format_predictions(sentences, predicted, scheme))
+        logging.info("Wrote %s (%d sentences)", output, len(sentences))
+    if options.export_dir and model is not None:
+        finetuning.export_model(options, model, "tagger")
+    return results

@@ -1,0 +1,60 @@
+"""Fine-tune BERT for sentence(-pair) classification: GLUE, XNLI or your own files.
+
+Flags as google-research/bert's run_classifier.py, plus strategy / precision / optimizer
+settings, `export_dir`, and the columns of the generic task. Example:
+
+    bert-run-classifier --task_name=MRPC --data_dir=glue/MRPC \
+      --init_checkpoint=uncased_L-12_H-768_A-12 --output_dir=/tmp/mrpc \
+      --do_train --do_eval --max_seq_length=128 --train_batch_size=32 \
+      --learning_rate=2e-5 --num_train_epochs=3
+"""
+
+import sys
+
+from absl import app, flags
+
+from bert_tf.tasks import classification, classification_pipeline, finetuning
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("task_name", None,
+                    f"One of: {', '.join(classification.TASK_NAMES)} (generic: your own "
+                    "train/dev/test .tsv/.csv/.jsonl files).")
+flags.DEFINE_string("data_dir", None, "Folder with the task's files.")
+flags.DEFINE_string("text_column", "text", "generic task: column of the text.")
+flags.DEFINE_string("text_pair_column", None, "generic task: column of the second text.")
+flags.DEFINE_string("label_column", "label", "generic task: column of the label.")
+flags.DEFINE_string("id_column", None, "generic task: column of the example id.")
+flags.DEFINE_list("labels", None, "generic task: class names in id order (default: the "
+                                  "sorted labels of the train file).")
+flags.DEFINE_bool("is_regression", False, "generic task: the label is a number.")
+flags.DEFINE_string("xnli_language", "zh", "xnli task: language of train/dev/test.")
+flags.DEFINE_integer("iterations_per_loop", None, "Alias of steps_per_loop (original name).")
+flags.DEFINE_bool("use_tpu", False, "Original flag: the same as distribution_strategy=tpu.")
+for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
+    getattr(flags, f"DEFINE_{_kind}")(_name, _default, _help)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    overrides = {}
+    if FLAGS.use_tpu:
+        overrides["distribution_strategy"] = "tpu"
+    if FLAGS.iterations_per_loop:
+        overrides["steps_per_loop"] = FLAGS.iterations_per_loop
+    options = finetuning.options_from_values(classification_pipeline.ClassifierOptions,
+                                             FLAGS, **overrides)
+    try:
+        classification_pipeline.run(options)
+    except (ValueError, FileNotFoundError) as error:  # bad input: the message, no traceback
+        sys.exit(f"run_classifier: error: {error}")
+
+
+def run_main():
+    flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run_main()

@@ -1,0 +1,130 @@
+"""Tiny end-to-end fine-tuning runs: train, resume, eval, predict, submission files."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_tf.tasks import classification_pipeline
+from bert_tf.tasks.classification_pipeline import ClassifierOptions
+
+WORDS = ["good", "bad", "movie", "film", "plot", "acting", "the", "a", "was", "is", "very",
+         "quite", "story", "music", "really"]
+
+
+def tiny_model_files(folder):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+    vocab += [f"unused{i}" for i in range(99 - len(vocab))]
+    (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocab))
+    (folder / "bert_config.json").write_text(json.dumps(dict(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, max_position_embeddings=16, type_vocab_size=2,
+        initializer_range=0.02)))
+    return str(folder / "vocab.txt"), str(folder / "bert_config.json")
+
+
+def sentiment_rows(count, seed):
+    """SST-2-style rows: label 1 iff the sentence says "good" (a learnable rule)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for index in range(count):
+        label = index % 2
+        filler = list(rng.choice(WORDS[2:], size=4))
+        filler.insert(int(rng.integers(0, 5)), "good" if label else "bad")
+        rows.append((" ".join(filler), str(label)))
+    return rows
+
+
+def write_sst2(folder, train=64, dev=16, test=6):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("train", sentiment_rows(train, 0)), ("dev", sentiment_rows(dev, 1))):
+        (folder / f"{name}.tsv").write_text(
+            "sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    (folder / "test.tsv").write_text("index\tsentence\n" + "".join(
+        f"{i}\t{s}\n" for i, (s, _) in enumerate(sentiment_rows(test, 2))))
+
+
+def options(tmp_path, **changes):
+    vocab_file, config_file = tiny_model_files(tmp_path)
+    values = dict(task_name="SST-2", data_dir=str(tmp_path / "data"),
+                  output_dir=str(tmp_path / "out"), vocab_file=vocab_file,
+                  bert_config_file=config_file, max_seq_length=12, train_batch_size=16,
+                  eval_batch_size=5, predict_batch_size=4, learning_rate=2e-3,
+                  num_train_epochs=30.0, warmup_proportion=0.1, save_checkpoints_steps=16,
+                  steps_per_loop=8, seed=1, dropout_rate=0.0)
+    values.update(changes)
+    return ClassifierOptions(**values)
+
+
+def test_train_eval_predict_sst2(tmp_path):
+    write_sst2(tmp_path / "data")
+    results = classification_pipeline.run(options(tmp_path, do_train=True, do_eval=True,
+                                                  do_predict=True))
+    out = tmp_path / "out"
+    # 64 examples / 16 * 30 epochs = 120 steps; the "good"/"bad" rule is learnt.
+    assert results["global_step"] == 120 and results["eval_examples"] == 16
+    assert results["eval_accuracy"] == 1.0, results
+    lines = (out / "eval_results.txt").read_text().splitlines()
+    assert "eval_accuracy = 1.0" in lines and lines == sorted(lines)
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (6, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+    submission = (out / "SST-2.tsv").read_text().splitlines()
+    expected = [f"{i}\t{int(p[1] > p[0])}" for i, p in enumerate(probabilities)]
+    assert submission == ["index\tprediction"] + expected
+    assert submission[1:] == [f"{i}\t{y}" for i, (_, y) in enumerate(sentiment_rows(6, 2))]
+    assert (out / "label_list.txt").read_text() == "0\n1\n"
+
+
+@pytest.mark.slow
+def test_resume_then_eval_only_restores_the_checkpoint(tmp_path):
+    write_sst2(tmp_path / "data")
+    first = classification_pipeline.run(options(tmp_path, do_train=True, num_train_epochs=2.0))
+    assert first == {}  # no eval asked
+    # More epochs: resumes from step 8 to 12; eval-only then restores step 12's weights.
+    resumed = classification_pipeline.run(options(tmp_path, do_train=True, do_eval=True,
+                                                  num_train_epochs=3.0))
+    assert resumed["global_step"] == 12
+    again = classification_pipeline.run(options(tmp_path, do_eval=True))
+    assert again["global_step"] == 12
+    assert again["eval_loss"] == pytest.approx(resumed["eval_loss"], rel=1e-5)
+
+
+def test_generic_jsonl_regression_and_bad_flags(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"q": " ".join(["good"] * (i % 4 + 1)), "score": float(i % 4)} for i in range(8)]
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    results = classification_pipeline.run(options(
+        tmp_path, task_name="generic", text_column="q", label_column="score",
+        is_regression=True, do_train=True, do_eval=True, num_train_epochs=2.0,
+        train_batch_size=4))
+    assert {"eval_pearson", "eval_spearman", "eval_pearson_and_spearman",
+            "eval_loss"} <= set(results)
+    assert results["global_step"] == 4
+
+
+def test_bad_input_is_reported_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="unknown task_name 'sst3'; known tasks: cola"):
+        classification_pipeline.run(options(tmp_path, task_name="sst3", do_train=True))
+    with pytest.raises(ValueError, match="max_seq_length 32 exceeds max_position_embeddings"):
+        classification_pipeline.run(options(tmp_path, max_seq_length=32, do_eval=True))
+    with pytest.raises(FileNotFoundError, match=r"dev file was expected at .*dev.tsv"):
+        classification_pipeline.run(options(tmp_path, task_name="rte", do_eval=True))
+
+
+def test_command_line_rejects_unknown_task(tmp_path):
+    vocab_file, config_file = tiny_model_files(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "run_classifier", "--task_name=foo", f"--data_dir={tmp_path}",
+         f"--output_dir={tmp_path / 'out'}", f"--vocab_file={vocab_file}",
+         f"--bert_config_file={config_file}", "--do_train", "--max_seq_length=12"],
+        capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "run_classifier: error: unknown task_name 'foo'; known tasks: cola, generic, " \
+        "mnli" in result.stderr
+    assert "Traceback" not in result.stderr

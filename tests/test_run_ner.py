@@ -1,0 +1,128 @@
+"""Tiny end-to-end NER runs: train, eval with conlleval, predict, bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_tf.tasks import conlleval, ner, ner_pipeline
+from bert_tf.tasks.ner_pipeline import NerOptions
+
+FILLER = ["the", "a", "went", "to", "from", "saw", "met", "and", "."]
+PEOPLE = [["john"], ["mary"], ["johnson"]]  # johnson -> john ##son
+PLACES = [["paris"], ["london"], ["new", "york"]]
+VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + FILLER
+         + ["john", "mary", "##son", "paris", "london", "new", "york"])
+
+
+def tiny_model_files(folder):
+    vocab = VOCAB + [f"unused{i}" for i in range(99 - len(VOCAB))]
+    (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocab))
+    (folder / "bert_config.json").write_text(json.dumps(dict(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, max_position_embeddings=16, type_vocab_size=2,
+        initializer_range=0.02)))
+    return str(folder / "vocab.txt"), str(folder / "bert_config.json")
+
+
+def sentence(rng, length):
+    """(words, IOB1 tags): fillers with people (PER) and places (LOC) mixed in.
+
+    Entities are never adjacent, so each one is a single I- run in IOB1.
+    """
+    words, tags = [], []
+    while len(words) < length:
+        choice = rng.integers(0, 4) if not tags or tags[-1] == "O" else 2
+        if choice == 0:
+            entity, kind = PEOPLE[rng.integers(0, 3)], "PER"
+        elif choice == 1:
+            entity, kind = PLACES[rng.integers(0, 3)], "LOC"
+        else:
+            entity, kind = [FILLER[rng.integers(0, len(FILLER))]], None
+        words += entity
+        tags += [f"I-{kind}" if kind else "O"] * len(entity)
+    return words, tags
+
+
+def write_conll(path, count, seed, length=6, with_tags=True):
+    rng = np.random.default_rng(seed)
+    lines = ["-DOCSTART- -X- O O", ""]
+    for _ in range(count):
+        words, tags = sentence(rng, length)
+        for word, tag in zip(words, tags):
+            lines.append(f"{word.capitalize()} NN I-NP {tag}" if with_tags else word)
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def options(tmp_path, **changes):
+    vocab_file, config_file = tiny_model_files(tmp_path)
+    values = dict(data_dir=str(tmp_path / "data"), output_dir=str(tmp_path / "out"),
+                  vocab_file=vocab_file, bert_config_file=config_file, max_seq_length=12,
+                  doc_stride=4, train_batch_size=16, eval_batch_size=8,
+                  predict_batch_size=8, learning_rate=3e-3, num_train_epochs=25.0,
+                  save_checkpoints_steps=200, steps_per_loop=25, seed=3, dropout_rate=0.0)
+    values.update(changes)
+    return NerOptions(**values)
+
+
+def test_train_eval_predict_conll_layout(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_conll(data / "eng.train", 64, 0)
+    write_conll(data / "eng.testa", 12, 1, length=14)  # 14+ words: split into windows
+    write_conll(data / "eng.testb", 4, 2, with_tags=False)
+    results = ner_pipeline.run(options(tmp_path, do_train=True, do_eval=True,
+                                       do_predict=True))
+    out = tmp_path / "out"
+    assert (out / "label_list.txt").read_text().split() == ["O", "B-LOC", "B-PER", "I-LOC"]
+    assert results["eval_f1"] == 100.0, results
+    assert results["eval_f1_PER"] == results["eval_f1_LOC"] == 100.0
+    # The predictions file is conlleval input in the gold file's (IOB1) scheme, one line
+    # per word of the eval file.
+    predictions = (out / "eval_predictions.txt").read_text()
+    gold = ner.read_tagged_file(str(data / "eng.testa"))
+    lines = [line for line in predictions.splitlines() if line]
+    assert len(lines) == sum(len(s.words) for s in gold)
+    assert all(line.split()[1] == line.split()[2] for line in lines)
+    counts = conlleval.evaluate_lines(predictions.splitlines())
+    assert counts.overall().f1 == 100.0 and counts.found_correct == results["eval_phrases"]
+    assert "eval_f1 = 100.0" in (out / "eval_results.txt").read_text().splitlines()
+    # Predict file without tags: `word predicted` per line.
+    tagged = [line.split() for line in (out / "test_predictions.txt").read_text().splitlines()
+              if line]
+    words = ner.read_tagged_file(str(data / "eng.testb"), has_tags=False)
+    assert [w for w, _ in tagged] == [w for s in words for w in s.words]
+    expected = {"john": "B-PER", "mary": "B-PER", "paris": "B-LOC", "london": "B-LOC",
+                "new": "B-LOC", "york": "I-LOC"}
+    assert all(tag == expected.get(word, "O") for word, tag in tagged)
+
+
+def test_bad_input(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("John NNP B-PER\nwent\n")
+    with pytest.raises(ValueError, match=r"train.txt:2: missing tag"):
+        ner_pipeline.run(options(tmp_path, do_train=True))
+    with pytest.raises(ValueError, match=r"train.txt:1: tag column 7 is outside the line"):
+        ner_pipeline.run(options(tmp_path, do_train=True, tag_column=7))
+    with pytest.raises(FileNotFoundError, match=r"no eval file: expected one of .*eng.testa"):
+        ner_pipeline.run(options(tmp_path, do_eval=True, output_dir=str(data)))
+    with pytest.raises(FileNotFoundError, match=r"label list not found: .*label_list.txt"):
+        ner_pipeline.run(options(tmp_path, do_eval=True, eval_file=str(data / "train.txt")))
+
+
+def test_command_line_bad_tag_line(tmp_path):
+    vocab_file, config_file = tiny_model_files(tmp_path)
+    bad = tmp_path / "train.txt"
+    bad.write_text("John B-PER\nwent\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "run_ner", f"--train_file={bad}", "--do_train",
+         f"--output_dir={tmp_path / 'out'}", f"--vocab_file={vocab_file}",
+         f"--bert_config_file={config_file}", "--max_seq_length=12"],
+        capture_output=True, text=True)
+    assert result.returncode != 0
+    assert f"run_ner: error: {bad}:2: missing tag" in result.stderr
