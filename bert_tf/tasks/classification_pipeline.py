@@ -104,6 +104,13 @@ def _score(processor, logits, label_ids, label_list):
     return {f"eval_{name}": value for name, value in results.items()}, loss
 
 
+def _has_pairs(processor) -> bool:
+    """True when the task's examples are sentence pairs."""
+    if isinstance(processor, classification.GlueProcessor) and processor.task.layouts:
+        return processor.task.layouts["train"].text_b is not None
+    return getattr(processor, "text_pair_column", True) is not None
+
+
 def run(options: ClassifierOptions) -> dict:
     """Runs the do_train / do_eval / do_predict steps; returns the eval results (if any)."""
     processor = make_processor(options)
@@ -160,5 +167,6 @@ def run(options: ClassifierOptions) -> dict:
         logging.info("Wrote test_results.tsv and %s for %d examples",
                      processor.submission_name, len(examples))
     if options.export_dir and model is not None:
-        finetuning.export_model(options, model, "classifier")
+        finetuning.export_model(options, model, "classifier", label_names=label_list,
+                                is_regression=is_regression, text_pair=_has_pairs(processor))
     return results

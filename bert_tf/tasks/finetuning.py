@@ -201,15 +201,21 @@ def write_eval_results(path: str, results: dict) -> None:
         logging.info("  %s", line.rstrip())
 
 
-def export_model(options, model, signature_kind: str) -> Optional[str]:
-    """Exports a SavedModel to options.export_dir when set (needs bert_tf.export)."""
+def export_model(options, model, kind: str, **kwargs) -> Optional[str]:
+    """Exports a SavedModel for TF Serving to options.export_dir (when set).
+
+    Args:
+      kind: "classifier" or "token_classifier" (see `bert_tf.export`).
+      **kwargs: passed to the exporter (label_names, is_regression, text_pair).
+    """
     if not options.export_dir:
         return None
     from bert_tf import export  # pylint: disable=import-outside-toplevel
-    return export.export_finetuned_model(model, options.export_dir, kind=signature_kind,
-                                         vocab_file=options.vocab_file,
-                                         do_lower_case=options.do_lower_case,
-                                         max_seq_length=options.max_seq_length)
+    path = export.export_finetuned_model(model, options.export_dir, kind,
+                                         options.vocab_file, options.do_lower_case,
+                                         options.max_seq_length, **kwargs)
+    logging.info("Exported the SavedModel to %s", path)
+    return path
 
 
 def set_seed(seed: Optional[int]) -> None:

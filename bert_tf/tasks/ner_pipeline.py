@@ -199,5 +199,5 @@ def run(options: NerOptions) -> dict:
                                          ner.format_predictions(sentences, predicted, scheme))
         logging.info("Wrote %s (%d sentences)", output, len(sentences))
     if options.export_dir and model is not None:
-        finetuning.export_model(options, model, "tagger")
+        finetuning.export_model(options, model, "token_classifier", label_names=label_list)
     return results
