@@ -277,11 +277,19 @@ def make_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
     return doc_spans
 
 
-def _tokenize_words(tokenizer, words):
-    """WordPieces of every word (the fast batch path when the tokenizer has one)."""
-    if hasattr(tokenizer, "tokenize_batch") and words:
-        return tokenizer.tokenize_batch(list(words))
-    return [tokenizer.tokenize(word) for word in words]
+def _tokenize_words(tokenizer, texts):
+    """WordPieces of every text; repeated texts are tokenised once.
+
+    Per-word calls of the Python tokenizer with a cache beat the batch (graph) path
+    here: context words repeat a lot and are short.
+    """
+    cache = {}
+    pieces = []
+    for text in texts:
+        if text not in cache:
+            cache[text] = tokenizer.tokenize(text)
+        pieces.append(cache[text])
+    return pieces
 
 
 def _sub_token_contexts(tokenizer, examples):
