@@ -6,7 +6,7 @@ API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
                                     export_dir, label_names=None, is_regression=None,
                                     overwrite=False, versioned=False)
     path = export.export_span_labeler(model, vocab_file, do_lower_case, max_seq_length,
-                                      export_dir, max_query_length=64,
+                                      export_dir, max_query_length=None,
                                       max_answer_length=30, ...)
     path = export.export_token_classifier(model, vocab_file, do_lower_case,
                                           max_seq_length, export_dir, label_names, ...)
@@ -169,11 +169,16 @@ def _parse_examples(serialized, max_seq_length):
 
 
 class ServingModule(tf.Module):
-    """What the SavedModel tracks: the Keras model, the tokenizer and the settings."""
+    """What the SavedModel tracks: the model's variables and the tokenizer.
+
+    The Keras model itself is kept out of the object graph (as keras.export does):
+    tracking it would make tf.saved_model.save trace every layer again.
+    """
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="bert_serving")
-        self.model = model
+        object.__setattr__(self, "model", model)  # untracked
+        self.model_variables = list(model.variables)
         self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
 
@@ -188,11 +193,11 @@ class ServingModule(tf.Module):
 
 def _id_signatures(module, max_seq_length):
     """`serve_ids` and `serve_examples` concrete functions."""
-    @tf.function(input_signature=[_ids_spec(max_seq_length)])
+    @tf.function(autograph=False, input_signature=[_ids_spec(max_seq_length)])
     def serve_ids(features):
         return module.logits(features)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, "examples")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, "examples")])
     def serve_examples(examples):
         return module.logits(_parse_examples(examples, max_seq_length))
 
@@ -217,26 +222,26 @@ def _classifier_default(module, label_names, is_regression, text_pair):
                 "labels": tf.gather(labels, label_ids), "logits": logits}
 
     if text_pair:
-        @tf.function(input_signature=_text_spec("text_a", "text_b"))
+        @tf.function(autograph=False, input_signature=_text_spec("text_a", "text_b"))
         def serve_text(text_a, text_b):
             return outputs(sig.encode_texts(tokenizer, length, text_a, text_b))
     else:
-        @tf.function(input_signature=_text_spec("text_a"))
+        @tf.function(autograph=False, input_signature=_text_spec("text_a"))
         def serve_text(text_a):
             return outputs(sig.encode_texts(tokenizer, length, text_a))
     return serve_text.get_concrete_function()
 
 
 def _span_default(module, max_query_length, max_answer_length):
-    @tf.function(input_signature=_text_spec("question", "context"))
+    @tf.function(autograph=False, input_signature=_text_spec("question", "context"))
     def serve_text(question, context):
-        features, context_start, context_length, byte_starts, byte_ends = (
+        features, context_start, context_length, char_starts, char_ends = (
             sig.encode_question_context(module.tokenizer, module.max_seq_length,
                                         max_query_length, question, context))
         logits = module.logits(features)
         start, end, score = sig.best_span(logits["start_logits"], logits["end_logits"],
                                           context_start, context_length, max_answer_length)
-        answer = sig.decode_answer(context, byte_starts, byte_ends, start, end,
+        answer = sig.decode_answer(context, char_starts, char_ends, start, end,
                                    context_length)
         null_score = logits["start_logits"][:, 0] + logits["end_logits"][:, 0]
         return dict(answer, score=score, null_score=null_score, **logits)
@@ -246,7 +251,7 @@ def _span_default(module, max_query_length, max_answer_length):
 def _tagger_default(module, label_names):
     tags = tf.constant(label_names)
 
-    @tf.function(input_signature=_text_spec("text"))
+    @tf.function(autograph=False, input_signature=_text_spec("text"))
     def serve_text(text):
         features, words, starts, ends, first, tagged = sig.encode_words(
             module.tokenizer, module.max_seq_length, text)
@@ -266,7 +271,7 @@ def _tagger_default(module, label_names):
 
 
 def _encoder_default(module):
-    @tf.function(input_signature=_text_spec("text"))
+    @tf.function(autograph=False, input_signature=_text_spec("text"))
     def serve_text(text):
         features = sig.encode_texts(module.tokenizer, module.max_seq_length, text)
         return dict(module.logits(features), input_mask=features["input_mask"])
@@ -315,14 +320,17 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
 
 
 def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                        max_query_length=64, max_answer_length=30, overwrite=False,
+                        max_query_length=None, max_answer_length=30, overwrite=False,
                         versioned=False):
     """Exports a `BertSpanLabeler` (SQuAD): `question` + `context` in, best answer out.
 
     The context is cut to one window (`max_seq_length - 3 - question tokens`); the
-    question to `max_query_length` tokens. Other args as `export_classifier`.
+    question to `max_query_length` tokens (default: 64, at most half the sequence).
+    Other args as `export_classifier`.
     """
-    check_model_and_vocab(model, BertSpanLabeler, vocab_file, max_seq_length)
+    check_model_and_vocab(model, BertSpanLabeler, vocab_file, max_seq_length, 5)
+    if max_query_length is None:
+        max_query_length = min(64, (max_seq_length - 3) // 2)
     if not 1 <= max_query_length <= max_seq_length - 4:
         raise ValueError(f"max_query_length must be in [1, max_seq_length - 4 = "
                          f"{max_seq_length - 4}], got {max_query_length}")

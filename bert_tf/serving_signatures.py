@@ -9,9 +9,9 @@ Text is packed exactly as the fine-tuning features are: `[CLS] a [SEP]` or
 cut longest-first (the original `_truncate_seq_pair`), a question to `max_query_length`
 tokens, each NER word to `max_seq_length - 2` pieces.
 
-Offsets: the WordPiece op reports UTF-8 byte offsets into the original (un-normalized)
-string; `byte_to_char_offsets` turns them into character offsets (Unicode code points,
-end exclusive), the indices a Python `str` (or a JavaScript string of BMP text) uses.
+Offsets are character offsets into the original (un-normalized) string: Unicode code
+points, end exclusive, the indices a Python `str` uses (tensorflow_text's byte offsets
+go through `byte_to_char_offsets`).
 """
 
 import tensorflow as tf
@@ -22,44 +22,66 @@ from bert_tf import tokenization
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
 MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+ENGINES = ("fast_bert", "graph_wordpiece")
+DEFAULT_ENGINE = "fast_bert"
 NO_ANSWER_SCORE = -1e30  # `score` of a SQuAD answer when the context has no token
 
 
 class ServingTokenizer(tf.Module):
     """WordPiece with the BERT rules inside the graph; the vocab file is an asset.
 
-    `tokenize` maps a tf.string tensor [B] (or a ragged [B, (W)]) to int64 ids
-    [B, (T)] (or [B, (W), (P)]); `tokenize_with_offsets` also returns the UTF-8 byte
-    offsets (start, end exclusive) of each token in the original string.
+    `tokenize` maps a tf.string tensor [B] to int64 ids [B, (T)];
+    `tokenize_with_offsets` also returns each token's character offsets (start, end
+    exclusive) in the original string, ragged [B, (T)].
+
+    Engines: "fast_bert" is `tensorflow_text.FastBertTokenizer` (the same tokens as
+    FullTokenizer on common text; it splits at zero-width / control characters that the
+    original drops); "graph_wordpiece" is `bert_tf.wordpiece_graph.GraphWordpiece`
+    (token-for-token the original rules).
 
     Args:
         vocab_file: vocab.txt, one token per line; needs [UNK], [CLS] and [SEP].
         do_lower_case: lowercase + strip accents (uncased models).
+        engine: "fast_bert" or "graph_wordpiece" (default `DEFAULT_ENGINE`).
     """
 
-    def __init__(self, vocab_file, do_lower_case, name="tokenizer"):
+    def __init__(self, vocab_file, do_lower_case, engine=None, name="tokenizer"):
         super().__init__(name=name)
         vocab = tokenization.load_vocab(vocab_file)
         missing = [token for token in REQUIRED_TOKENS if token not in vocab]
         if missing:
             raise ValueError(f"vocab file {vocab_file} lacks {missing}; a BERT vocab needs "
                              f"{list(REQUIRED_TOKENS)}")
-        tokens = list(vocab)
-        self.vocab_size = len(tokens)
+        self.vocab_size = len(vocab)
         self.do_lower_case = bool(do_lower_case)
         self.unk_id, self.cls_id, self.sep_id = (vocab[token] for token in REQUIRED_TOKENS)
         # Shipped in assets/ so that clients can map ids back to tokens.
         self.vocab_asset = tf.saved_model.Asset(vocab_file)
-        self._wordpiece = tf_text.FastBertTokenizer(
-            vocab=tokens, token_out_type=tf.int64, unknown_token="[UNK]",
-            lower_case_nfd_strip_accents=self.do_lower_case,
-            max_bytes_per_word=MAX_BYTES_PER_WORD)
+        engine = engine or DEFAULT_ENGINE
+        if engine == "graph_wordpiece":
+            from bert_tf import wordpiece_graph  # pylint: disable=import-outside-toplevel
+            self._graph = wordpiece_graph.GraphWordpiece(vocab_file,
+                                                         do_lower_case=self.do_lower_case)
+        elif engine == "fast_bert":
+            self._fast = tf_text.FastBertTokenizer(
+                vocab=list(vocab), token_out_type=tf.int64, unknown_token="[UNK]",
+                lower_case_nfd_strip_accents=self.do_lower_case,
+                max_bytes_per_word=MAX_BYTES_PER_WORD)
+        else:
+            raise ValueError(f"unknown tokenizer engine {engine!r}; expected one of "
+                             f"{list(ENGINES)}")
 
     def tokenize(self, texts):
-        return self._wordpiece.tokenize(texts)
+        if hasattr(self, "_graph"):
+            return self._graph.tokenize_ids(texts)
+        return self._fast.tokenize(texts)
 
     def tokenize_with_offsets(self, texts):
-        return self._wordpiece.tokenize_with_offsets(texts)
+        if hasattr(self, "_graph"):
+            return self._graph.tokenize_ids(texts, with_offsets=True)
+        ids, byte_starts, byte_ends = self._fast.tokenize_with_offsets(texts)
+        return ids, ragged_byte_to_char(texts, byte_starts), ragged_byte_to_char(
+            texts, byte_ends)
 
 
 def truncate_rows(ragged, lengths):
@@ -139,13 +161,20 @@ def byte_to_char_offsets(texts, byte_offsets):
                            out_type=tf.int32)
 
 
+def ragged_byte_to_char(texts, byte_offsets):
+    """`byte_to_char_offsets` for ragged offsets [B, (T)]."""
+    chars = byte_to_char_offsets(texts, byte_offsets.to_tensor(0))
+    return tf.RaggedTensor.from_tensor(tf.cast(chars, tf.int64),
+                                       lengths=byte_offsets.row_lengths())
+
+
 def encode_question_context(tokenizer, max_seq_length, max_query_length, question,
                             context):
     """`[CLS] question [SEP] context [SEP]`; the context is cut to what fits.
 
     Returns:
         (features, context_start [B] position of the first context token,
-         context_length [B], byte_starts, byte_ends [B, max_seq_length] of the kept
+         context_length [B], char_starts, char_ends [B, max_seq_length] of the kept
          context tokens, padded with 0).
     """
     query_ids = tokenizer.tokenize(question)
@@ -156,10 +185,10 @@ def encode_question_context(tokenizer, max_seq_length, max_query_length, questio
                             truncate_rows(context_ids, keep_context)],
                            tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
     shape = [None, max_seq_length]
-    byte_starts = truncate_rows(starts, keep_context).to_tensor(0, shape=shape)
-    byte_ends = truncate_rows(ends, keep_context).to_tensor(0, shape=shape)
+    char_starts = truncate_rows(starts, keep_context).to_tensor(0, shape=shape)
+    char_ends = truncate_rows(ends, keep_context).to_tensor(0, shape=shape)
     return (features, tf.cast(keep_query + 2, tf.int32), tf.cast(keep_context, tf.int32),
-            byte_starts, byte_ends)
+            char_starts, char_ends)
 
 
 def best_span(start_logits, end_logits, context_start, context_length, max_answer_length):
@@ -188,22 +217,20 @@ def best_span(start_logits, end_logits, context_start, context_length, max_answe
     return start, end, score
 
 
-def decode_answer(context, byte_starts, byte_ends, start, end, context_length):
+def decode_answer(context, char_starts, char_ends, start, end, context_length):
     """Answer text and character offsets in `context` of context tokens start..end.
 
     Returns:
         dict `answer_start`, `answer_end` (characters, end exclusive; -1 without an
         answer) int32 [B] and `answer_text` string [B].
     """
-    first_byte = tf.gather(byte_starts, start, batch_dims=1)  # [B]
-    last_byte = tf.gather(byte_ends, end, batch_dims=1)
+    first = tf.cast(tf.gather(char_starts, start, batch_dims=1), tf.int32)  # [B]
+    last = tf.cast(tf.gather(char_ends, end, batch_dims=1), tf.int32)
     has_answer = context_length > 0
-    text = tf.strings.substr(context, tf.cast(first_byte, tf.int32),
-                             tf.cast(last_byte - first_byte, tf.int32), unit="BYTE")
-    chars = byte_to_char_offsets(context, tf.stack([first_byte, last_byte], axis=1))
+    text = tf.strings.substr(context, first, last - first, unit="UTF8_CHAR")
     return {
-        "answer_start": tf.where(has_answer, chars[:, 0], -1),
-        "answer_end": tf.where(has_answer, chars[:, 1], -1),
+        "answer_start": tf.where(has_answer, first, -1),
+        "answer_end": tf.where(has_answer, last, -1),
         "answer_text": tf.where(has_answer, text, ""),
     }
 

@@ -1,0 +1,396 @@
+"""SavedModel export: answers in a fresh process (tensorflow + tensorflow_text only),
+equals the Keras model on features built independently in Python, rejects bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf import serving_signatures as sig
+from bert_tf.configs import BertConfig
+from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+from bert_tf.tokenization import FullTokenizer
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "the",
+         "un", "##aff", "##able", ",", ".", "!", "?", "cafe", "ca", "##fe", "中", "国",
+         "д", "##а", "да", "привет", "мир", "a", "b", "##c", "'", "where", "is", "red",
+         "house", "blue", "tree", "john", "lives", "in", "paris"]
+SEQ = 16
+LABELS = ["neg", "neutral", "pos"]
+TAGS = ["O", "B-PER", "I-PER", "B-LOC"]
+LONG_TEXT = "Hello world, the red house! " * 358  # 10,024 characters
+SERVE_SCRIPT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the WordPiece ops, as TF Serving links them
+request = json.load(open(sys.argv[1]))
+out = {}
+for name, spec in request.items():
+    signatures = tf.saved_model.load(spec["dir"]).signatures
+    out[name + "/signatures"] = np.array(sorted(signatures.keys()))
+    for index, call in enumerate(spec["calls"]):
+        if call["signature"] == "serve_examples":
+            examples = [tf.train.Example(features=tf.train.Features(feature={
+                key: tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+                for key, values in row.items()})).SerializeToString()
+                for row in call["rows"]]
+            inputs = {"examples": tf.constant(examples)}
+        elif call["signature"] == "serve_ids":
+            inputs = {k: tf.constant(v, tf.int32) for k, v in call["inputs"].items()}
+        else:
+            inputs = {k: tf.constant(v, tf.string) for k, v in call["inputs"].items()}
+        for key, value in signatures[call["signature"]](**inputs).items():
+            out[f"{name}/{index}/{key}"] = value.numpy()
+out["bert_tf_modules"] = np.array([m for m in sys.modules if m.split(".")[0] == "bert_tf"])
+np.savez(sys.argv[2], **out)
+"""
+
+
+# ----------------------------------------------------------------- independent golden
+def truncate_seq_pair(tokens_a, tokens_b, budget):
+    """The original google-research `_truncate_seq_pair`."""
+    tokens_a, tokens_b = list(tokens_a), list(tokens_b)
+    while len(tokens_a) + len(tokens_b) > budget:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+    return tokens_a, tokens_b
+
+
+def pack(tokenizer, token_lists, seq=SEQ):
+    """[CLS] a [SEP] (b [SEP]) as numpy arrays, the way the fine-tuning features are."""
+    tokens, segments = ["[CLS]"], [0]
+    for index, part in enumerate(token_lists):
+        tokens += list(part) + ["[SEP]"]
+        segments += [index] * (len(part) + 1)
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    pad = seq - len(ids)
+    return {"input_ids": np.array(ids + [0] * pad, np.int32),
+            "input_mask": np.array([1] * len(ids) + [0] * pad, np.int32),
+            "segment_ids": np.array(segments + [0] * pad, np.int32)}
+
+
+def stack(rows):
+    return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
+
+
+def keras_logits(model, features, key="logits"):
+    return model({k: tf.constant(v) for k, v in features.items()}, training=False)[key].numpy()
+
+
+def softmax(logits):
+    exp = np.exp(logits - logits.max(-1, keepdims=True))
+    return exp / exp.sum(-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export_vocab")
+    vocab_file = folder / "vocab.txt"
+    vocab_file.write_text("".join(token + "\n" for token in VOCAB), encoding="utf-8")
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=37,
+                        max_position_embeddings=64)
+    return {"vocab": str(vocab_file), "config": config,
+            "tokenizer": FullTokenizer(str(vocab_file), do_lower_case=True)}
+
+
+def tiny(model_cls, config, seed, **head):
+    keras.utils.set_random_seed(seed)
+    if model_cls is BertEncoder:
+        model = BertEncoder(config)
+    else:
+        model = model_cls(BertEncoder(config), **head)
+    model.build()
+    return model
+
+
+def run_fresh_process(request, folder):
+    """Runs SERVE_SCRIPT in a new interpreter; returns its outputs."""
+    request_file, output_file = folder / "request.json", folder / "outputs.npz"
+    request_file.write_text(json.dumps(request), encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, str(request_file),
+                             str(output_file)], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with np.load(output_file, allow_pickle=True) as outputs:
+        return dict(outputs)
+
+
+def text(value):
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+# --------------------------------------------------------------------- fresh process
+PAIRS = [("Hello, worlds! the unaffable cafe", "Café? where is the red house"),
+         ("", ""),
+         (LONG_TEXT, "blue tree"),
+         ("привет мир 中国", "да Да"),
+         ("hello", "مرحبا بالعالم")]
+SENTENCES = ["John lives in Paris .", "", LONG_TEXT, "привет  мир\t中国 Café unaffable",
+             "  spaced   words "]
+
+
+def classifier_golden(model, tokenizer):
+    rows = [pack(tokenizer, truncate_seq_pair(tokenizer.tokenize(a), tokenizer.tokenize(b),
+                                              SEQ - 3)) for a, b in PAIRS]
+    features = stack(rows)
+    return features, keras_logits(model, features)
+
+
+def tagger_golden(model, tokenizer, sentence):
+    """Tags per whitespace word, from each word's first piece (the NER task's layout)."""
+    words, pieces = [], []
+    position = 0
+    for word in sentence.split():
+        start = sentence.index(word, position)
+        position = start + len(word)
+        word_pieces = (tokenizer.tokenize(word) or ["[UNK]"])[:SEQ - 2]
+        if len(pieces) < SEQ - 2:
+            words.append((word, start, position, 1 + len(pieces)))
+        pieces += word_pieces
+    logits = keras_logits(model, stack([pack(tokenizer, [pieces[:SEQ - 2]])]))[0]
+    return [(word, start, end, TAGS[int(np.argmax(logits[first]))])
+            for word, start, end, first in words]
+
+
+def test_fresh_process_answers_like_keras(files, tmp_path):
+    tokenizer = files["tokenizer"]
+    classifier = tiny(BertClassifier, files["config"], 1, num_classes=3)
+    tagger = tiny(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
+    classifier_dir = export.export_classifier(
+        classifier, files["vocab"], True, SEQ, tmp_path / "classifier", label_names=LABELS,
+        text_pair=True)
+    tagger_dir = export.export_token_classifier(
+        tagger, files["vocab"], True, SEQ, tmp_path / "tagger", label_names=TAGS)
+    features, logits = classifier_golden(classifier, tokenizer)
+    ids = {k: v.tolist() for k, v in features.items()}
+    rows = [{k: v[i].tolist() for k, v in features.items()} for i in range(len(PAIRS))]
+    calls = [{"signature": "serving_default",
+              "inputs": {"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS]}},
+             {"signature": "serve_ids", "inputs": ids},
+             {"signature": "serve_examples", "rows": rows}]
+    tagger_calls = [{"signature": "serving_default", "inputs": {"text": SENTENCES}}]
+    out = run_fresh_process({"classifier": {"dir": classifier_dir, "calls": calls},
+                             "tagger": {"dir": tagger_dir, "calls": tagger_calls}}, tmp_path)
+
+    assert list(out["bert_tf_modules"]) == []
+    for name in ("classifier", "tagger"):
+        assert list(out[f"{name}/signatures"]) == sorted(export.SIGNATURE_NAMES)
+    assert os.path.isfile(os.path.join(classifier_dir, "assets", "vocab.txt"))
+    np.testing.assert_allclose(out["classifier/0/logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(out["classifier/0/probabilities"], softmax(logits), atol=1e-5)
+    np.testing.assert_array_equal(out["classifier/0/label_ids"], logits.argmax(-1))
+    assert [text(v) for v in out["classifier/0/labels"]] == [
+        LABELS[i] for i in logits.argmax(-1)]
+    np.testing.assert_allclose(out["classifier/1/logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(out["classifier/2/logits"], logits, atol=1e-5)
+
+    for row, sentence in enumerate(SENTENCES):
+        expected = tagger_golden(tagger, tokenizer, sentence)
+        count = int(out["tagger/0/num_words"][row])
+        got = [(text(out["tagger/0/words"][row, i]), int(out["tagger/0/word_start"][row, i]),
+                int(out["tagger/0/word_end"][row, i]), text(out["tagger/0/tags"][row, i]))
+               for i in range(count)]
+        assert got == expected, sentence[:40]
+        assert all(sentence[start:end] == word for word, start, end, _ in got)
+        assert set(out["tagger/0/tag_ids"][row, count:]) <= {-1}
+
+
+def test_span_labeler_decodes_best_span_in_graph(files):
+    """serving_default of the SQuAD export, traced in-process, against numpy decoding."""
+    tokenizer = files["tokenizer"]
+    model = tiny(BertSpanLabeler, files["config"], 3)
+    module = export.ServingModule(model, files["vocab"], True, SEQ)
+    serve = export._span_default(module, max_query_length=4, max_answer_length=3)
+    questions = ["where is the red house?", "", "中国?", "hello"]
+    contexts = ["Café, the red house, blue tree!", "a b", "", LONG_TEXT]
+    out = {key: value.numpy() for key, value in serve(
+        question=tf.constant(questions), context=tf.constant(contexts)).items()}
+    for row, (question, context) in enumerate(zip(questions, contexts)):
+        query = tokenizer.tokenize(question)[:4]
+        tokens, starts, ends = tokenizer.tokenize_with_offsets(context)
+        keep = min(len(tokens), SEQ - 3 - len(query))
+        features = stack([pack(tokenizer, [query, tokens[:keep]])])
+        logits = model({k: tf.constant(v) for k, v in features.items()}, training=False)
+        start_logits = logits["start_logits"].numpy()[0]
+        end_logits = logits["end_logits"].numpy()[0]
+        np.testing.assert_allclose(out["start_logits"][row], start_logits, atol=1e-5)
+        best, best_score = None, -np.inf
+        for i in range(keep):
+            for j in range(i, min(keep, i + 3)):
+                score = start_logits[len(query) + 2 + i] + end_logits[len(query) + 2 + j]
+                if score > best_score:
+                    best, best_score = (i, j), score
+        if best is None:
+            assert (int(out["answer_start"][row]), text(out["answer_text"][row])) == (-1, "")
+            continue
+        begin, end = starts[best[0]], ends[best[1]]
+        assert int(out["answer_start"][row]) == begin and int(out["answer_end"][row]) == end
+        assert text(out["answer_text"][row]) == context[begin:end]
+        np.testing.assert_allclose(out["score"][row], best_score, atol=1e-5)
+
+
+# -------------------------------------------------------------------- in-graph pieces
+def test_pair_lengths_match_original_truncation():
+    lengths = [(a, b) for a in range(0, 12) for b in range(0, 12)]
+    for budget in (0, 1, 5, 8):
+        keep_a, keep_b = sig.pair_lengths(tf.constant([a for a, _ in lengths], tf.int64),
+                                          tf.constant([b for _, b in lengths], tf.int64),
+                                          budget)
+        expected = [tuple(map(len, truncate_seq_pair("x" * a, "y" * b, budget)))
+                    for a, b in lengths]
+        assert list(zip(keep_a.numpy().tolist(), keep_b.numpy().tolist())) == expected
+
+
+def test_tokenizer_ids_and_offsets_match_full_tokenizer(files):
+    tokenizer = files["tokenizer"]
+    serving = sig.ServingTokenizer(files["vocab"], do_lower_case=True)
+    texts = ["Hello, worlds! unaffable", "Café CAFÉ", "中国hello", "да Да привет", "",
+             "x" * 300, "hello\tworld!", "𝔘 hello"]
+    ids, starts, ends = serving.tokenize_with_offsets(tf.constant(texts))
+    for row, value in enumerate(texts):
+        tokens, token_starts, token_ends = tokenizer.tokenize_with_offsets(value)
+        assert ids[row].numpy().tolist() == tokenizer.convert_tokens_to_ids(tokens), value
+        assert starts[row].numpy().tolist() == token_starts, value
+        assert ends[row].numpy().tolist() == token_ends, value
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_vocab_config_and_lengths_fail_before_writing(files, tmp_path):
+    model = tiny(BertClassifier, files["config"], 4, num_classes=3)
+    target = tmp_path / "export"
+    bigger = tmp_path / "big_vocab.txt"
+    bigger.write_text("".join(t + "\n" for t in VOCAB + ["extra"]), encoding="utf-8")
+    no_cls = tmp_path / "no_cls.txt"
+    no_cls.write_text("".join(t + "\n" for t in VOCAB if t != "[CLS]"), encoding="utf-8")
+    cases = [(FileNotFoundError, dict(vocab_file=str(tmp_path / "missing.txt"))),
+             (ValueError, dict(vocab_file=str(bigger))),
+             (ValueError, dict(vocab_file=str(no_cls))),
+             (ValueError, dict(max_seq_length=65)),
+             (ValueError, dict(label_names=["a", "b"])),
+             (TypeError, dict(model=tiny(BertEncoder, files["config"], 4)))]
+    for error, change in cases:
+        kwargs = dict(model=model, vocab_file=files["vocab"], do_lower_case=True,
+                      max_seq_length=SEQ, export_dir=target, label_names=LABELS)
+        kwargs.update(change)
+        with pytest.raises(error) as info:
+            export.export_classifier(**kwargs)
+        if "vocab_file" in change:
+            assert os.path.basename(change["vocab_file"]) in str(info.value)
+        assert not target.exists()
+
+
+def test_export_dir_rules(tmp_path):
+    fresh = tmp_path / "fresh"
+    assert export.resolve_export_dir(fresh) == str(fresh)
+    assert export.resolve_export_dir(fresh, versioned=True) == str(fresh / "1")
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        export.resolve_export_dir(saved)
+    assert export.resolve_export_dir(saved, overwrite=True) == str(saved)
+    base = tmp_path / "base"
+    for version in ("1", "7", "10"):
+        (base / version).mkdir(parents=True)
+    (base / "notes").mkdir()
+    assert export.resolve_export_dir(base) == str(base / "11")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "file.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not empty"):
+        export.resolve_export_dir(other, overwrite=True)
+
+
+# ---------------------------------------------------------------------------- slow ones
+SAVED_MODEL_CLI_RUN = ("import sys, tensorflow_text; from tensorflow.python.tools import "
+                       "saved_model_cli; sys.argv[0] = 'saved_model_cli'; "
+                       "saved_model_cli.main()")
+
+
+def saved_model_cli(*args, run=False):
+    """`saved_model_cli` (for `run`, in a Python that registered the tensorflow_text ops)."""
+    command = ([sys.executable, "-c", SAVED_MODEL_CLI_RUN] if run else
+               [os.path.join(os.path.dirname(sys.executable), "saved_model_cli")])
+    result = subprocess.run(command + list(args), capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_saved_model_cli_show_and_run_every_signature(files, tmp_path):
+    model = tiny(BertClassifier, files["config"], 5, num_classes=3)
+    base = tmp_path / "models" / "bert"
+    path = export.export_classifier(model, files["vocab"], True, SEQ, base,
+                                    label_names=LABELS, versioned=True)
+    assert path == str(base / "1")
+    shown = saved_model_cli("show", "--all", "--dir", path)
+    for name in export.SIGNATURE_NAMES:
+        assert f"signature_def['{name}']" in shown
+    for name in ("text_a", "probabilities", "label_ids", "labels", "examples", "segment_ids"):
+        assert f"['{name}']" in shown
+    ids = "[[2, 5, 6, 3] + [0] * 12]"
+    mask = "[[1, 1, 1, 1] + [0] * 12]"
+    runs = {"serving_default": ["--input_exprs", "text_a=['hello world', '中国']"],
+            "serve_ids": ["--input_exprs",
+                          f"input_ids={ids};input_mask={mask};segment_ids=[[0] * 16]"],
+            "serve_examples": ["--input_examples",
+                               "examples=[{'input_ids': [2, 5, 3] + [0] * 13, "
+                               "'input_mask': [1, 1, 1] + [0] * 13, 'segment_ids': [0] * 16}]"]}
+    for name, inputs in runs.items():
+        output = saved_model_cli("run", "--dir", path, "--tag_set", "serve",
+                                 "--signature_def", name, *inputs, run=True)
+        assert "logits" in output or "labels" in output, output
+    # A second export into the base path is version 2; the first is left alone.
+    assert export.export_classifier(model, files["vocab"], True, SEQ, base,
+                                    label_names=LABELS) == str(base / "2")
+    with pytest.raises(FileExistsError):
+        export.export_classifier(model, files["vocab"], True, SEQ, path, label_names=LABELS)
+    before = os.path.getmtime(os.path.join(path, "saved_model.pb"))
+    export.export_classifier(model, files["vocab"], True, SEQ, path, label_names=LABELS,
+                             overwrite=True)
+    assert os.path.getmtime(os.path.join(path, "saved_model.pb")) >= before
+    assert sorted(os.listdir(base)) == ["1", "2"]
+
+
+@pytest.mark.slow
+def test_span_labeler_and_encoder_in_fresh_process(files, tmp_path):
+    tokenizer = files["tokenizer"]
+    span = tiny(BertSpanLabeler, files["config"], 6)
+    encoder = tiny(BertEncoder, files["config"], 7)
+    regression = tiny(BertClassifier, files["config"], 8, num_classes=1)
+    span_dir = export.export_span_labeler(span, files["vocab"], True, SEQ, tmp_path / "span",
+                                          max_query_length=4)
+    encoder_dir = export.export_encoder(encoder, files["vocab"], True, SEQ,
+                                        tmp_path / "encoder")
+    regression_dir = export.export_classifier(regression, files["vocab"], True, SEQ,
+                                              tmp_path / "regression")
+    texts = ["Hello, worlds!", "", LONG_TEXT, "привет мир 中国"]
+    out = run_fresh_process({
+        "span": {"dir": span_dir, "calls": [{"signature": "serving_default", "inputs": {
+            "question": ["where is the red house?", "", "中国", "hello"],
+            "context": ["Café, the red house!", "", LONG_TEXT, "привет мир"]}}]},
+        "encoder": {"dir": encoder_dir, "calls": [
+            {"signature": "serving_default", "inputs": {"text": texts}}]},
+        "regression": {"dir": regression_dir, "calls": [
+            {"signature": "serving_default", "inputs": {"text_a": texts}}]}}, tmp_path)
+    assert list(out["bert_tf_modules"]) == []
+    features = stack([pack(tokenizer, [tokenizer.tokenize(t)[:SEQ - 2]]) for t in texts])
+    np.testing.assert_allclose(out["regression/0/score"],
+                               keras_logits(regression, features)[:, 0], atol=1e-5)
+    np.testing.assert_allclose(out["encoder/0/pooled_output"],
+                               keras_logits(encoder, features, "pooled_output"), atol=1e-5)
+    np.testing.assert_allclose(out["encoder/0/sequence_output"],
+                               keras_logits(encoder, features, "sequence_output"), atol=1e-5)
+    np.testing.assert_array_equal(out["encoder/0/input_mask"], features["input_mask"])
+    assert text(out["span/0/answer_text"][0]) in "Café, the red house!"
+    assert (int(out["span/0/answer_start"][1]), text(out["span/0/answer_text"][1])) == (-1, "")
+    assert out["span/0/start_logits"].shape == (4, SEQ)
