@@ -143,3 +143,12 @@ def test_cli_bad_input_names_the_file(tmp_path):
     assert 'data.json: data[0].paragraphs[0].qas[0]: missing "id"' in completed.stderr
     completed = _run_cli(tmp_path, V2_DATA, V2_PREDICTIONS, {"A": 0.5})
     assert "na.json: no score for 3 predicted questions" in completed.stderr
+
+
+def test_cli_out_file(tmp_path):
+    out_file = tmp_path / "eval.json"
+    completed = _run_cli(tmp_path, V2_DATA, V2_PREDICTIONS, extra=("-o", str(out_file)))
+    assert completed.returncode == 0 and completed.stdout == ""
+    # evaluate-v2.0.py: json.dump(out_eval, f), no indent.
+    assert out_file.read_text() == json.dumps(dict(squad_eval.evaluate_v2(
+        V2_DATA["data"], V2_PREDICTIONS)))

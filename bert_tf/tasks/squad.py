@@ -26,6 +26,7 @@ import collections
 import dataclasses
 import json
 import logging
+import time
 from typing import Optional
 
 logger = logging.getLogger(__name__)
@@ -386,7 +387,12 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     features = []
     contexts = _sub_token_contexts(tokenizer, examples)
     query_tokens_all = _tokenize_words(tokenizer, [e.question_text for e in examples])
+    started = time.time()
     for example_index, example in enumerate(examples):
+        if example_index and example_index % 10000 == 0:
+            logger.info("Converted %d/%d examples into %d features (%.0f examples/s)",
+                        example_index, len(examples), len(features),
+                        example_index / (time.time() - started))
         query_tokens = query_tokens_all[example_index][:max_query_length]
         tok_to_orig_index, orig_to_tok_index, all_doc_tokens = contexts[
             tuple(example.doc_tokens)]

@@ -20,6 +20,7 @@ here they are left out of every split alike, with a note on stderr.
 import argparse
 import collections
 import json
+import os
 import re
 import string
 import sys
@@ -285,8 +286,10 @@ def main(argv=None):
     version, result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file,
                                      args.na_prob_thresh, args.version)
     if args.out_file:
-        with open(args.out_file, "w", encoding="utf-8") as writer:
+        temporary = f"{args.out_file}.tmp-{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as writer:
             json.dump(result, writer)
+        os.replace(temporary, args.out_file)
     else:
         print(format_result(version, result))
     return result
