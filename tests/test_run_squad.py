@@ -140,3 +140,15 @@ def test_cli_help_lists_original_flags():
                  "null_score_diff_threshold", "verbose_logging", "export_dir",
                  "distribution_strategy", "mixed_precision"):
         assert f"--{flag}" in completed.stdout or f"--[no]{flag}" in completed.stdout, flag
+
+
+def test_predict_file_without_answers_is_not_evaluated(tmp_path):
+    dev_file = write_squad(tmp_path / "dev.json", 2, seed=1)
+    data = json.loads(open(dev_file).read())
+    predictions = {"q1_0": "Café", "q1_1": "red"}
+    assert squad_pipeline.evaluate_predictions(dev_file, predictions, None) == {
+        "exact_match": 50.0, "f1": 50.0}
+    del data["data"][0]["paragraphs"][1]["qas"][0]["answers"]
+    (tmp_path / "test.json").write_text(json.dumps(data))
+    assert squad_pipeline.evaluate_predictions(str(tmp_path / "test.json"), predictions,
+                                               None) is None

@@ -188,7 +188,7 @@ def features_to_arrays(features, is_training):
       for training, `start_positions` / `end_positions` ([N]).
     """
     arrays = {
-        "unique_ids": np.array([f.unique_id for f in features], dtype=np.int64),
+        "unique_ids": np.array([f.unique_id for f in features], dtype=np.int32),
         "input_ids": np.array([f.input_ids for f in features], dtype=np.int32),
         "input_mask": np.array([f.input_mask for f in features], dtype=np.int32),
         "segment_ids": np.array([f.segment_ids for f in features], dtype=np.int32),
@@ -241,11 +241,14 @@ def evaluate_predictions(predict_file, predictions, null_odds):
     answers in the file."""
     with open(predict_file, encoding="utf-8") as reader:
         data_json = json.load(reader)
-    if not all(isinstance(qa.get("answers"), list) for entry in data_json["data"]
-               for paragraph in entry["paragraphs"] for qa in paragraph["qas"]):
+    version_2 = squad_eval.is_version_2(data_json)
+    # v1.1 scores need a gold answer for every question; v2.0 takes [] as "no answer".
+    if not all(isinstance(qa.get("answers"), list) and (version_2 or qa["answers"])
+               for entry in data_json["data"] for paragraph in entry["paragraphs"]
+               for qa in paragraph["qas"]):
         logging.info("%s has questions without answers: not evaluated", predict_file)
         return None
-    if squad_eval.is_version_2(data_json):
+    if version_2:
         return squad_eval.evaluate_v2(data_json["data"], predictions,
                                       null_odds if null_odds else None)
     return squad_eval.evaluate_v1(data_json["data"], predictions)
