@@ -1,12 +1,14 @@
 """Speed of BertPretrainer training and BertEncoder inference on CPU, against keras-hub.
 
 Work (as ../shared/bench/peer_keras_hub.py): batch 16, sequence 128, 20 masked
-positions, vocab 30,522, AdamW, XLA (jit_compile) on; L=4/H=256/A=4 and BERT-base.
-Prints sequences/s, the fraction of the machine's float32 (or bfloat16) matmul peak
-that the model's matmul FLOPs reach, and the ratio to keras-hub (float32 only).
+positions, vocab 30,522, AdamW; L=4/H=256/A=4 and BERT-base. Each mode is
+`precision:compiler`, compiler `graph` (tf.function, TensorFlow's oneDNN kernels) or
+`xla` (tf.function(jit_compile=True), as the keras-hub script uses). Prints
+sequences/s, the fraction of the machine's float32 (or bfloat16) matmul peak that the
+model's matmul FLOPs reach, and the ratio to keras-hub (float32 rows only).
 
     .venv/bin/python bench/model_bench.py --peer_python .venv-peer/bin/python
-    .venv/bin/python bench/model_bench.py --models small --precisions float32
+    .venv/bin/python bench/model_bench.py --models small --modes float32:graph
 """
 
 import argparse
@@ -79,7 +81,7 @@ def timed(fn, steps):
     return steps * BATCH / (time.perf_counter() - start)
 
 
-def bench_ours(layers, hidden, heads, steps):
+def bench_ours(layers, hidden, heads, steps, jit_compile):
     """Returns (train seq/s, inference seq/s) for the current global dtype policy."""
     keras.utils.set_random_seed(0)
     config = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
@@ -91,7 +93,7 @@ def bench_ours(layers, hidden, heads, steps):
     optimizer.build(pretrainer.trainable_variables)
     batch = make_batch()
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=jit_compile)
     def train_step(features):
         with tf.GradientTape() as tape:
             outputs = pretrainer(features, training=True)
@@ -103,7 +105,7 @@ def bench_ours(layers, hidden, heads, steps):
     encoder = pretrainer.encoder
     inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
     infer = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
-                        jit_compile=True)
+                        jit_compile=jit_compile)
     train = timed(lambda: train_step(batch).numpy(), steps)
     inference = timed(lambda: infer(inputs).numpy(), steps)
     return train, inference
@@ -125,39 +127,52 @@ def bench_peer(peer_python, layers, hidden, heads):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="small,base")
-    parser.add_argument("--precisions", default="float32,mixed_bfloat16")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--modes",
+                        default="float32:graph,float32:xla,mixed_bfloat16:graph")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps, small model")
+    parser.add_argument("--base_steps", type=int, default=5, help="timed steps, BERT-base")
     parser.add_argument("--peer_python", default=None,
                         help="Python of a venv with keras-hub (e.g. .venv-peer/bin/python)")
     args = parser.parse_args()
-    print(f"threads: {os.cpu_count()} cpus; batch {BATCH}, seq {SEQ}, "
-          f"{PREDICTIONS} masked, vocab {VOCAB}, AdamW, jit_compile")
+    print(f"{os.cpu_count()} cpus; batch {BATCH}, seq {SEQ}, {PREDICTIONS} masked, "
+          f"vocab {VOCAB}, AdamW")
     peaks = {"float32": matmul_peak(tf.float32), "mixed_bfloat16": matmul_peak(tf.bfloat16)}
     print(f"matmul peak 4096^2: float32 {peaks['float32']:.0f} GFLOP/s, "
-          f"bfloat16 {peaks['mixed_bfloat16']:.0f} GFLOP/s")
+          f"bfloat16 {peaks['mixed_bfloat16']:.0f} GFLOP/s", flush=True)
     rows = []
     for model_name in args.models.split(","):
         layers, hidden, heads = MODELS[model_name]
         train_flops = 3 * forward_flops(layers, hidden, with_mlm=True)
         infer_flops = forward_flops(layers, hidden, with_mlm=False)
+        steps = args.steps if model_name == "small" else args.base_steps
         peer = bench_peer(args.peer_python, layers, hidden, heads) if args.peer_python else None
-        for precision in args.precisions.split(","):
+        if peer:
+            peer_row = (f"| L{layers}/H{hidden} | keras-hub float32 xla | {peer[0]:.1f} | "
+                        f"{100 * peer[0] * train_flops / 1e9 / peaks['float32']:.0f}% | "
+                        f"{peer[1]:.1f} | "
+                        f"{100 * peer[1] * infer_flops / 1e9 / peaks['float32']:.0f}% | 1.00x |"
+                        " 1.00x |")
+            rows.append(peer_row)
+            print(peer_row, flush=True)
+        for mode in args.modes.split(","):
+            precision, compiler = mode.split(":")
             keras.config.set_dtype_policy(precision)
-            train, infer = bench_ours(layers, hidden, heads, args.steps)
-            keras.config.set_dtype_policy("float32")
+            try:
+                train, infer = bench_ours(layers, hidden, heads, steps, compiler == "xla")
+            finally:
+                keras.config.set_dtype_policy("float32")
             peak = peaks[precision]
-            row = (f"| L{layers}/H{hidden} | {precision} | {train:.1f} | "
+            row = (f"| L{layers}/H{hidden} | bert_tf {precision} {compiler} | {train:.1f} | "
                    f"{100 * train * train_flops / 1e9 / peak:.0f}% | {infer:.1f} | "
                    f"{100 * infer * infer_flops / 1e9 / peak:.0f}% |")
             if peer and precision == "float32":
-                row += (f" {peer[0]:.1f} / {peer[1]:.1f} | {train / peer[0]:.2f}x / "
-                        f"{infer / peer[1]:.2f}x |")
+                row += f" {train / peer[0]:.2f}x | {infer / peer[1]:.2f}x |"
             else:
                 row += " - | - |"
             rows.append(row)
             print(row, flush=True)
-    print("\n| model | precision | train seq/s | train % peak | infer seq/s | "
-          "infer % peak | keras-hub train / infer | ratio train / infer |")
+    print("\n| model | implementation | train seq/s | train % peak | infer seq/s | "
+          "infer % peak | train vs keras-hub | infer vs keras-hub |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 

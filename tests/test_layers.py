@@ -130,6 +130,11 @@ def test_embeddings_sum_and_variable_length():
     normed = (summed - summed.mean(-1, keepdims=True)) / np.sqrt(
         summed.var(-1, keepdims=True) + 1e-12)
     np.testing.assert_allclose(out[0], normed, atol=1e-5)
+    with pytest.raises(ValueError, match=r"max_position_embeddings \(16\), got 17"):
+        embeddings(np.ones((1, 17), "int32"), np.zeros((1, 17), "int32"))
+    dynamic = tf.function(embeddings, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
+        dynamic(tf.ones((1, 17), tf.int32), tf.zeros((1, 17), tf.int32))
 
 
 @pytest.mark.parametrize("layer", [

@@ -10,7 +10,7 @@ LAYER_NORM_EPSILON = 1e-12
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class PositionEmbedding(keras.layers.Layer):
-    """Learned absolute position embeddings; returns the first S rows, [S, H].
+    """Learned absolute position embeddings; for inputs [B, S, ...] returns rows [S, H].
 
     Args:
         max_length: Rows of the table (`max_position_embeddings`).
@@ -30,7 +30,17 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=truncated_normal(self.initializer_range))
         self.built = True
 
-    def call(self, seq_length):
+    def call(self, inputs):
+        seq_length = inputs.shape[1]
+        if seq_length is None:
+            seq_length = tf.shape(inputs)[1]
+        message = (f"sequence length must be at most max_position_embeddings "
+                   f"({self.max_length})")
+        if isinstance(seq_length, int):
+            if seq_length > self.max_length:
+                raise ValueError(f"{message}, got {seq_length}.")
+        else:
+            tf.debugging.assert_less_equal(seq_length, self.max_length, message=message)
         table = tf.cast(self.embeddings, self.compute_dtype)
         return table[:seq_length]  # [S, H]
 
@@ -90,10 +100,9 @@ class BertEmbeddings(keras.layers.Layer):
         return self.word_embeddings.embeddings
 
     def call(self, input_ids, segment_ids, training=None):
-        seq_length = tf.shape(input_ids)[1]
         embeddings = self.word_embeddings(input_ids)  # [B, S, H]
         embeddings += self.token_type_embeddings(segment_ids)  # [B, S, H]
-        embeddings += self.position_embeddings(seq_length)[tf.newaxis]  # [1, S, H]
+        embeddings += self.position_embeddings(input_ids)[tf.newaxis]  # [1, S, H]
         embeddings = self.layer_norm(embeddings)
         return self.dropout(embeddings, training=training)
 
