@@ -362,14 +362,25 @@ class FullTokenizer:
   def convert_ids_to_tokens(self, ids):
     return convert_by_vocab(self.inv_vocab, ids)
 
+  def _graph(self):
+    if self._graph_tokenizer is None:
+      from bert_tf import wordpiece_graph  # pylint: disable=import-outside-toplevel
+      self._graph_tokenizer = wordpiece_graph.GraphWordpiece(
+          self.vocab_file, self.do_lower_case, self.keep_special_tokens)
+    return self._graph_tokenizer
+
   def convert_texts_to_ids(self, texts):
     """Token ids of many texts at once (fast path): list of lists of ints."""
-    return [self.convert_tokens_to_ids(self.tokenize(text)) for text in texts]
+    return self._graph().ids_as_lists(texts)
 
   def tokenize_batch(self, texts):
     """Tokens of many texts at once (fast path), identical to `tokenize` on each."""
     inv = self.inv_vocab
     return [[inv[i] for i in row] for row in self.convert_texts_to_ids(texts)]
+
+  def tokenize_batch_with_offsets(self, texts):
+    """Fast path: (ids, start_chars, end_chars), each a list (per text) of int lists."""
+    return self._graph().ids_and_offsets_as_lists(texts)
 
 
 
