@@ -5,7 +5,7 @@ optimizer steps in one call (`steps_per_loop`, the original's `iterations_per_lo
 Each step, on every replica:
 
 1. splits its batch into `gradient_accumulation_steps` micro-batches and sums their
-   gradients (one forward/backward pass each, optionally XLA-compiled);
+   gradients (one forward/backward pass each);
 2. scales each micro-batch loss by `1 / (replicas * micro_batches)`, so the summed
    gradient is the gradient of the mean loss over replicas and micro-batches (the
    original's TPU `CrossShardOptimizer` also averaged the per-core losses);
@@ -14,6 +14,9 @@ Each step, on every replica:
    weight decay and updates. The optimizer's own all-reduce is turned off
    (`disable_optimizer_all_reduce`): Keras would otherwise clip each replica's partial
    gradient before summing, which is not global-norm clipping.
+
+With `use_xla`, a single replica's whole step (passes and update) is one XLA cluster;
+with several replicas the forward/backward pass is, and the all-reduce and update are not.
 """
 
 import keras
@@ -99,7 +102,8 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names
         return losses, [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                         for g, v in zip(grads, variables)]
 
-    if use_xla:
+    one_replica = strategy.num_replicas_in_sync == 1
+    if use_xla and not one_replica:  # the all-reduce stays outside XLA
         forward_backward = tf.function(forward_backward, jit_compile=True)
 
     def accumulate(features):
@@ -123,6 +127,9 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names
             grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         optimizer.apply_gradients(zip(grads, variables))
         return losses
+
+    if use_xla and one_replica:  # the optimizer update is compiled too
+        replica_step = tf.function(replica_step, jit_compile=True)
 
     @tf.function
     def train_loop(iterator, num_steps):
