@@ -1,0 +1,146 @@
+"""Per-token activations of chosen layers as JSON lines (extract_features.py's logic).
+
+    count = feature_extraction.extract_features(encoder, tokenizer, input_file,
+                                                output_file, layers="-1,-2,-3,-4",
+                                                max_seq_length=128, batch_size=32)
+
+Input: one text a line, or a pair `text_a ||| text_b`. Output: one JSON object a line
+in the layout of google-research/bert's extract_features.py:
+`{"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "values": [...]}]}]}`
+(values rounded to 6 decimals; padding positions are left out).
+"""
+
+import json
+import os
+import re
+import time
+import uuid
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+
+PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def read_examples(input_file):
+    """(unique_id, text_a, text_b or None) for each line; an empty line is an empty text.
+
+    Raises:
+        FileNotFoundError, ValueError: naming the file (and line) at fault.
+    """
+    if not os.path.isfile(input_file):
+        raise FileNotFoundError(f"input_file not found: {input_file}")
+    examples = []
+    with open(input_file, "rb") as reader:
+        for line_number, raw in enumerate(reader, start=1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{input_file}:{line_number}: not valid UTF-8 at byte "
+                                 f"{err.start}; expected UTF-8 text") from None
+            match = PAIR_PATTERN.match(line)
+            text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
+            examples.append((len(examples), text_a, text_b))
+    return examples
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Cuts the longer list first until both fit (the original rule), in place."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def convert_examples(examples, tokenizer, max_seq_length):
+    """Tokens `[CLS] a [SEP] (b [SEP])` per example and the padded int32 model inputs."""
+    texts_a = tokenizer.tokenize_batch([text_a for _, text_a, _ in examples])
+    pairs = [index for index, (_, _, text_b) in enumerate(examples) if text_b is not None]
+    texts_b = dict(zip(pairs, tokenizer.tokenize_batch([examples[i][2] for i in pairs])))
+    all_tokens = []
+    arrays = {name: np.zeros((len(examples), max_seq_length), np.int32)
+              for name in ("input_ids", "input_mask", "segment_ids")}
+    for row, tokens_a in enumerate(texts_a):
+        tokens_b = texts_b.get(row)
+        if tokens_b is None:
+            tokens_a = tokens_a[:max_seq_length - 2]
+            segments = [tokens_a]
+        else:
+            truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+            segments = [tokens_a, tokens_b]
+        tokens, segment_ids = ["[CLS]"], [0]
+        for index, part in enumerate(segments):
+            tokens += part + ["[SEP]"]
+            segment_ids += [index] * (len(part) + 1)
+        length = len(tokens)
+        arrays["input_ids"][row, :length] = tokenizer.convert_tokens_to_ids(tokens)
+        arrays["input_mask"][row, :length] = 1
+        arrays["segment_ids"][row, :length] = segment_ids
+        all_tokens.append(tokens)
+    return all_tokens, arrays
+
+
+def parse_layers(layers, num_layers):
+    """Layer indexes from "-1,-2" and checks them against the model's depth."""
+    try:
+        indexes = [int(value) for value in str(layers).split(",") if value.strip()]
+    except ValueError:
+        raise ValueError(f"--layers must be comma-separated integers, got {layers!r}") from None
+    bad = [index for index in indexes if not -num_layers <= index < num_layers]
+    if not indexes or bad:
+        raise ValueError(f"--layers {layers!r}: indexes must lie in [-{num_layers}, "
+                         f"{num_layers - 1}] for a {num_layers}-layer model")
+    return indexes
+
+
+def feature_json(unique_id, tokens, activations, layer_indexes):
+    """One output line: activations [len(layers), S, H] of one example."""
+    features = []
+    for position, token in enumerate(tokens):
+        layers = [{"index": layer_index,
+                   "values": [round(float(x), 6) for x in activations[slot, position]]}
+                  for slot, layer_index in enumerate(layer_indexes)]
+        features.append({"token": token, "layers": layers})
+    return json.dumps({"linex_index": unique_id, "features": features}, ensure_ascii=False)
+
+
+def extract_features(encoder, tokenizer, input_file, output_file, layers="-1,-2,-3,-4",
+                     max_seq_length=128, batch_size=32):
+    """Writes the JSON lines of `input_file` to `output_file`. Returns the line count."""
+    config = encoder.config
+    layer_indexes = parse_layers(layers, config.num_hidden_layers)
+    if not 2 <= max_seq_length <= config.max_position_embeddings:
+        raise ValueError(f"max_seq_length must lie in [2, max_position_embeddings="
+                         f"{config.max_position_embeddings}], got {max_seq_length}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    examples = read_examples(input_file)
+
+    @tf.function(reduce_retracing=True)
+    def chosen_layers(features):
+        outputs = encoder(features, training=False)["encoder_outputs"]
+        return tf.stack([tf.cast(outputs[i], tf.float32) for i in layer_indexes], axis=1)
+
+    temporary = f"{output_file}.tmp-{uuid.uuid4().hex}"
+    start = time.time()
+    try:
+        with open(temporary, "w", encoding="utf-8") as writer:
+            for first in range(0, len(examples), batch_size):
+                batch = examples[first:first + batch_size]
+                tokens, arrays = convert_examples(batch, tokenizer, max_seq_length)
+                activations = chosen_layers({k: tf.constant(v) for k, v in arrays.items()})
+                activations = activations.numpy()  # [B, len(layers), S, H]
+                for row, (unique_id, _, _) in enumerate(batch):
+                    writer.write(feature_json(unique_id, tokens[row], activations[row],
+                                              layer_indexes) + "\n")
+                done = first + len(batch)
+                if done % (batch_size * 50) < batch_size or done == len(examples):
+                    logging.info("%d/%d lines, %.1f lines/s", done, len(examples),
+                                 done / max(time.time() - start, 1e-9))
+        os.replace(temporary, output_file)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    logging.info("Wrote %d lines of features (layers %s) to %s", len(examples),
+                 layer_indexes, output_file)
+    return len(examples)
