@@ -124,22 +124,17 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
             variable_names.append(name)
     fixed = _fixed_block(arrays, fixed_names).tobytes()
     fixed_width = len(fixed) // max(num_rows, 1)
-    variable = []
+    columns = []  # per feature: the prefixes, then the payloads, one bytes per row
     for name in variable_names:
         blob, offsets = varint_rows(arrays[name])
         lengths = np.diff(offsets)
-        cache = {n: _entry_prefix(name.encode(), 3, int(n)) for n in np.unique(lengths)}
-        variable.append((blob, offsets.tolist(), [cache[n] for n in lengths.tolist()]))
-    records = []
-    for row in range(num_rows):
-        parts = []
-        for blob, offsets, prefixes in variable:
-            parts.append(prefixes[row])
-            parts.append(blob[offsets[row]:offsets[row + 1]])
-        parts.append(fixed[row * fixed_width:(row + 1) * fixed_width])
-        body = b"".join(parts)
-        records.append(b"\x0a" + _varint(len(body)) + body)
-    return records
+        cache = {n: _entry_prefix(name.encode(), 3, n) for n in np.unique(lengths).tolist()}
+        columns.append([cache[n] for n in lengths.tolist()])
+        bounds = offsets.tolist()
+        columns.append([blob[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+    columns.append([fixed[i:i + fixed_width] for i in range(0, num_rows * fixed_width, fixed_width)])
+    bodies = list(map(b"".join, zip(*columns)))
+    return [b"\x0a" + _varint(len(body)) + body for body in bodies]
 
 
 def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int):

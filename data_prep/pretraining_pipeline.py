@@ -16,6 +16,7 @@ imported: small) split wiki text into sentences and turn token ids into serializ
 
 import collections
 import dataclasses
+import itertools
 import json
 import multiprocessing
 import os
@@ -30,6 +31,7 @@ from data_prep import pretraining_instances
 from data_prep import wikipedia
 
 STATS_SUFFIX = ".stats.json"
+TOKENIZER_BATCH = 4096  # sentences per call of the batched tokenizer
 
 
 @dataclasses.dataclass
@@ -90,12 +92,14 @@ def convert_chunk(raw_documents: Sequence[wikipedia.RawDocument]) -> Tuple[List[
 def tokenize_chunk(tokenizer, documents: Sequence[Sequence[str]], stats: Counter):
     """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends)."""
     sentences = [s for document in documents for s in document]
-    ids = tokenizer.convert_texts_to_ids(sentences) if sentences else []
+    ids = []
+    for start in range(0, len(sentences), TOKENIZER_BATCH):
+        ids.extend(tokenizer.convert_texts_to_ids(sentences[start:start + TOKENIZER_BATCH]))
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     stats["sentences"] += len(sentences)
     stats["untokenizable_sentences"] += int((lengths == 0).sum())
     stats["input_tokens"] += int(lengths.sum())
-    flat = np.fromiter((i for row in ids for i in row), dtype=np.int32, count=int(lengths.sum()))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
     document_sizes = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
     return flat, np.cumsum(lengths), np.cumsum(document_sizes)
 
