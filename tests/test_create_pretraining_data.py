@@ -97,11 +97,21 @@ def random_documents(seed, num_documents, min_sentences=1, max_sentences=12,
             for _ in range(num_documents)]
 
 
-@pytest.fixture
-def vocab_file(tmp_path):
-    path = tmp_path / "vocab.txt"
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(SPECIALS + WORDS + PIECES) + "\n", encoding="utf-8")
     return str(path)
+
+
+_TOKENIZERS = {}
+
+
+def shared_tokenizer(vocab_file):
+    """One tokenizer per vocab for the module: its TF graph is traced once."""
+    if vocab_file not in _TOKENIZERS:
+        _TOKENIZERS[vocab_file] = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    return _TOKENIZERS[vocab_file]
 
 
 def write_corpus(path, num_documents, seed, sentences=(4, 14), words=(3, 14), pieces=False):
@@ -125,7 +135,7 @@ def run_tool(tmp_path, vocab_file, corpus, name="out.tfrecord", workers=1, seed=
              shards=1, gzip=False, chunk_chars=3000, **option_overrides):
     options = dict(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2)
     options.update(option_overrides)
-    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    tokenizer = shared_tokenizer(vocab_file)
     config = pp.PipelineConfig(
         input_files=wikipedia.resolve_input_files(corpus), output_files=pp.resolve_output_files(str(tmp_path / name), shards),
         random_seed=seed, num_workers=workers, gzip=gzip, chunk_chars=chunk_chars,
@@ -206,18 +216,24 @@ def _segments(features, row):
     return ids[1:first_sep].tolist(), ids[first_sep + 1:length - 1].tolist(), length
 
 
-def _contains(haystack, needle):
-    n = len(needle)
-    return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
+def _contains(haystack: bytes, needle):
+    """Whether the int list `needle` is a contiguous run of the int32 bytes `haystack`."""
+    target = np.asarray(needle, dtype=np.int32).tobytes()
+    position = haystack.find(target)
+    while position >= 0 and position % 4:
+        position = haystack.find(target, position + 1)
+    return position >= 0
 
 
 def test_record_layout_and_segments(tmp_path, vocab_file):
     corpus = write_corpus(tmp_path / "corpus.txt", 30, seed=1)
     paths, stats = run_tool(tmp_path, vocab_file, corpus)
     features = read_records(paths)
-    tokenizer = tokenization.FullTokenizer(vocab_file)
-    document_ids = [[i for line in doc.split("\n") for i in tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))]
-                    for doc in open(corpus, encoding="utf-8").read().split("\n\n") if doc.strip()]
+    tokenizer = shared_tokenizer(vocab_file)
+    document_ids = [
+        np.asarray([i for line in doc.split("\n") for i in tokenizer.convert_tokens_to_ids(
+            tokenizer.tokenize(line))], dtype=np.int32).tobytes()
+        for doc in open(corpus, encoding="utf-8").read().split("\n\n") if doc.strip()]
     assert len(features["input_ids"]) == stats["instances"] > 100
     cls_id, sep_id = 2, 3
     for row in range(len(features["input_ids"])):
