@@ -128,6 +128,9 @@ def test_version_2_impossible_points_at_cls(tmp_path, tokenizer):
     path = _write_squad(tmp_path, [{"context": CAFE, "qas": [qa]}], version="v2.0")
     examples = squad.read_squad_examples(path, True, version_2_with_negative=True)
     assert examples[0].is_impossible and examples[0].start_position == -1
+    with pytest.raises(squad.SquadFormatError,
+                       match=r'qas\[0\]: "answers" is empty.*version_2_with_negative'):
+        squad.read_squad_examples(path, True, version_2_with_negative=False)
     feature = squad.convert_examples_to_features(examples, tokenizer, 32, 8, 8, True)[0]
     assert (feature.start_position, feature.end_position, feature.is_impossible) == (
         0, 0, True)

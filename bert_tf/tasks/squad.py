@@ -135,8 +135,10 @@ def _answer_word_span(qa, context, char_to_word_offset, doc_tokens, path, where)
     """Word span of the first answer, or None when its text is not at answer_start."""
     answers = require_field(qa, "answers", list, path, where)
     if not answers:
-        raise SquadFormatError(f'{path}: {where}: "answers" is empty but the question '
-                               'is not marked "is_impossible"')
+        hint = (" (an unanswerable SQuAD 2.0 question: set version_2_with_negative)"
+                if qa.get("is_impossible") is True else "")
+        raise SquadFormatError(f'{path}: {where}: "answers" is empty; training needs '
+                               f"an answer{hint}")
     answer = answers[0]
     text = require_field(answer, "text", str, path, f"{where}.answers[0]")
     offset = require_field(answer, "answer_start", int, path, f"{where}.answers[0]")
@@ -167,8 +169,8 @@ def _paragraph_examples(paragraph, path, where, is_training, version_2_with_nega
         example = SquadExample(qas_id, question_text, doc_tokens)
         if is_training:
             if version_2_with_negative and "is_impossible" in qa:
-                example.is_impossible = require_field(qa, "is_impossible", bool, path,
-                                                 qa_where)
+                example.is_impossible = require_field(qa, "is_impossible", bool,
+                                                      path, qa_where)
             if example.is_impossible:
                 example.start_position = example.end_position = -1
                 example.orig_answer_text = ""
