@@ -136,6 +136,7 @@ class GraphWordpiece(tf.Module):
     self.do_lower_case = bool(do_lower_case)
     self.keep_special_tokens = bool(keep_special_tokens)
     self.unk_id = vocab[tokenization.UNK_TOKEN]
+    self.vocab_size = len(vocab)
     self.tables = _GraphTables(self.do_lower_case)
     self.fast_path = wordpiece_fast.FastPath(list(vocab), self.do_lower_case)
     self.wordpiece = tf_text.FastWordpieceTokenizer(
@@ -262,3 +263,46 @@ def _piece_char_offsets(words, ids, start_bytes, end_bytes, unk_id):
   to_text = lambda o: tf.gather(position, tf.gather(  # pylint: disable=g-long-lambda
       words["in_word"], tf.gather(words["origin"], o)))
   return (ids.with_flat_values(to_text(first)), ids.with_flat_values(to_text(last) + 1))
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenizerLayer(keras.layers.Layer):
+  """In-graph BERT tokenizer: tf.string [B] -> RaggedTensor of int64 ids [B, (T)].
+
+  The same tokens as `FullTokenizer.tokenize`. Savable in a SavedModel: the vocab file is
+  tracked as an asset (`vocab_asset`, copied to `assets/`), the WordPiece model and the
+  character tables are part of the graph, and the loaded model needs only TensorFlow and
+  tensorflow-text. Invalid UTF-8 bytes are dropped, as the original does.
+
+  Args:
+    vocab_file: vocab.txt path (must contain `[UNK]`).
+    do_lower_case: uncased rules.
+    keep_special_tokens: keep `[PAD] [UNK] [CLS] [SEP] [MASK]` typed in the text whole.
+    **kwargs: Keras layer arguments (`name`, ...).
+  """
+
+  def __init__(self, vocab_file, do_lower_case=True, keep_special_tokens=False, **kwargs):
+    kwargs.setdefault("name", "bert_tokenizer")
+    kwargs.setdefault("trainable", False)
+    super().__init__(**kwargs)
+    self.vocab_file = os.fspath(vocab_file)
+    self.do_lower_case = bool(do_lower_case)
+    self.keep_special_tokens = bool(keep_special_tokens)
+    self.engine = GraphWordpiece(self.vocab_file, self.do_lower_case, self.keep_special_tokens)
+    self.vocab_asset = tf.saved_model.Asset(self.vocab_file)
+    self.vocab_size = self.engine.vocab_size
+
+  def call(self, texts):
+    texts = tf.convert_to_tensor(texts, tf.string)
+    return self.engine.tokenize_ids(tf.reshape(texts, [-1]))
+
+  def tokenize_with_offsets(self, texts):
+    """texts [B] -> (ids, start_chars, end_chars), each [B, (T)] int64."""
+    return self.engine.tokenize_ids(tf.reshape(tf.convert_to_tensor(texts, tf.string), [-1]),
+                                    with_offsets=True)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
+                  keep_special_tokens=self.keep_special_tokens)
+    return config
