@@ -195,3 +195,70 @@ def test_layer_in_saved_model(vocab_file, tokenizers, tmp_path):
   assert (config["vocab_file"], config["do_lower_case"], config["keep_special_tokens"]) == (
       vocab_file, True, False)
   assert tokenization.BertTokenizerLayer.from_config(config).get_config() == config
+
+
+REAL_VOCAB = "checkpoints/uncased_L-6_H-384_A-12/vocab.txt"
+
+
+def wikipedia_lines(data_dir, max_bytes=None):
+  """Paragraphs of the WikiExtractor samples: English (tags stripped) and Chinese (JSON)."""
+  english = (data_dir / "wiki" / "enwiki_wikiextractor_wiki_00").read_text(encoding="utf-8")
+  chinese = [json.loads(line)["text"] for line in
+             (data_dir / "wiki" / "zhwiki_wikiextractor_json_wiki_00").open(encoding="utf-8")]
+  lines = []
+  for text in (re.sub(r"</?doc[^>]*>", "", english), "\n".join(chinese)):
+    text = text[:max_bytes] if max_bytes else text
+    lines.extend(line for line in text.split("\n") if line.strip())
+  return lines
+
+
+def _real_tokenizer(data_dir, lower):
+  vocab_file = data_dir / REAL_VOCAB
+  if not vocab_file.is_file():
+    pytest.skip(f"{vocab_file} not found")
+  return tokenization.FullTokenizer(str(vocab_file), do_lower_case=lower)
+
+
+def _check_agreement(tokenizer, lines):
+  vocab = set(tokenizer.vocab)
+  expected = [reference_tokenizer.reference_tokenize(line, vocab, tokenizer.do_lower_case)
+              for line in lines]
+  assert sum(map(len, expected)) > 10 * len(lines)
+  fast = tokenizer.tokenize_batch(lines)  # the routed fast path
+  mismatched = [i for i, (a, b) in enumerate(zip(fast, expected)) if a != b]
+  assert not mismatched, (lines[mismatched[0]][:200], fast[mismatched[0]][:50])
+  ids, _, _ = tokenizer.tokenize_batch_with_offsets(lines)  # the exact code-point path
+  assert ids == [tokenizer.convert_tokens_to_ids(tokens) for tokens in expected]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_wikipedia_sample_agrees_with_reference(shared_data_dir, lower):
+  tokenizer = _real_tokenizer(shared_data_dir, lower)
+  _check_agreement(tokenizer, wikipedia_lines(shared_data_dir, max_bytes=30_000))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lower", [True, False])
+def test_wikipedia_full_agrees_with_reference(shared_data_dir, lower):
+  mwparserfromhell = pytest.importorskip("mwparserfromhell")
+  import bz2  # pylint: disable=import-outside-toplevel
+  import xml.etree.ElementTree as ElementTree  # pylint: disable=import-outside-toplevel
+  tokenizer = _real_tokenizer(shared_data_dir, lower)
+  lines = wikipedia_lines(shared_data_dir)
+  for name in ("enwiki-sample-pages-articles.xml.bz2", "bgwiki-sample-pages-articles.xml.bz2"):
+    with bz2.open(shared_data_dir / "wiki" / name) as stream:
+      for _, element in ElementTree.iterparse(stream):
+        if element.tag.endswith("}text") and element.text:
+          plain = mwparserfromhell.parse(element.text).strip_code()
+          lines.extend(line for line in plain.split("\n") if line.strip())
+  _check_agreement(tokenizer, lines)
+
+
+@pytest.mark.slow
+def test_every_code_point_agrees(tokenizers):
+  """All 1,112,064 code points, between letters and alone: fast path == original."""
+  code_points = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+  for tokenizer in tokenizers.values():
+    for start in range(0, len(code_points), 100_000):
+      texts = [f"x{chr(cp)}y {chr(cp)}" for cp in code_points[start:start + 100_000]]
+      assert tokenizer.tokenize_batch(texts) == [tokenizer.tokenize(t) for t in texts]
