@@ -109,12 +109,19 @@ def test_generic_jsonl_regression_and_bad_flags(tmp_path):
 
 
 def test_bad_input_is_reported_before_any_work(tmp_path):
+    write_sst2(tmp_path / "data")
     with pytest.raises(ValueError, match="unknown task_name 'sst3'; known tasks: cola"):
         classification_pipeline.run(options(tmp_path, task_name="sst3", do_train=True))
     with pytest.raises(ValueError, match="max_seq_length 32 exceeds max_position_embeddings"):
         classification_pipeline.run(options(tmp_path, max_seq_length=32, do_eval=True))
-    with pytest.raises(FileNotFoundError, match=r"dev file was expected at .*dev.tsv"):
-        classification_pipeline.run(options(tmp_path, task_name="rte", do_eval=True))
+    with pytest.raises(FileNotFoundError, match=r"dev file was expected at .*empty/dev.tsv"):
+        classification_pipeline.run(options(tmp_path, task_name="rte", do_eval=True,
+                                             data_dir=str(tmp_path / "empty")))
+    # Checked before training starts, not after it.
+    (tmp_path / "data" / "test.tsv").unlink()
+    with pytest.raises(FileNotFoundError, match=r"test file was expected at .*test.tsv"):
+        classification_pipeline.run(options(tmp_path, do_train=True, do_predict=True))
+    assert not (tmp_path / "out" / "train.tf_record").exists()
 
 
 def test_command_line_rejects_unknown_task(tmp_path):
@@ -128,3 +135,19 @@ def test_command_line_rejects_unknown_task(tmp_path):
     assert "run_classifier: error: unknown task_name 'foo'; known tasks: cola, generic, " \
         "mnli" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_export_dir_serves_the_same_probabilities(tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    write_sst2(tmp_path / "data")
+    export_dir = tmp_path / "export"
+    classification_pipeline.run(options(tmp_path, do_train=True, do_predict=True,
+                                        num_train_epochs=2.0, export_dir=str(export_dir)))
+    probabilities = np.loadtxt(tmp_path / "out" / "test_results.tsv", delimiter="\t")
+    serving = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+    texts = [s for s, _ in sentiment_rows(6, 2)]
+    outputs = serving(text_a=tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), probabilities, atol=1e-5)
+    assert [label.decode() for label in outputs["labels"].numpy()] == [
+        str(int(p[1] > p[0])) for p in probabilities]

@@ -114,6 +114,10 @@ def _has_pairs(processor) -> bool:
 def run(options: ClassifierOptions) -> dict:
     """Runs the do_train / do_eval / do_predict steps; returns the eval results (if any)."""
     processor = make_processor(options)
+    for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
+        if getattr(options, flag):  # a missing file stops the run before any work
+            for path in processor.data_files(options.data_dir, split):
+                classification.text_files.require_file(path, split, processor.name)
     finetuning.check_options(options)
     finetuning.set_seed(options.seed)
     label_list = processor.get_labels(options.data_dir)

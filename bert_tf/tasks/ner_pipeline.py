@@ -136,6 +136,9 @@ def run(options: NerOptions) -> dict:
     finetuning.set_seed(options.seed)
     if options.doc_stride < 1:
         raise ValueError(f"doc_stride must be at least 1, got {options.doc_stride}")
+    for split in ("train", "eval", "predict"):  # missing files stop the run before any work
+        if getattr(options, f"do_{split}"):
+            data_file(options, split)
     tokenizer = finetuning.make_tokenizer(options)
     strategy = finetuning.make_strategy(options)
     label_list, train_sentences = _label_list(options)
