@@ -193,7 +193,7 @@ def run_pretraining(options, strategy):
         optimizer_fn = lambda: optimization.create_optimizer(  # noqa: E731
             options.learning_rate, options.num_train_steps, options.num_warmup_steps,
             optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate)
-        result["train"] = training.train(
+        result["train"] = _train_explaining_bad_records(options, lambda: training.train(
             strategy, _model_fn(options), pretraining_losses, _dataset_fn(options, True),
             optimizer_fn=optimizer_fn, output_dir=options.output_dir,
             num_train_steps=options.num_train_steps,
@@ -204,12 +204,27 @@ def run_pretraining(options, strategy):
             gradient_accumulation_steps=options.gradient_accumulation_steps,
             mixed_precision=options.mixed_precision, use_xla=options.use_xla,
             init_checkpoint=options.init_checkpoint,
-            google_checkpoint_prefix=os.path.join(options.output_dir, "bert_model.ckpt"))
+            google_checkpoint_prefix=os.path.join(options.output_dir, "bert_model.ckpt")))
         model = result["train"].model
     if options.do_eval:
         step = result["train"].global_step if result["train"] else None
         result["eval"] = _evaluate(options, strategy, model, step)
     return result
+
+
+def _train_explaining_bad_records(options, train_fn):
+    """Runs `train_fn`; a record that tf.data cannot parse is found and named."""
+    try:
+        return train_fn()
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
+        logging.error("Training failed (%s); scanning the input files for a bad record",
+                      error.message.splitlines()[0])
+        inputs.explain_parse_error(
+            options.input_file,
+            inputs.pretraining_features(options.max_seq_length,
+                                        options.max_predictions_per_seq),
+            options.input_compression)
+        raise
 
 
 def _evaluate(options, strategy, model, global_step):

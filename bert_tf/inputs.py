@@ -103,7 +103,7 @@ def _feature_length(feature):
 
 
 def check_record_shapes(files, name_to_features, compression_type="", records_per_file=1):
-    """Checks the first records of every file against the feature spec.
+    """Checks the first `records_per_file` records (None: all) of every file.
 
     Raises:
         ValueError: naming the file, the record, the feature, its length and the expected
@@ -112,7 +112,9 @@ def check_record_shapes(files, name_to_features, compression_type="", records_pe
     for path in files:
         dataset = tf.data.TFRecordDataset(path, compression_type=compression_type)
         try:
-            for index, serialized in enumerate(dataset.take(records_per_file)):
+            if records_per_file is not None:
+                dataset = dataset.take(records_per_file)
+            for index, serialized in enumerate(dataset):
                 example = tf.train.Example.FromString(serialized.numpy())
                 _check_example(path, index, example, name_to_features)
         except tf.errors.DataLossError as error:
@@ -140,6 +142,19 @@ def _check_example(path, index, example, name_to_features):
             hint = f" (--{flag}={expected}; the records were made with {got})" if flag else ""
             raise ValueError(f"{path}: record {index}, feature {name!r} has {got} values, "
                              f"expected {expected}{hint}")
+
+
+def explain_parse_error(input_files, name_to_features, compression="auto"):
+    """After tf.data failed to parse a batch: finds and names the offending record.
+
+    Scans every record of every file (slow; only called on failure).
+
+    Raises:
+        ValueError: naming the file, record and feature, when one is found.
+    """
+    files = expand_input_files(input_files)
+    check_record_shapes(files, name_to_features, resolve_compression(files, compression),
+                        records_per_file=None)
 
 
 def _shard_files(files, input_context):

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
-from bert_tf import checkpoints, distribute
+from bert_tf import checkpoints, distribute, inputs
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
 from pretraining_records_helper import write_records
@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(**overrides):
-    values = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    values = dict(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                   intermediate_size=37, max_position_embeddings=16, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0)
     values.update(overrides)
@@ -34,8 +34,8 @@ def _options(tmp_path, **overrides):
     values = dict(bert_config=_config(), input_file=str(tmp_path / "records" / "*"),
                   output_dir=str(tmp_path / "out"), max_seq_length=16,
                   max_predictions_per_seq=3, train_batch_size=32, eval_batch_size=32,
-                  learning_rate=5e-3, num_train_steps=150, num_warmup_steps=10,
-                  save_checkpoints_steps=75, iterations_per_loop=25, seed=1)
+                  learning_rate=1e-2, num_train_steps=100, num_warmup_steps=10,
+                  save_checkpoints_steps=50, iterations_per_loop=25, seed=1)
     values.update(overrides)
     return run_pretraining.PretrainingOptions(**values)
 
@@ -48,20 +48,21 @@ def test_tiny_bert_learns_and_eval_results_are_written(tmp_path):
     history = result["train"].history
     assert history[-1]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 1.0
     evaluation = result["eval"]
-    assert evaluation["masked_lm_accuracy"] > baseline + 0.2
-    assert evaluation["global_step"] == 150
+    # The most frequent masked token is ~2% of the targets; the model gets > 10%.
+    assert evaluation["masked_lm_accuracy"] > max(3 * baseline, baseline + 0.1)
+    assert evaluation["global_step"] == 100
     lines = (tmp_path / "out" / "eval_results.txt").read_text().splitlines()
     keys = [line.split(" = ")[0] for line in lines]
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                     "next_sentence_accuracy", "next_sentence_loss"]
-    assert lines[0] == "global_step = 150"
+    assert lines[0] == "global_step = 100"
     assert float(lines[2].split(" = ")[1]) == pytest.approx(evaluation["masked_lm_accuracy"])
     # The final model in the google-research layout, with its config.
     out = tmp_path / "out"
     assert BertConfig.from_json_file(str(out / "bert_config.json")) == options.bert_config
     reader = tf.train.load_checkpoint(str(out / "bert_model.ckpt"))
     names = reader.get_variable_to_shape_map()
-    assert "bert/encoder/layer_1/attention/self/query/kernel" in names
+    assert "bert/encoder/layer_0/attention/self/query/kernel" in names
     np.testing.assert_array_equal(
         reader.get_tensor("cls/predictions/output_bias"),
         _google_tensor(result["train"].model, "cls/predictions/output_bias"))
@@ -86,6 +87,24 @@ def _write_google_checkpoint(folder, config, seed):
     return model
 
 
+def test_eval_from_google_checkpoint_uses_its_weights(tmp_path):
+    write_records(tmp_path / "records", 1, 40)
+    source = _write_google_checkpoint(str(tmp_path / "released"), _config(), seed=7)
+    options = _options(tmp_path, do_train=False, do_eval=True,
+                       init_checkpoint=str(tmp_path / "released"))
+    got = run_pretraining.run_pretraining(options, distribute.get_strategy())["eval"]
+    # The same metrics computed directly from the model that wrote the checkpoint.
+    records = inputs.pretraining_dataset(options.input_file, 16, 3, 40, is_training=False)
+    features = next(iter(records))
+    outputs = source(features, training=False)
+    predictions = np.argmax(outputs["masked_lm_logits"].numpy(), -1)
+    weights = features["masked_lm_weights"].numpy()
+    correct = (predictions == features["masked_lm_ids"].numpy()) * weights
+    assert got["masked_lm_accuracy"] == pytest.approx(correct.sum() / weights.sum())
+    assert got["global_step"] == 0
+
+
+@pytest.mark.slow
 def test_init_from_google_checkpoint(tmp_path):
     write_records(tmp_path / "records", 1, 16)
     source = _write_google_checkpoint(str(tmp_path / "released"), _config(), seed=7)
@@ -134,7 +153,7 @@ def test_init_checkpoint_not_matching_config_is_rejected(tmp_path):
     # Without a bert_config.json beside it, the weights themselves are checked.
     _write_google_checkpoint(str(tmp_path / "deep"), _config(num_hidden_layers=3), seed=1)
     os.remove(tmp_path / "deep" / "bert_config.json")
-    with pytest.raises(ValueError, match="encoder variables the model lacks.*layer_2"):
+    with pytest.raises(ValueError, match="encoder variables the model lacks.*layer_1"):
         run_pretraining.run_pretraining(
             _options(tmp_path, init_checkpoint=str(tmp_path / "deep" / "bert_model.ckpt")),
             distribute.get_strategy())
@@ -176,3 +195,14 @@ def test_cli_killed_and_restarted_finishes_with_all_checkpoints(tmp_path):
     assert [p.rsplit("-", 1)[1] for p in kept] == ["360", "380", "400"]
     assert "global_step = 400" in (out / "eval_results.txt").read_text()
     assert (out / "bert_model.ckpt.index").exists()
+
+
+@pytest.mark.slow
+def test_bad_record_in_the_middle_of_a_file_is_named(tmp_path):
+    write_records(tmp_path / "records", 1, 40)
+    from test_inputs import _write_with_bad_record  # pylint: disable=import-outside-toplevel
+    _write_with_bad_record(tmp_path / "records" / "zz-bad.tfrecord", bad_index=2)
+    options = _options(tmp_path, num_train_steps=20, train_batch_size=8,
+                       iterations_per_loop=20)
+    with pytest.raises(ValueError, match="zz-bad.tfrecord: record 2, feature 'input_ids'"):
+        run_pretraining.run_pretraining(options, distribute.get_strategy())
