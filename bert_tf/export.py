@@ -168,17 +168,30 @@ def _parse_examples(serialized, max_seq_length):
     return {name: tf.cast(value, tf.int32) for name, value in features.items()}
 
 
+def _tf_variable(variable):
+    """The tf.Variable behind a Keras 3 variable (itself when it is one)."""
+    if isinstance(variable, tf.Variable):
+        return variable
+    value = variable.value
+    if not isinstance(value, tf.Variable):
+        raise TypeError(f"variable {variable.path} is not backed by a tf.Variable; export "
+                        "needs the TensorFlow backend of Keras")
+    return value
+
+
 class ServingModule(tf.Module):
     """What the SavedModel tracks: the model's variables and the tokenizer.
 
-    The Keras model itself is kept out of the object graph (as keras.export does):
-    tracking it would make tf.saved_model.save trace every layer again.
+    The Keras model itself is kept out of the object graph: tracking it would make
+    tf.saved_model.save trace every layer again. Its variables are tracked as the
+    tf.Variables inside the Keras variables: the TF1-style loader of TF Serving and
+    `saved_model_cli run` finds only those ("Could not find variable ..." otherwise).
     """
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="bert_serving")
         object.__setattr__(self, "model", model)  # untracked
-        self.model_variables = list(model.variables)
+        self.model_variables = [_tf_variable(variable) for variable in model.variables]
         self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
 

@@ -76,10 +76,10 @@ def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=N
     encoder = BertEncoder(BertConfig.from_json_file(config_file))
     model = model_cls.from_encoder(encoder, **head_kwargs)
     model.build()
-    status = tf.train.Checkpoint(model=model).read(prefix)
     try:
+        status = tf.train.Checkpoint(model=model).read(prefix)
         status.assert_existing_objects_matched()
-    except AssertionError as err:
+    except (AssertionError, ValueError) as err:
         raise ValueError(f"{prefix} does not match a {model_cls.__name__} built from "
                          f"{config_file} (head {head_kwargs}): {str(err)[:300]}") from None
     status.expect_partial()

@@ -337,14 +337,15 @@ def test_saved_model_cli_show_and_run_every_signature(files, tmp_path):
         assert f"signature_def['{name}']" in shown
     for name in ("text_a", "probabilities", "label_ids", "labels", "examples", "segment_ids"):
         assert f"['{name}']" in shown
-    ids = "[[2, 5, 6, 3] + [0] * 12]"
-    mask = "[[1, 1, 1, 1] + [0] * 12]"
+    def literal(values):  # saved_model_cli takes Python literals only
+        return str(list(values) + [0] * (SEQ - len(values)))
+    ids, mask, segments = literal([2, 5, 6, 3]), literal([1, 1, 1, 1]), literal([])
     runs = {"serving_default": ["--input_exprs", "text_a=['hello world', '中国']"],
             "serve_ids": ["--input_exprs",
-                          f"input_ids={ids};input_mask={mask};segment_ids=[[0] * 16]"],
+                          f"input_ids=[{ids}];input_mask=[{mask}];segment_ids=[{segments}]"],
             "serve_examples": ["--input_examples",
-                               "examples=[{'input_ids': [2, 5, 3] + [0] * 13, "
-                               "'input_mask': [1, 1, 1] + [0] * 13, 'segment_ids': [0] * 16}]"]}
+                               f"examples=[{{'input_ids': {ids}, 'input_mask': {mask}, "
+                               f"'segment_ids': {segments}}}]"]}
     for name, inputs in runs.items():
         output = saved_model_cli("run", "--dir", path, "--tag_set", "serve",
                                  "--signature_def", name, *inputs, run=True)
@@ -394,3 +395,34 @@ def test_span_labeler_and_encoder_in_fresh_process(files, tmp_path):
     assert text(out["span/0/answer_text"][0]) in "Café, the red house!"
     assert (int(out["span/0/answer_start"][1]), text(out["span/0/answer_text"][1])) == (-1, "")
     assert out["span/0/start_logits"].shape == (4, SEQ)
+
+
+@pytest.mark.slow
+def test_export_model_cli_from_a_training_checkpoint(files, tmp_path):
+    model = tiny(BertTokenClassifier, files["config"], 9, num_classes=len(TAGS))
+    output_dir = tmp_path / "ner_output"
+    tf.train.Checkpoint(model=model, global_step=tf.Variable(7, dtype=tf.int64)).write(
+        str(output_dir / "ckpt-7"))
+    with open(output_dir / "checkpoint", "w", encoding="utf-8") as state:
+        state.write('model_checkpoint_path: "ckpt-7"\n')
+    files["config"].to_json_file(str(tmp_path / "bert_config.json"))
+    (tmp_path / "labels.txt").write_text("\n".join(TAGS) + "\n", encoding="utf-8")
+    command = [os.path.join(os.path.dirname(sys.executable), "bert-export-model"),
+               "--model_type=ner", f"--init_checkpoint={output_dir}",
+               f"--bert_config_file={tmp_path / 'bert_config.json'}",
+               f"--vocab_file={files['vocab']}", f"--labels_file={tmp_path / 'labels.txt'}",
+               f"--max_seq_length={SEQ}", f"--export_dir={tmp_path / 'serving' / 'ner'}",
+               "--versioned"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == str(tmp_path / "serving" / "ner" / "1")
+    serving = tf.saved_model.load(result.stdout.strip()).signatures["serving_default"]
+    got = serving(text=tf.constant(["John lives in Paris ."]))
+    expected = tagger_golden(model, files["tokenizer"], "John lives in Paris .")
+    assert [text(tag) for tag in got["tags"].numpy()[0, :5]] == [t for *_, t in expected]
+    # Wrong label count: the checkpoint's head does not match, nothing is written.
+    bad = [arg for arg in command if not arg.startswith("--labels_file")] + [
+        "--label_names=O,B-PER"]
+    result = subprocess.run(bad, capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0 and "ckpt-7" in result.stderr
+    assert sorted(os.listdir(tmp_path / "serving" / "ner")) == ["1"]
