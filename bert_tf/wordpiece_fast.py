@@ -7,10 +7,10 @@ deletes them, it limits words by bytes (default 100) instead of 200 characters, 
 ICU tables are an older Unicode version than Python's. This path keeps only its
 pre-tokenization and WordPiece and feeds it text normalised like the original:
 
-  1. delete U+0000, U+FFFD and Cc/Cf characters (class built from Python's tables);
-  2. uncased: `tf.strings.lower` (ICU full lowercase, with the same Final_Sigma rule as
-     `str.lower`), `normalize_utf8(NFD)`, delete the Mn characters (Python's list);
-  3. `FastBertTokenizer` without its own normalisation, words up to 800 bytes.
+    1. delete U+0000, U+FFFD and Cc/Cf characters (class built from Python's tables);
+    2. uncased: `tf.strings.lower` (ICU full lowercase, with the same Final_Sigma rule as
+          `str.lower`), `normalize_utf8(NFD)`, delete the Mn characters (Python's list);
+    3. `FastBertTokenizer` without its own normalisation, words up to 800 bytes.
 
 Where ICU and Python still differ (characters that Python's Unicode version knows and
 ICU's does not, or the reverse) the outcome could differ, so a text containing any such
@@ -43,157 +43,157 @@ _CACHE_VERSION = 1  # bump when the measurement changes
 
 @dataclasses.dataclass(frozen=True)
 class FastPathPatterns:
-  drop: str       # RE2 class of the characters to delete
-  marks: str      # RE2 class of Mn characters (uncased) or ""
-  safe_text: str  # RE2 pattern a whole text must fully match to take the fast path
-  long_run: str   # RE2 pattern found in texts that might hold a word > 200 characters
+    drop: str       # RE2 class of the characters to delete
+    marks: str      # RE2 class of Mn characters (uncased) or ""
+    safe_text: str  # RE2 pattern a whole text must fully match to take the fast path
+    long_run: str   # RE2 pattern found in texts that might hold a word > 200 characters
 
 
 def _re2_class(code_points, negate=False):
-  """RE2 character class for a sorted iterable of code points."""
-  ranges, start, prev = [], None, None
-  for cp in code_points:
-    if start is None:
-      start = prev = cp
-    elif cp == prev + 1:
-      prev = cp
-    else:
-      ranges.append((start, prev))
-      start = prev = cp
-  if start is not None:
-    ranges.append((start, prev))
-  body = "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}"
-                 for a, b in ranges)
-  return "[" + ("^" if negate else "") + body + "]"
+    """RE2 character class for a sorted iterable of code points."""
+    ranges, start, prev = [], None, None
+    for cp in code_points:
+        if start is None:
+            start = prev = cp
+        elif cp == prev + 1:
+            prev = cp
+        else:
+            ranges.append((start, prev))
+            start = prev = cp
+    if start is not None:
+        ranges.append((start, prev))
+    body = "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}"
+                                  for a, b in ranges)
+    return "[" + ("^" if negate else "") + body + "]"
 
 
 def _kinds(do_lower_case):
-  char_tables = tables.char_tables(do_lower_case)
-  info = char_tables.info.lookup(np.arange(tables.NUM_CODE_POINTS))
-  return info & tables.KIND_MASK, char_tables
+    char_tables = tables.char_tables(do_lower_case)
+    info = char_tables.info.lookup(np.arange(tables.NUM_CODE_POINTS))
+    return info & tables.KIND_MASK, char_tables
 
 
 def _icu_case_class(chars):
-  """Case class of each char as ICU's lowercasing sees it (same probes as Python's)."""
-  lower = lambda texts: tf.strings.lower(tf.constant(  # pylint: disable=g-long-lambda
-      [t.encode("utf-8") for t in texts]), encoding="utf-8").numpy()
-  alone = lower([c + _SIGMA for c in chars])
-  after_cased = lower(["A" + c + _SIGMA for c in chars])
-  final = "\u03c2".encode("utf-8")
-  return np.where([a.endswith(final) for a in alone], tables.CASE_CASED,
-                  np.where([a.endswith(final) for a in after_cased], tables.CASE_IGNORABLE,
-                           tables.CASE_OTHER))
+    """Case class of each char as ICU's lowercasing sees it (same probes as Python's)."""
+    lower = lambda texts: tf.strings.lower(tf.constant(  # pylint: disable=g-long-lambda
+            [t.encode("utf-8") for t in texts]), encoding="utf-8").numpy()
+    alone = lower([c + _SIGMA for c in chars])
+    after_cased = lower(["A" + c + _SIGMA for c in chars])
+    final = "\u03c2".encode("utf-8")
+    return np.where([a.endswith(final) for a in alone], tables.CASE_CASED,
+                                    np.where([a.endswith(final) for a in after_cased], tables.CASE_IGNORABLE,
+                                                      tables.CASE_OTHER))
 
 
 def _risky_code_points(assigned, cased_kind, do_lower_case):
-  """Code points where the ICU-based path may not follow Python's rules."""
-  chars = [chr(cp) for cp in assigned]
-  risky = set()
-  # Word breaking of FastBertTokenizer on "x<c>y" against the original's classes.
-  probe = tf_text.FastBertTokenizer(_PROBE_VOCAB, max_bytes_per_word=MAX_BYTES_PER_WORD)
-  got = probe.tokenize(tf.constant([("x" + c + "y").encode("utf-8") for c in chars]))
-  got = [tuple(row) for row in got.to_list()]
-  expected = {tables.SPACE: (1, 2), tables.ISOLATE: (1, 0, 2), tables.WORD: (0,)}
-  for cp, char, ids in zip(assigned, chars, got):
-    kind = cased_kind[cp]
-    if kind != tables.DROP and char not in "xy" and ids != expected[kind]:
-      risky.add(cp)
-  if not do_lower_case:
+    """Code points where the ICU-based path may not follow Python's rules."""
+    chars = [chr(cp) for cp in assigned]
+    risky = set()
+    # Word breaking of FastBertTokenizer on "x<c>y" against the original's classes.
+    probe = tf_text.FastBertTokenizer(_PROBE_VOCAB, max_bytes_per_word=MAX_BYTES_PER_WORD)
+    got = probe.tokenize(tf.constant([("x" + c + "y").encode("utf-8") for c in chars]))
+    got = [tuple(row) for row in got.to_list()]
+    expected = {tables.SPACE: (1, 2), tables.ISOLATE: (1, 0, 2), tables.WORD: (0,)}
+    for cp, char, ids in zip(assigned, chars, got):
+        kind = cased_kind[cp]
+        if kind != tables.DROP and char not in "xy" and ids != expected[kind]:
+            risky.add(cp)
+    if not do_lower_case:
+        return risky
+    encode = lambda texts: tf.constant([t.encode("utf-8") for t in texts])  # pylint: disable=g-long-lambda
+    lowered = tf.strings.lower(encode(chars), encoding="utf-8").numpy()
+    nfd = tf_text.normalize_utf8(encode(chars), "NFD").numpy()
+    ccc_probe = tf_text.normalize_utf8(encode(
+            ["a\u0301" + c for c in chars] + ["a" + c + "\u0316" for c in chars]), "NFD").numpy()
+    case = _icu_case_class(chars)
+    n = len(chars)
+    for i, (cp, char) in enumerate(zip(assigned, chars)):
+        if (lowered[i].decode("utf-8") != char.lower()
+                or nfd[i].decode("utf-8") != unicodedata.normalize("NFD", char)
+                or ccc_probe[i].decode("utf-8") != unicodedata.normalize("NFD", "a\u0301" + char)
+                or ccc_probe[n + i].decode("utf-8") != unicodedata.normalize("NFD", "a" + char + "\u0316")
+                or case[i] != tables._case_class(char)):  # pylint: disable=protected-access
+            risky.add(cp)
+    # Characters whose normalised form contains a character FastBert splits differently.
+    for cp, char in zip(assigned, chars):
+        if any(ord(c) in risky for c in tables.normalised(char, True)):
+            risky.add(cp)
     return risky
-  encode = lambda texts: tf.constant([t.encode("utf-8") for t in texts])  # pylint: disable=g-long-lambda
-  lowered = tf.strings.lower(encode(chars), encoding="utf-8").numpy()
-  nfd = tf_text.normalize_utf8(encode(chars), "NFD").numpy()
-  ccc_probe = tf_text.normalize_utf8(encode(
-      ["a\u0301" + c for c in chars] + ["a" + c + "\u0316" for c in chars]), "NFD").numpy()
-  case = _icu_case_class(chars)
-  n = len(chars)
-  for i, (cp, char) in enumerate(zip(assigned, chars)):
-    if (lowered[i].decode("utf-8") != char.lower()
-        or nfd[i].decode("utf-8") != unicodedata.normalize("NFD", char)
-        or ccc_probe[i].decode("utf-8") != unicodedata.normalize("NFD", "a\u0301" + char)
-        or ccc_probe[n + i].decode("utf-8") != unicodedata.normalize("NFD", "a" + char + "\u0316")
-        or case[i] != tables._case_class(char)):  # pylint: disable=protected-access
-      risky.add(cp)
-  # Characters whose normalised form contains a character FastBert splits differently.
-  for cp, char in zip(assigned, chars):
-    if any(ord(c) in risky for c in tables.normalised(char, True)):
-      risky.add(cp)
-  return risky
 
 
 def _compute_patterns(do_lower_case):
-  kind, _ = _kinds(do_lower_case)
-  cased_kind, _ = _kinds(False)
-  categories = [unicodedata.category(chr(cp)) for cp in range(tables.NUM_CODE_POINTS)]
-  assigned = [cp for cp, cat in enumerate(categories) if cat not in ("Cn", "Cs") and cp]
-  risky = _risky_code_points(assigned, cased_kind, do_lower_case)
-  risky.update(cp for cp, cat in enumerate(categories) if cat == "Cn")
-  drop = [cp for cp in range(tables.NUM_CODE_POINTS)
-          if cased_kind[cp] == tables.DROP and categories[cp] != "Cs"]
-  marks = ([cp for cp, cat in enumerate(categories) if cat == "Mn"]
-           if do_lower_case else [])
-  # Separators in both modes, within the blocks where they are dense: a small class.
-  separators = [cp for cp in list(range(0x80)) + list(range(0x2000, 0x2070))
-                + list(range(0x3000, 0xA000)) + list(range(0xFF00, 0xFF66))
-                if kind[cp] in (tables.SPACE, tables.ISOLATE)
-                and cased_kind[cp] in (tables.SPACE, tables.ISOLATE)]
-  not_separator = _re2_class(separators, negate=True)
-  return FastPathPatterns(
-      drop=_re2_class(drop),
-      marks=_re2_class(marks) if marks else "",
-      safe_text="(?s)" + _re2_class(sorted(risky), negate=True) + "*",
-      long_run=not_separator + "{%d}" % (MAX_SAFE_RUN + 1))
+    kind, _ = _kinds(do_lower_case)
+    cased_kind, _ = _kinds(False)
+    categories = [unicodedata.category(chr(cp)) for cp in range(tables.NUM_CODE_POINTS)]
+    assigned = [cp for cp, cat in enumerate(categories) if cat not in ("Cn", "Cs") and cp]
+    risky = _risky_code_points(assigned, cased_kind, do_lower_case)
+    risky.update(cp for cp, cat in enumerate(categories) if cat == "Cn")
+    drop = [cp for cp in range(tables.NUM_CODE_POINTS)
+                    if cased_kind[cp] == tables.DROP and categories[cp] != "Cs"]
+    marks = ([cp for cp, cat in enumerate(categories) if cat == "Mn"]
+                      if do_lower_case else [])
+    # Separators in both modes, within the blocks where they are dense: a small class.
+    separators = [cp for cp in list(range(0x80)) + list(range(0x2000, 0x2070))
+                                + list(range(0x3000, 0xA000)) + list(range(0xFF00, 0xFF66))
+                                if kind[cp] in (tables.SPACE, tables.ISOLATE)
+                                and cased_kind[cp] in (tables.SPACE, tables.ISOLATE)]
+    not_separator = _re2_class(separators, negate=True)
+    return FastPathPatterns(
+            drop=_re2_class(drop),
+            marks=_re2_class(marks) if marks else "",
+            safe_text="(?s)" + _re2_class(sorted(risky), negate=True) + "*",
+            long_run=not_separator + "{%d}" % (MAX_SAFE_RUN + 1))
 
 
 def _cache_file(do_lower_case):
-  root = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-  key = (f"v{_CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}-ucd{unicodedata.unidata_version}"
-         f"-tf{tf.__version__}-tftext{tf_text.__version__ if hasattr(tf_text, '__version__') else ''}")
-  return os.path.join(root, "bert_tf", f"fast_path_{key}_{'uncased' if do_lower_case else 'cased'}.json")
+    root = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    key = (f"v{_CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}-ucd{unicodedata.unidata_version}"
+                  f"-tf{tf.__version__}-tftext{tf_text.__version__ if hasattr(tf_text, '__version__') else ''}")
+    return os.path.join(root, "bert_tf", f"fast_path_{key}_{'uncased' if do_lower_case else 'cased'}.json")
 
 
 @functools.lru_cache(maxsize=2)
 def fast_path_patterns(do_lower_case):
-  """The patterns for cased or uncased text, measured once and cached on disk."""
-  path = _cache_file(do_lower_case)
-  try:
-    with open(path, encoding="utf-8") as reader:
-      return FastPathPatterns(**json.load(reader))
-  except (OSError, ValueError, TypeError):
-    pass
-  patterns = _compute_patterns(do_lower_case)
-  try:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as writer:
-      json.dump(dataclasses.asdict(patterns), writer)
-    os.replace(path + ".tmp", path)
-  except OSError:
-    pass  # a read-only home only costs the next process the measurement
-  return patterns
+    """The patterns for cased or uncased text, measured once and cached on disk."""
+    path = _cache_file(do_lower_case)
+    try:
+        with open(path, encoding="utf-8") as reader:
+            return FastPathPatterns(**json.load(reader))
+    except (OSError, ValueError, TypeError):
+        pass
+    patterns = _compute_patterns(do_lower_case)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as writer:
+            json.dump(dataclasses.asdict(patterns), writer)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass  # a read-only home only costs the next process the measurement
+    return patterns
 
 
 class FastPath(tf.Module):
-  """ICU ops + FastBertTokenizer on texts that `is_safe` accepts."""
+    """ICU ops + FastBertTokenizer on texts that `is_safe` accepts."""
 
-  def __init__(self, vocab_list, do_lower_case, unknown_token="[UNK]"):
-    super().__init__(name="fast_path")
-    self.do_lower_case = bool(do_lower_case)
-    self.patterns = fast_path_patterns(self.do_lower_case)
-    self.tokenizer = tf_text.FastBertTokenizer(
-        vocab_list, suffix_indicator="##", max_bytes_per_word=MAX_BYTES_PER_WORD,
-        token_out_type=tf.int64, unknown_token=unknown_token,
-        lower_case_nfd_strip_accents=False)
+    def __init__(self, vocab_list, do_lower_case, unknown_token="[UNK]"):
+        super().__init__(name="fast_path")
+        self.do_lower_case = bool(do_lower_case)
+        self.patterns = fast_path_patterns(self.do_lower_case)
+        self.tokenizer = tf_text.FastBertTokenizer(
+                vocab_list, suffix_indicator="##", max_bytes_per_word=MAX_BYTES_PER_WORD,
+                token_out_type=tf.int64, unknown_token=unknown_token,
+                lower_case_nfd_strip_accents=False)
 
-  def is_safe(self, texts):
-    """[B] bool: the text takes the fast path."""
-    return (tf.strings.regex_full_match(texts, self.patterns.safe_text)
-            & ~tf.strings.regex_full_match(texts, "(?s).*" + self.patterns.long_run + ".*"))
+    def is_safe(self, texts):
+        """[B] bool: the text takes the fast path."""
+        return (tf.strings.regex_full_match(texts, self.patterns.safe_text)
+                        & ~tf.strings.regex_full_match(texts, "(?s).*" + self.patterns.long_run + ".*"))
 
-  def tokenize_ids(self, texts):
-    """texts [B] -> ids [B, (T)] int64; only valid where `is_safe`."""
-    texts = tf.strings.regex_replace(texts, self.patterns.drop, "")
-    if self.do_lower_case:
-      texts = tf.strings.lower(texts, encoding="utf-8")
-      texts = tf_text.normalize_utf8(texts, "NFD")
-      texts = tf.strings.regex_replace(texts, self.patterns.marks, "")
-    return self.tokenizer.tokenize(texts)
+    def tokenize_ids(self, texts):
+        """texts [B] -> ids [B, (T)] int64; only valid where `is_safe`."""
+        texts = tf.strings.regex_replace(texts, self.patterns.drop, "")
+        if self.do_lower_case:
+            texts = tf.strings.lower(texts, encoding="utf-8")
+            texts = tf_text.normalize_utf8(texts, "NFD")
+            texts = tf.strings.regex_replace(texts, self.patterns.marks, "")
+        return self.tokenizer.tokenize(texts)

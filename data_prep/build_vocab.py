@@ -1,0 +1,181 @@
+"""Learn a WordPiece vocab.txt from a corpus with tensorflow-text's vocab learner.
+
+Example:
+  bert-build-vocab --input_file=enwiki-latest-pages-articles.xml.bz2 \\
+    --output_file=/data/vocab.txt --vocab_size=30522 --do_lower_case --num_unused=100
+
+Inputs: one-sentence-per-line text (blank lines between documents), WikiExtractor
+output, or a MediaWiki XML dump (see data_prep/wikipedia.py). Words are split with the
+original BERT rules (`bert_tf.tokenization.BasicTokenizer`, cased or uncased), so the
+vocab fits the tokenizer that will use it. The file starts with
+`[PAD] [UNK] [CLS] [SEP] [MASK]` and `[unused0]` ... `[unused<N-1>]`, then the learned
+single characters and word pieces; when the learner stops short of --vocab_size (it
+aims within 5 % below it) the rest is filled with more `[unusedN]` slots, so the file
+has exactly --vocab_size lines. It is written to a temporary name, then renamed.
+"""
+
+import collections
+import os
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf import tokenization
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_LOG_EVERY_SENTENCES = 100_000
+
+
+def define_flags(flag_values=flags.FLAGS):
+    """Defines the flags (not at import, so that other CLIs' flags never clash)."""
+    fv = flag_values
+    flags.DEFINE_string("input_file", None,
+                        "Input corpus files: comma-separated paths or globs.", flag_values=fv)
+    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.", flag_values=fv)
+    flags.DEFINE_enum("input_format", "auto", ["auto", "text", "wikiextractor", "wikipedia_xml"],
+                      "Format of the input files (auto: from the name and content).",
+                      flag_values=fv)
+    flags.DEFINE_integer("vocab_size", 30522, "Number of lines of vocab.txt.", flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased).",
+                      flag_values=fv)
+    flags.DEFINE_integer("num_unused", 100, "Number of [unusedN] slots after the special "
+                         "tokens.", flag_values=fv)
+    flags.DEFINE_integer("max_unique_chars", 1000, "Largest alphabet of single-character "
+                         "tokens; words with rarer characters are not counted.", flag_values=fv)
+    flags.DEFINE_integer("max_token_length", 50, "Longest word counted.", flag_values=fv)
+    flags.DEFINE_integer("lower_thresh", 10, "Lowest word count the learner's threshold "
+                         "search starts from (lower it for a small corpus).", flag_values=fv)
+    flags.DEFINE_integer("num_iterations", 4, "Learner iterations.", flag_values=fv)
+    flags.DEFINE_integer("max_sentences", 0, "Read at most this many sentences (0: all).",
+                         flag_values=fv)
+    flags.DEFINE_string("language", None, "pysbd language code for sentence splitting of "
+                        "Wikipedia input (default: the dump's language, else en).",
+                        flag_values=fv)
+
+
+def reserved_tokens(num_unused):
+    """The special tokens then `[unused0]` ... `[unused<num_unused-1>]`."""
+    return list(SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused)]
+
+
+def count_words(sentences, do_lower_case=True, max_sentences=0):
+    """Counts the words (BERT basic tokenization) of an iterable of sentence strings."""
+    basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    counts = collections.Counter()
+    start = time.time()
+    num_sentences = num_chars = 0
+    for sentence in sentences:
+        if max_sentences and num_sentences >= max_sentences:
+            break
+        counts.update(basic_tokenizer.tokenize(sentence))
+        num_sentences += 1
+        num_chars += len(sentence)
+        if num_sentences % _LOG_EVERY_SENTENCES == 0:
+            elapsed = max(time.time() - start, 1e-9)
+            logging.info("counted %d sentences, %d distinct words (%.0f sentences/s, "
+                         "%.2f M chars/s)", num_sentences, len(counts),
+                         num_sentences / elapsed, num_chars / elapsed / 1e6)
+    logging.info("counted %d sentences, %d chars, %d distinct words in %.1f s",
+                 num_sentences, num_chars, len(counts), time.time() - start)
+    return counts
+
+
+def learn_vocab(word_counts, vocab_size, num_unused=100, max_unique_chars=1000,
+                max_token_length=50, lower_thresh=10, num_iterations=4):
+    """Learns a vocab of exactly `vocab_size` tokens from (word -> count).
+
+    Raises:
+      ValueError: no words, or `vocab_size` leaves no room after the reserved tokens.
+    """
+    from tensorflow_text.tools.wordpiece_vocab import (  # pylint: disable=import-outside-toplevel
+        wordpiece_tokenizer_learner_lib as learner)
+    reserved = reserved_tokens(num_unused)
+    if num_unused < 0:
+        raise ValueError(f"num_unused={num_unused}: expected >= 0")
+    if vocab_size <= len(reserved):
+        raise ValueError(f"vocab_size={vocab_size} leaves no room for learned tokens after "
+                         f"{len(reserved)} reserved tokens (5 special + num_unused)")
+    if not word_counts:
+        raise ValueError("the corpus has no words: expected non-empty text input")
+    vocab = learner.learn(
+        sorted(word_counts.items()), vocab_size, reserved, lower_thresh=lower_thresh,
+        num_iterations=num_iterations, max_token_length=max_token_length,
+        max_unique_chars=max_unique_chars, include_joiner_token=True)
+    vocab = [token for token in vocab if token and not any(c.isspace() for c in token)]
+    vocab = list(dict.fromkeys(vocab))[:vocab_size]
+    next_unused = num_unused
+    while len(vocab) < vocab_size:
+        token = f"[unused{next_unused}]"
+        next_unused += 1
+        if token not in vocab:
+            vocab.append(token)
+    return vocab
+
+
+def write_vocab(vocab, output_file):
+    """Writes one token per line to a temporary name, then renames it to `output_file`."""
+    directory = os.path.dirname(os.path.abspath(output_file))
+    os.makedirs(directory, exist_ok=True)
+    temporary = output_file + ".tmp"
+    with open(temporary, "w", encoding="utf-8", newline="\n") as writer:
+        for token in vocab:
+            writer.write(token + "\n")
+    os.replace(temporary, output_file)
+
+
+def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True,
+                num_unused=100, input_format="auto", max_sentences=0, language=None,
+                **learn_kwargs):
+    """Reads the corpus, learns the vocab and writes it. Returns a summary dict."""
+    from data_prep import wikipedia  # pylint: disable=import-outside-toplevel
+    stats = collections.Counter()
+    sentences = (sentence for document in wikipedia.iter_documents(
+        input_files, input_format=input_format, stats=stats, language=language)
+                 for sentence in document)
+    counts = count_words(sentences, do_lower_case, max_sentences)
+    start = time.time()
+    vocab = learn_vocab(counts, vocab_size, num_unused, **learn_kwargs)
+    learned = sum(1 for token in vocab if not token.startswith("[unused"))
+    learned -= len(SPECIAL_TOKENS)
+    logging.info("learned %d tokens in %.1f s; %d [unusedN] slots", learned,
+                 time.time() - start, len(vocab) - learned - len(SPECIAL_TOKENS))
+    write_vocab(vocab, output_file)
+    summary = {"output_file": output_file, "vocab_size": len(vocab),
+               "learned_tokens": learned, "distinct_words": len(counts),
+               "skipped": dict(stats)}
+    logging.info("wrote %s: %s", output_file, summary)
+    return summary
+
+
+def run(flag_values):
+    """Runs the tool with parsed flags; returns the summary dict."""
+    FLAGS = flag_values  # pylint: disable=invalid-name
+    for name in ("input_file", "output_file"):
+        if not getattr(FLAGS, name):
+            raise app.UsageError(f"--{name} is required")
+    try:
+        return build_vocab(
+            FLAGS.input_file, FLAGS.output_file, vocab_size=FLAGS.vocab_size,
+            do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
+            input_format=FLAGS.input_format, max_sentences=FLAGS.max_sentences,
+            language=FLAGS.language, max_unique_chars=FLAGS.max_unique_chars,
+            max_token_length=FLAGS.max_token_length, lower_thresh=FLAGS.lower_thresh,
+            num_iterations=FLAGS.num_iterations)
+    except (ValueError, FileNotFoundError) as error:
+        raise app.UsageError(str(error)) from error
+
+
+def main(argv):
+    del argv
+    run(flags.FLAGS)
+
+
+def run_main():
+    define_flags()
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run_main()
