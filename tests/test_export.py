@@ -32,6 +32,17 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the WordPiece ops, as TF Serving links them
 request = json.load(open(sys.argv[1]))
 out = {}
+
+
+def run_tf1(export_dir, signature, inputs):
+    # The TF1 session loader, as TF Serving and `saved_model_cli run` load a model.
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], export_dir)
+        signature_def = meta_graph.signature_def[signature]
+        feed = {signature_def.inputs[k].name: v for k, v in inputs.items()}
+        return session.run({k: t.name for k, t in signature_def.outputs.items()}, feed)
+
+
 for name, spec in request.items():
     signatures = tf.saved_model.load(spec["dir"]).signatures
     out[name + "/signatures"] = np.array(sorted(signatures.keys()))
@@ -46,8 +57,14 @@ for name, spec in request.items():
             inputs = {k: tf.constant(v, tf.int32) for k, v in call["inputs"].items()}
         else:
             inputs = {k: tf.constant(v, tf.string) for k, v in call["inputs"].items()}
-        for key, value in signatures[call["signature"]](**inputs).items():
-            out[f"{name}/{index}/{key}"] = value.numpy()
+        if call.get("tf1"):
+            inputs = {k: v.numpy() for k, v in inputs.items()}
+            results = run_tf1(spec["dir"], call["signature"], inputs)
+        else:
+            results = signatures[call["signature"]](**inputs)
+            results = {key: value.numpy() for key, value in results.items()}
+        for key, value in results.items():
+            out[f"{name}/{index}/{key}"] = value
 out["bert_tf_modules"] = np.array([m for m in sys.modules if m.split(".")[0] == "bert_tf"])
 np.savez(sys.argv[2], **out)
 """
@@ -163,26 +180,21 @@ def tagger_golden(model, tokenizer, sentence):
 def test_fresh_process_answers_like_keras(files, tmp_path):
     tokenizer = files["tokenizer"]
     classifier = tiny(BertClassifier, files["config"], 1, num_classes=3)
-    tagger = tiny(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
     classifier_dir = export.export_classifier(
         classifier, files["vocab"], True, SEQ, tmp_path / "classifier", label_names=LABELS,
         text_pair=True)
-    tagger_dir = export.export_token_classifier(
-        tagger, files["vocab"], True, SEQ, tmp_path / "tagger", label_names=TAGS)
     features, logits = classifier_golden(classifier, tokenizer)
     ids = {k: v.tolist() for k, v in features.items()}
     rows = [{k: v[i].tolist() for k, v in features.items()} for i in range(len(PAIRS))]
-    calls = [{"signature": "serving_default",
-              "inputs": {"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS]}},
+    texts = {"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS]}
+    calls = [{"signature": "serving_default", "inputs": texts},
              {"signature": "serve_ids", "inputs": ids},
-             {"signature": "serve_examples", "rows": rows}]
-    tagger_calls = [{"signature": "serving_default", "inputs": {"text": SENTENCES}}]
-    out = run_fresh_process({"classifier": {"dir": classifier_dir, "calls": calls},
-                             "tagger": {"dir": tagger_dir, "calls": tagger_calls}}, tmp_path)
+             {"signature": "serve_examples", "rows": rows},
+             {"signature": "serving_default", "tf1": True, "inputs": texts}]
+    out = run_fresh_process({"classifier": {"dir": classifier_dir, "calls": calls}}, tmp_path)
 
     assert list(out["bert_tf_modules"]) == []
-    for name in ("classifier", "tagger"):
-        assert list(out[f"{name}/signatures"]) == sorted(export.SIGNATURE_NAMES)
+    assert list(out["classifier/signatures"]) == sorted(export.SIGNATURE_NAMES)
     assert os.path.isfile(os.path.join(classifier_dir, "assets", "vocab.txt"))
     np.testing.assert_allclose(out["classifier/0/logits"], logits, atol=1e-5)
     np.testing.assert_allclose(out["classifier/0/probabilities"], softmax(logits), atol=1e-5)
@@ -191,16 +203,24 @@ def test_fresh_process_answers_like_keras(files, tmp_path):
         LABELS[i] for i in logits.argmax(-1)]
     np.testing.assert_allclose(out["classifier/1/logits"], logits, atol=1e-5)
     np.testing.assert_allclose(out["classifier/2/logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(out["classifier/3/probabilities"], softmax(logits), atol=1e-5)
 
+
+def test_tagger_tags_whitespace_words_in_graph(files):
+    """serving_default of the NER export, traced in-process, against per-word golden."""
+    tagger = tiny(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
+    module = export.ServingModule(tagger, files["vocab"], True, SEQ)
+    serve = export._tagger_default(module, TAGS)
+    out = {key: value.numpy() for key, value in serve(text=tf.constant(SENTENCES)).items()}
     for row, sentence in enumerate(SENTENCES):
-        expected = tagger_golden(tagger, tokenizer, sentence)
-        count = int(out["tagger/0/num_words"][row])
-        got = [(text(out["tagger/0/words"][row, i]), int(out["tagger/0/word_start"][row, i]),
-                int(out["tagger/0/word_end"][row, i]), text(out["tagger/0/tags"][row, i]))
+        expected = tagger_golden(tagger, files["tokenizer"], sentence)
+        count = int(out["num_words"][row])
+        got = [(text(out["words"][row, i]), int(out["word_start"][row, i]),
+                int(out["word_end"][row, i]), text(out["tags"][row, i]))
                for i in range(count)]
         assert got == expected, sentence[:40]
         assert all(sentence[start:end] == word for word, start, end, _ in got)
-        assert set(out["tagger/0/tag_ids"][row, count:]) <= {-1}
+        assert set(out["tag_ids"][row, count:]) <= {-1}
 
 
 def test_span_labeler_decodes_best_span_in_graph(files):
