@@ -362,6 +362,11 @@ class FullTokenizer:
     def convert_ids_to_tokens(self, ids):
         return convert_by_vocab(self.inv_vocab, ids)
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_graph_tokenizer"] = None  # TensorFlow objects do not pickle; rebuilt lazily
+        return state
+
     def _graph(self):
         if self._graph_tokenizer is None:
             from bert_tf import wordpiece_graph  # pylint: disable=import-outside-toplevel

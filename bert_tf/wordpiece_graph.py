@@ -236,7 +236,8 @@ class GraphWordpiece(tf.Module):
 
 
 def _split_rows(values, row_splits):
-    return [chunk.tolist() for chunk in np.split(values, row_splits[1:-1])]
+    values, row_splits = values.tolist(), row_splits.tolist()
+    return [values[start:end] for start, end in zip(row_splits, row_splits[1:])]
 
 
 def _piece_char_offsets(words, ids, start_bytes, end_bytes, unk_id):
