@@ -236,3 +236,21 @@ def test_prediction_files(tmp_path):
     classification.write_submission(str(tmp_path / "STS-B.tsv"), examples,
                                     np.array([[3.14159], [0.5]]), None)
     assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n7\t3.142\n9\t0.500\n"
+
+
+def test_trim_padding_cuts_each_batch_to_its_longest(tmp_path, tokenizer):
+    data_file = tmp_path / "train.tsv"
+    data_file.write_text("x\n")
+    texts = ["the cat", "the cat sat on the mat", "a dog", "dog"]
+    examples = [classification.InputExample(f"dev-{i}", text, None, "0")
+                for i, text in enumerate(texts)]
+    record = str(tmp_path / "dev.tf_record")
+    classification.cache_features(examples, ["0", "1"], 12, tokenizer, record,
+                                  [str(data_file)])
+    batches = list(classification.classifier_dataset(
+        record, 12, 2, is_training=False, is_regression=False,
+        trim_padding=True).as_numpy_iterator())
+    # [CLS] the cat sat on the mat [SEP] = 8; [CLS] a dog [SEP] = 4.
+    assert [batch["input_ids"].shape for batch in batches] == [(2, 8), (2, 4)]
+    assert batches[1]["input_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
+    assert batches[0]["label_ids"].shape == (2,)

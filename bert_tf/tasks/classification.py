@@ -318,18 +318,29 @@ def cache_features(examples, label_list, max_seq_length, tokenizer, record_path:
     return True
 
 
+def trim_to_longest(batch: dict, sequence_keys=("input_ids", "input_mask", "segment_ids")):
+    """Cuts a batch's [B, S] features to its longest `input_mask` (less padding computed)."""
+    length = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1))
+    length = tf.maximum(length, 1)
+    return {name: value[:, :length] if name in sequence_keys else value
+            for name, value in batch.items()}
+
+
 def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_regression,
                        seed=None, input_context=None, drop_remainder=None,
-                       shuffle_buffer_size=10000):
+                       shuffle_buffer_size=10000, trim_padding=False):
     """Batches of feature dicts (int32 [B, S] inputs, `label_ids` [B]) from a cached record.
 
     Training batches are shuffled, repeated and full; evaluation reads once, in order.
+    With `trim_padding` each batch is cut to its longest sequence (dynamic shapes: faster
+    on CPU/GPU; keep it off for TPU and XLA).
     """
-    return inputs.tfrecord_dataset(
+    dataset = inputs.tfrecord_dataset(
         record_path, feature_spec(max_seq_length, is_regression), batch_size, is_training,
         input_context=input_context, compression="none", seed=seed,
         shuffle_buffer_size=shuffle_buffer_size,
         drop_remainder=is_training if drop_remainder is None else drop_remainder)
+    return dataset.map(trim_to_longest) if trim_padding else dataset
 
 
 def write_test_results(path: str, outputs: np.ndarray, is_regression: bool) -> None:

@@ -88,7 +88,8 @@ def _dataset_fn(options, path, batch_size, is_training, is_regression):
     def dataset_fn(input_context):
         return classification.classifier_dataset(
             path, options.max_seq_length, batch_size, is_training, is_regression,
-            seed=options.seed, input_context=input_context)
+            seed=options.seed, input_context=input_context,
+            trim_padding=options.use_trim_padding)
     return dataset_fn
 
 
@@ -111,66 +112,74 @@ def _has_pairs(processor) -> bool:
     return getattr(processor, "text_pair_column", True) is not None
 
 
+def _check_files(options, processor):
+    """A missing data file stops the run before any work."""
+    for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
+        if getattr(options, flag):
+            for path in processor.data_files(options.data_dir, split):
+                classification.text_files.require_file(path, split, processor.name)
+
+
+def _predict(options, holder, processor, split, label_list, tokenizer):
+    examples, path = _cached_record(options, processor, split, label_list, tokenizer)
+    batch_size = options.eval_batch_size if split == "dev" else options.predict_batch_size
+    outputs = holder.predict(_dataset_fn(options, path, batch_size, False, label_list is None),
+                             "logits", ("label_ids",))
+    return examples, outputs["logits"].astype(np.float32), outputs["label_ids"]
+
+
+def _write_predictions(options, processor, examples, logits, label_list):
+    is_regression = label_list is None
+    outputs = logits[:, 0] if is_regression else finetuning.softmax(logits)
+    classification.write_test_results(
+        os.path.join(options.output_dir, "test_results.tsv"), outputs, is_regression)
+    classification.write_submission(
+        os.path.join(options.output_dir, processor.submission_name), examples,
+        logits if is_regression else outputs, label_list)
+    logging.info("Wrote test_results.tsv and %s for %d examples",
+                 processor.submission_name, len(examples))
+
+
 def run(options: ClassifierOptions) -> dict:
     """Runs the do_train / do_eval / do_predict steps; returns the eval results (if any)."""
     processor = make_processor(options)
-    for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
-        if getattr(options, flag):  # a missing file stops the run before any work
-            for path in processor.data_files(options.data_dir, split):
-                classification.text_files.require_file(path, split, processor.name)
+    _check_files(options, processor)
     finetuning.check_options(options)
     finetuning.set_seed(options.seed)
     label_list = processor.get_labels(options.data_dir)
     is_regression = label_list is None
-    num_classes = 1 if is_regression else len(label_list)
     tokenizer = finetuning.make_tokenizer(options)
-    strategy = finetuning.make_strategy(options)
 
     def make_head_model(encoder):
         from bert_tf.models import BertClassifier  # pylint: disable=import-outside-toplevel
-        return BertClassifier(encoder, num_classes, dropout_rate=options.dropout_rate)
+        return BertClassifier(encoder, 1 if is_regression else len(label_list),
+                              dropout_rate=options.dropout_rate)
 
-    model, global_step, results = None, 0, {}
+    holder = finetuning.ModelHolder(options, finetuning.make_strategy(options),
+                                    make_head_model)
+    results = {}
     if options.do_train:
         if label_list is not None:
             classification.text_files.write_text_atomic(
                 os.path.join(options.output_dir, LABEL_LIST_FILE),
                 "".join(label + "\n" for label in label_list))
         examples, path = _cached_record(options, processor, "train", label_list, tokenizer)
-        model, global_step = finetuning.train(
-            options, strategy, make_head_model, _loss_fn(is_regression),
-            _dataset_fn(options, path, options.train_batch_size, True, is_regression),
-            len(examples))
-
-    def predict(split, batch_size):
-        nonlocal model, global_step
-        examples, path = _cached_record(options, processor, split, label_list, tokenizer)
-        dataset_fn = _dataset_fn(options, path, batch_size, False, is_regression)
-        if model is None:
-            element_spec = dataset_fn(tf.distribute.InputContext()).element_spec
-            model, global_step = finetuning.load_trained_model(
-                options, strategy, make_head_model, element_spec)
-        outputs = finetuning.predict_outputs(strategy, model, dataset_fn, "logits",
-                                             ("label_ids",))
-        return examples, outputs["logits"].astype(np.float32), outputs["label_ids"]
-
+        holder.train(_loss_fn(is_regression),
+                     _dataset_fn(options, path, options.train_batch_size, True, is_regression),
+                     len(examples))
     if options.do_eval:
-        examples, logits, label_ids = predict("dev", options.eval_batch_size)
+        examples, logits, label_ids = _predict(options, holder, processor, "dev", label_list,
+                                               tokenizer)
         results, loss = _score(processor, logits, label_ids, label_list)
-        results.update(eval_loss=loss, global_step=global_step, eval_examples=len(examples))
+        results.update(eval_loss=loss, global_step=holder.global_step,
+                       eval_examples=len(examples))
         finetuning.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"),
                                       results)
     if options.do_predict:
-        examples, logits, _ = predict("test", options.predict_batch_size)
-        outputs = logits[:, 0] if is_regression else finetuning.softmax(logits)
-        classification.write_test_results(
-            os.path.join(options.output_dir, "test_results.tsv"), outputs, is_regression)
-        classification.write_submission(
-            os.path.join(options.output_dir, processor.submission_name), examples,
-            logits if is_regression else outputs, label_list)
-        logging.info("Wrote test_results.tsv and %s for %d examples",
-                     processor.submission_name, len(examples))
-    if options.export_dir and model is not None:
-        finetuning.export_model(options, model, "classifier", label_names=label_list,
+        examples, logits, _ = _predict(options, holder, processor, "test", label_list,
+                                       tokenizer)
+        _write_predictions(options, processor, examples, logits, label_list)
+    if options.export_dir and holder.model is not None:
+        finetuning.export_model(options, holder.model, "classifier", label_names=label_list,
                                 is_regression=is_regression, text_pair=_has_pairs(processor))
     return results

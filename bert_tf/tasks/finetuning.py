@@ -57,6 +57,14 @@ class FinetuneOptions:
     dropout_rate: float = 0.1
     seed: Optional[int] = None
     export_dir: Optional[str] = None
+    trim_padding: Optional[bool] = None  # None: on unless TPU or XLA
+
+    @property
+    def use_trim_padding(self) -> bool:
+        """Cut batches to their longest sequence (dynamic shapes; not for TPU / XLA)."""
+        if self.trim_padding is not None:
+            return bool(self.trim_padding)
+        return self.distribution_strategy != "tpu" and not self.use_xla
 
 
 def _folder_file(options, name):
@@ -174,6 +182,35 @@ def load_trained_model(options, strategy, make_head_model, element_spec):
     return model, step
 
 
+class ModelHolder:
+    """The model of one run: the one just trained, or restored on first use."""
+
+    def __init__(self, options, strategy, make_head_model):
+        self.options, self.strategy, self.make_head_model = options, strategy, make_head_model
+        self.model, self.global_step = None, 0
+
+    def train(self, loss_fn, dataset_fn, num_examples):
+        self.model, self.global_step = train(self.options, self.strategy, self.make_head_model,
+                                             loss_fn, dataset_fn, num_examples)
+
+    def _ensure_model(self, dataset_fn):
+        if self.model is None:
+            element_spec = dataset_fn(tf.distribute.InputContext()).element_spec
+            self.model, self.global_step = load_trained_model(
+                self.options, self.strategy, self.make_head_model, element_spec)
+
+    def predict(self, dataset_fn, output_key="logits", keys=()):
+        """`predict_outputs` with the model (restored from output_dir when not trained)."""
+        self._ensure_model(dataset_fn)
+        return predict_outputs(self.strategy, self.model, dataset_fn, output_key, keys)
+
+    def predict_batches(self, dataset_fn, output_key="logits"):
+        """Yields `output_key` per batch (batches may differ in sequence length)."""
+        self._ensure_model(dataset_fn)
+        for batch in training.predict(self.strategy, self.model, dataset_fn):
+            yield batch[output_key]
+
+
 def predict_outputs(strategy, model, dataset_fn, output_key="logits", keys=()):
     """Concatenated float32 numpy outputs (and passthrough features) over a dataset."""
     outputs = {name: [] for name in (output_key,) + tuple(keys)}
@@ -262,6 +299,8 @@ COMMON_FLAGS = [
     ("dropout_rate", "float", 0.1, "Dropout before the task head."),
     ("seed", "integer", None, "Random seed (weights of the head, dropout, shuffling)."),
     ("export_dir", "string", None, "Also export a SavedModel for TF Serving here."),
+    ("trim_padding", "bool", None, "Cut each batch to its longest sequence (default: on "
+                                   "unless distribution_strategy=tpu or use_xla)."),
 ]
 
 

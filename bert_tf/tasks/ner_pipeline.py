@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.tasks import conlleval, finetuning, ner, text_files
+from bert_tf.tasks import classification, conlleval, finetuning, ner, text_files
 from bert_tf.tasks.finetuning import FinetuneOptions
 
 LABEL_LIST_FILE = "label_list.txt"
@@ -78,7 +78,7 @@ def _loss_fn(features, outputs):
     return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
-def _dataset_fn(features: ner.NerFeatures, batch_size, is_training, seed):
+def _dataset_fn(features: ner.NerFeatures, batch_size, is_training, seed, trim=False):
     arrays = dict(features.model_inputs(), label_ids=features.label_ids,
                   label_weights=features.label_weights)
 
@@ -93,6 +93,10 @@ def _dataset_fn(features: ner.NerFeatures, batch_size, is_training, seed):
         if is_training:
             dataset = dataset.shuffle(len(features.input_ids), seed=seed).repeat()
         dataset = dataset.batch(per_replica, drop_remainder=is_training)
+        if trim:
+            dataset = dataset.map(lambda batch: classification.trim_to_longest(
+                batch, ("input_ids", "input_mask", "segment_ids", "label_ids",
+                        "label_weights")))
         return dataset.prefetch(tf.data.AUTOTUNE)
     return dataset_fn
 
@@ -130,77 +134,73 @@ def _evaluate(sentences, predicted, path, scheme):
     return results
 
 
-def run(options: NerOptions) -> dict:
-    """Runs do_train / do_eval / do_predict; returns the eval (and test) results."""
+def _check(options):
+    """Rejects bad settings and missing files before any work."""
     finetuning.check_options(options)
-    finetuning.set_seed(options.seed)
     if options.doc_stride < 1:
         raise ValueError(f"doc_stride must be at least 1, got {options.doc_stride}")
-    for split in ("train", "eval", "predict"):  # missing files stop the run before any work
+    for split in ("train", "eval", "predict"):
         if getattr(options, f"do_{split}"):
             data_file(options, split)
+
+
+def _predict_split(options, holder, split, label_list, tokenizer, batch_size):
+    """Tags every sentence of `split`; writes `<split>_predictions.txt` (+ scores)."""
+    path = data_file(options, split)
+    has_tags = split == "eval" or file_has_tags(path)
+    _, sentences = _read(options, split, has_tags)
+    features = ner.convert_sentences_to_features(sentences, label_list, options.max_seq_length,
+                                                 tokenizer, options.doc_stride)
+    predicted_ids = []
+    for batch_logits in holder.predict_batches(
+            _dataset_fn(features, batch_size, False, None, options.use_trim_padding)):
+        ids = np.argmax(batch_logits, axis=-1)  # [B, S'] with S' <= max_seq_length
+        predicted_ids.append(np.pad(ids, [(0, 0), (0, options.max_seq_length - ids.shape[1])]))
+    predicted = ner.decode_predictions(features, np.concatenate(predicted_ids), sentences,
+                                       label_list)
+    name = "eval" if split == "eval" else "test"
+    output = os.path.join(options.output_dir, f"{name}_predictions.txt")
+    if not has_tags:
+        text_files.write_text_atomic(output, ner.format_predictions(sentences, predicted))
+        logging.info("Wrote %s (%d sentences)", output, len(sentences))
+        return {}
+    scores = _evaluate(sentences, predicted, output, ner.detect_scheme(sentences))
+    results = {f"{name}_{key}": value for key, value in scores.items()}
+    results["global_step"] = holder.global_step
+    finetuning.write_eval_results(
+        os.path.join(options.output_dir, f"{name}_results.txt"), results)
+    return results
+
+
+def run(options: NerOptions) -> dict:
+    """Runs do_train / do_eval / do_predict; returns the eval (and test) results."""
+    _check(options)
+    finetuning.set_seed(options.seed)
     tokenizer = finetuning.make_tokenizer(options)
-    strategy = finetuning.make_strategy(options)
     label_list, train_sentences = _label_list(options)
 
     def make_head_model(encoder):
         from bert_tf.models import BertTokenClassifier  # pylint: disable=import-outside-toplevel
         return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate)
 
-    def features_of(sentences):
-        return ner.convert_sentences_to_features(sentences, label_list, options.max_seq_length,
-                                                 tokenizer, options.doc_stride)
-
-    model, global_step, results = None, 0, {}
+    holder = finetuning.ModelHolder(options, finetuning.make_strategy(options),
+                                    make_head_model)
     if options.do_train:
-        features = features_of(train_sentences)
+        features = ner.convert_sentences_to_features(
+            train_sentences, label_list, options.max_seq_length, tokenizer, options.doc_stride)
         logging.info("Training: %d sentences in %d windows", len(train_sentences),
                      len(features.input_ids))
-        model, global_step = finetuning.train(
-            options, strategy, make_head_model, _loss_fn,
-            _dataset_fn(features, options.train_batch_size, True, options.seed),
-            len(features.input_ids))
-
-    def predict(sentences, batch_size):
-        nonlocal model, global_step
-        features = features_of(sentences)
-        dataset_fn = _dataset_fn(features, batch_size, False, None)
-        if model is None:
-            element_spec = dataset_fn(None).element_spec
-            model, global_step = finetuning.load_trained_model(
-                options, strategy, make_head_model, element_spec)
-        logits = finetuning.predict_outputs(strategy, model, dataset_fn)["logits"]
-        return ner.decode_predictions(features, np.argmax(logits, axis=-1), sentences,
-                                      label_list)
-
+        holder.train(_loss_fn, _dataset_fn(features, options.train_batch_size, True,
+                                           options.seed, options.use_trim_padding),
+                     len(features.input_ids))
+    results = {}
     if options.do_eval:
-        path, sentences = _read(options, "eval")
-        predicted = predict(sentences, options.eval_batch_size)
-        scores = _evaluate(sentences, predicted,
-                           os.path.join(options.output_dir, "eval_predictions.txt"),
-                           ner.detect_scheme(sentences))
-        results.update({f"eval_{key}": value for key, value in scores.items()})
-        results["global_step"] = global_step
-        finetuning.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"),
-                                      results)
+        results.update(_predict_split(options, holder, "eval", label_list, tokenizer,
+                                      options.eval_batch_size))
     if options.do_predict:
-        path = data_file(options, "predict")
-        has_tags = file_has_tags(path)
-        _, sentences = _read(options, "predict", has_tags)
-        predicted = predict(sentences, options.predict_batch_size)
-        output = os.path.join(options.output_dir, "test_predictions.txt")
-        scheme = ner.detect_scheme(sentences) if has_tags else "iob2"
-        if has_tags:
-            scores = _evaluate(sentences, predicted, output, scheme)
-            test_results = {f"test_{key}": value for key, value in scores.items()}
-            test_results["global_step"] = global_step
-            finetuning.write_eval_results(
-                os.path.join(options.output_dir, "test_results.txt"), test_results)
-            results.update(test_results)
-        else:
-            text_files.write_text_atomic(output,
-                                         ner.format_predictions(sentences, predicted, scheme))
-        logging.info("Wrote %s (%d sentences)", output, len(sentences))
-    if options.export_dir and model is not None:
-        finetuning.export_model(options, model, "token_classifier", label_names=label_list)
+        results.update(_predict_split(options, holder, "predict", label_list, tokenizer,
+                                      options.predict_batch_size))
+    if options.export_dir and holder.model is not None:
+        finetuning.export_model(options, holder.model, "token_classifier",
+                                label_names=label_list)
     return results
