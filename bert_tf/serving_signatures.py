@@ -23,7 +23,7 @@ from bert_tf import tokenization
 MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 ENGINES = ("fast_bert", "graph_wordpiece")
-DEFAULT_ENGINE = "fast_bert"
+DEFAULT_ENGINE = "graph_wordpiece"
 NO_ANSWER_SCORE = -1e30  # `score` of a SQuAD answer when the context has no token
 
 
@@ -34,10 +34,11 @@ class ServingTokenizer(tf.Module):
     `tokenize_with_offsets` also returns each token's character offsets (start, end
     exclusive) in the original string, ragged [B, (T)].
 
-    Engines: "fast_bert" is `tensorflow_text.FastBertTokenizer` (the same tokens as
-    FullTokenizer on common text; it splits at zero-width / control characters that the
-    original drops); "graph_wordpiece" is `bert_tf.wordpiece_graph.GraphWordpiece`
-    (token-for-token the original rules).
+    Engines: "graph_wordpiece" (default) is `bert_tf.wordpiece_graph.GraphWordpiece`,
+    the engine of `BertTokenizerLayer`: token-for-token `FullTokenizer`, offsets
+    included. "fast_bert" is `tensorflow_text.FastBertTokenizer`: a smaller graph, the
+    same tokens on common text, but it splits words at zero-width / control characters
+    that the original deletes.
 
     Args:
         vocab_file: vocab.txt, one token per line; needs [UNK], [CLS] and [SEP].

@@ -149,7 +149,8 @@ PAIRS = [("Hello, worlds! the unaffable cafe", "Café? where is the red house"),
          ("", ""),
          (LONG_TEXT, "blue tree"),
          ("привет мир 中国", "да Да"),
-         ("hello", "مرحبا بالعالم")]
+         ("hello", "مرحبا بالعالم"),
+         ("hel\u200blo wor\x00lds", "ca\u00adfe")]
 SENTENCES = ["John lives in Paris .", "", LONG_TEXT, "привет  мир\t中国 Café unaffable",
              "  spaced   words "]
 
@@ -269,11 +270,14 @@ def test_pair_lengths_match_original_truncation():
         assert list(zip(keep_a.numpy().tolist(), keep_b.numpy().tolist())) == expected
 
 
-def test_tokenizer_ids_and_offsets_match_full_tokenizer(files):
+@pytest.mark.parametrize("engine", sig.ENGINES)
+def test_tokenizer_ids_and_offsets_match_full_tokenizer(files, engine):
     tokenizer = files["tokenizer"]
-    serving = sig.ServingTokenizer(files["vocab"], do_lower_case=True)
+    serving = sig.ServingTokenizer(files["vocab"], do_lower_case=True, engine=engine)
     texts = ["Hello, worlds! unaffable", "Café CAFÉ", "中国hello", "да Да привет", "",
              "x" * 300, "hello\tworld!", "𝔘 hello"]
+    if engine == sig.DEFAULT_ENGINE:  # exact: the original deletes these inside words
+        texts += ["hel\u200blo wor\x00lds", "ca\u00adfe\u200d!"]
     ids, starts, ends = serving.tokenize_with_offsets(tf.constant(texts))
     for row, value in enumerate(texts):
         tokens, token_starts, token_ends = tokenizer.tokenize_with_offsets(value)
