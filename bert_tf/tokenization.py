@@ -35,8 +35,9 @@ def convert_to_unicode(text):
             return bytes(text).decode("utf-8")
         except UnicodeDecodeError as err:
             raise ValueError(
-                    f"text is not valid UTF-8: byte {err.start} ({bytes(text)[err.start:err.start + 4]!r}"
-                    f"...): expected UTF-8 encoded text") from None
+                f"text is not valid UTF-8 at byte {err.start} "
+                f"({bytes(text)[err.start:err.start + 4]!r}...): expected UTF-8 encoded text"
+            ) from None
     raise TypeError(f"unsupported string type: {type(text).__name__}, expected str or bytes")
 
 
@@ -70,11 +71,11 @@ def load_vocab(vocab_file):
             token = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
             raise ValueError(f"{vocab_file}:{line_number}: vocab line is not valid UTF-8: "
-                                              f"{raw[:40]!r}") from None
+                             f"{raw[:40]!r}") from None
         if token in vocab:
             raise ValueError(
-                    f"{vocab_file}:{line_number}: duplicate vocab entry {token!r}, first seen on line "
-                    f"{vocab[token] + 1}; every token must appear once")
+                f"{vocab_file}:{line_number}: duplicate vocab entry {token!r}, first seen on line "
+                f"{vocab[token] + 1}; every token must appear once")
         vocab[token] = len(vocab)
     if not vocab:
         raise ValueError(f"vocab file is empty: {vocab_file}; expected one token per line")
@@ -85,7 +86,7 @@ def check_vocab_has_unk(vocab, vocab_file):
     """Raises ValueError naming `vocab_file` when `vocab` lacks `[UNK]`."""
     if UNK_TOKEN not in vocab:
         raise ValueError(f"vocab file {vocab_file} has no {UNK_TOKEN} token; a WordPiece vocab "
-                                          f"needs one for words it cannot split")
+                         f"needs one for words it cannot split")
 
 
 def convert_by_vocab(vocab, items):
@@ -129,9 +130,9 @@ def is_punctuation(char):
 def is_chinese_char(cp):
     """True for a code point in the CJK Unified Ideographs blocks the original lists."""
     return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-                    or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F
-                    or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF
-                    or 0x2F800 <= cp <= 0x2FA1F)
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F
+            or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF
+            or 0x2F800 <= cp <= 0x2FA1F)
 
 
 def strip_accents(text):
@@ -207,8 +208,8 @@ def _lowered_chars(chars):
 def _accent_stripped_chars(chars):
     """NFD + drop Mn on [(char, index)], keeping indices (whole-token fallback if reordered)."""
     output = [(out, index) for char, index in chars
-                        for out in unicodedata.normalize("NFD", char)
-                        if unicodedata.category(out) != "Mn"]
+              for out in unicodedata.normalize("NFD", char)
+              if unicodedata.category(out) != "Mn"]
     whole = strip_accents("".join(char for char, _ in chars))
     if whole != "".join(char for char, _ in output):  # canonical reordering moved a mark
         first, last = chars[0][1], chars[-1][1]
@@ -244,7 +245,8 @@ def basic_words_with_offsets(text, do_lower_case):
         for char, index in chars + [(" ", -1)]:
             if char.isspace() or is_punctuation(char):
                 if word:
-                    yield ("".join(c for c, _ in word), [i for _, i in word], [i + 1 for _, i in word])
+                    yield ("".join(c for c, _ in word), [i for _, i in word],
+                           [i + 1 for _, i in word])
                 word = []
                 if not char.isspace():
                     yield char, [index], [index + 1]
@@ -256,7 +258,7 @@ class WordpieceTokenizer:
     """Greedy longest-match-first WordPiece over words that are already split."""
 
     def __init__(self, vocab, unk_token=UNK_TOKEN,
-                              max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):
+                 max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
@@ -349,7 +351,7 @@ class FullTokenizer:
                 ends.append(offset + len(piece))
                 continue
             for word, word_starts, word_ends in basic_words_with_offsets(
-                    piece, self.do_lower_case):
+                piece, self.do_lower_case):
                 for token, start, end in self.wordpiece_tokenizer.tokenize_word_spans(word):
                     tokens.append(token)
                     starts.append(offset + word_starts[start])
@@ -371,7 +373,7 @@ class FullTokenizer:
         if self._graph_tokenizer is None:
             from bert_tf import wordpiece_graph  # pylint: disable=import-outside-toplevel
             self._graph_tokenizer = wordpiece_graph.GraphWordpiece(
-                    self.vocab_file, self.do_lower_case, self.keep_special_tokens)
+                self.vocab_file, self.do_lower_case, self.keep_special_tokens)
         return self._graph_tokenizer
 
     def convert_texts_to_ids(self, texts):

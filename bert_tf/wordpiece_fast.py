@@ -63,7 +63,7 @@ def _re2_class(code_points, negate=False):
     if start is not None:
         ranges.append((start, prev))
     body = "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}"
-                                  for a, b in ranges)
+                   for a, b in ranges)
     return "[" + ("^" if negate else "") + body + "]"
 
 
@@ -76,13 +76,13 @@ def _kinds(do_lower_case):
 def _icu_case_class(chars):
     """Case class of each char as ICU's lowercasing sees it (same probes as Python's)."""
     lower = lambda texts: tf.strings.lower(tf.constant(  # pylint: disable=g-long-lambda
-            [t.encode("utf-8") for t in texts]), encoding="utf-8").numpy()
+        [t.encode("utf-8") for t in texts]), encoding="utf-8").numpy()
     alone = lower([c + _SIGMA for c in chars])
     after_cased = lower(["A" + c + _SIGMA for c in chars])
     final = "\u03c2".encode("utf-8")
     return np.where([a.endswith(final) for a in alone], tables.CASE_CASED,
-                                    np.where([a.endswith(final) for a in after_cased], tables.CASE_IGNORABLE,
-                                                      tables.CASE_OTHER))
+                    np.where([a.endswith(final) for a in after_cased], tables.CASE_IGNORABLE,
+                             tables.CASE_OTHER))
 
 
 def _risky_code_points(assigned, cased_kind, do_lower_case):
@@ -100,19 +100,21 @@ def _risky_code_points(assigned, cased_kind, do_lower_case):
             risky.add(cp)
     if not do_lower_case:
         return risky
-    encode = lambda texts: tf.constant([t.encode("utf-8") for t in texts])  # pylint: disable=g-long-lambda
+    def encode(texts):
+        return tf.constant([t.encode("utf-8") for t in texts])
     lowered = tf.strings.lower(encode(chars), encoding="utf-8").numpy()
     nfd = tf_text.normalize_utf8(encode(chars), "NFD").numpy()
     ccc_probe = tf_text.normalize_utf8(encode(
-            ["a\u0301" + c for c in chars] + ["a" + c + "\u0316" for c in chars]), "NFD").numpy()
+        ["a\u0301" + c for c in chars] + ["a" + c + "\u0316" for c in chars]), "NFD").numpy()
     case = _icu_case_class(chars)
     n = len(chars)
     for i, (cp, char) in enumerate(zip(assigned, chars)):
         if (lowered[i].decode("utf-8") != char.lower()
-                or nfd[i].decode("utf-8") != unicodedata.normalize("NFD", char)
-                or ccc_probe[i].decode("utf-8") != unicodedata.normalize("NFD", "a\u0301" + char)
-                or ccc_probe[n + i].decode("utf-8") != unicodedata.normalize("NFD", "a" + char + "\u0316")
-                or case[i] != tables._case_class(char)):  # pylint: disable=protected-access
+            or nfd[i].decode("utf-8") != unicodedata.normalize("NFD", char)
+            or ccc_probe[i].decode("utf-8") != unicodedata.normalize("NFD", "a\u0301" + char)
+            or ccc_probe[n + i].decode("utf-8")
+            != unicodedata.normalize("NFD", "a" + char + "\u0316")
+            or case[i] != tables._case_class(char)):  # pylint: disable=protected-access
             risky.add(cp)
     # Characters whose normalised form contains a character FastBert splits differently.
     for cp, char in zip(assigned, chars):
@@ -129,27 +131,29 @@ def _compute_patterns(do_lower_case):
     risky = _risky_code_points(assigned, cased_kind, do_lower_case)
     risky.update(cp for cp, cat in enumerate(categories) if cat == "Cn")
     drop = [cp for cp in range(tables.NUM_CODE_POINTS)
-                    if cased_kind[cp] == tables.DROP and categories[cp] != "Cs"]
+            if cased_kind[cp] == tables.DROP and categories[cp] != "Cs"]
     marks = ([cp for cp, cat in enumerate(categories) if cat == "Mn"]
-                      if do_lower_case else [])
+             if do_lower_case else [])
     # Separators in both modes, within the blocks where they are dense: a small class.
     separators = [cp for cp in list(range(0x80)) + list(range(0x2000, 0x2070))
-                                + list(range(0x3000, 0xA000)) + list(range(0xFF00, 0xFF66))
-                                if kind[cp] in (tables.SPACE, tables.ISOLATE)
-                                and cased_kind[cp] in (tables.SPACE, tables.ISOLATE)]
+                  + list(range(0x3000, 0xA000)) + list(range(0xFF00, 0xFF66))
+                  if kind[cp] in (tables.SPACE, tables.ISOLATE)
+                  and cased_kind[cp] in (tables.SPACE, tables.ISOLATE)]
     not_separator = _re2_class(separators, negate=True)
     return FastPathPatterns(
-            drop=_re2_class(drop),
-            marks=_re2_class(marks) if marks else "",
-            safe_text="(?s)" + _re2_class(sorted(risky), negate=True) + "*",
-            long_run=not_separator + "{%d}" % (MAX_SAFE_RUN + 1))
+        drop=_re2_class(drop),
+        marks=_re2_class(marks) if marks else "",
+        safe_text="(?s)" + _re2_class(sorted(risky), negate=True) + "*",
+        long_run=not_separator + "{%d}" % (MAX_SAFE_RUN + 1))
 
 
 def _cache_file(do_lower_case):
     root = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-    key = (f"v{_CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}-ucd{unicodedata.unidata_version}"
-                  f"-tf{tf.__version__}-tftext{tf_text.__version__ if hasattr(tf_text, '__version__') else ''}")
-    return os.path.join(root, "bert_tf", f"fast_path_{key}_{'uncased' if do_lower_case else 'cased'}.json")
+    key = (f"v{_CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}"
+           f"-ucd{unicodedata.unidata_version}-tf{tf.__version__}"
+           f"-tftext{getattr(tf_text, '__version__', '')}")
+    mode = "uncased" if do_lower_case else "cased"
+    return os.path.join(root, "bert_tf", f"fast_path_{key}_{mode}.json")
 
 
 @functools.lru_cache(maxsize=2)
@@ -180,14 +184,14 @@ class FastPath(tf.Module):
         self.do_lower_case = bool(do_lower_case)
         self.patterns = fast_path_patterns(self.do_lower_case)
         self.tokenizer = tf_text.FastBertTokenizer(
-                vocab_list, suffix_indicator="##", max_bytes_per_word=MAX_BYTES_PER_WORD,
-                token_out_type=tf.int64, unknown_token=unknown_token,
-                lower_case_nfd_strip_accents=False)
+            vocab_list, suffix_indicator="##", max_bytes_per_word=MAX_BYTES_PER_WORD,
+            token_out_type=tf.int64, unknown_token=unknown_token,
+            lower_case_nfd_strip_accents=False)
 
     def is_safe(self, texts):
         """[B] bool: the text takes the fast path."""
         return (tf.strings.regex_full_match(texts, self.patterns.safe_text)
-                        & ~tf.strings.regex_full_match(texts, "(?s).*" + self.patterns.long_run + ".*"))
+                & ~tf.strings.regex_full_match(texts, "(?s).*" + self.patterns.long_run + ".*"))
 
     def tokenize_ids(self, texts):
         """texts [B] -> ids [B, (T)] int64; only valid where `is_safe`."""

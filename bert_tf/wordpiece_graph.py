@@ -15,7 +15,6 @@ tensorflow_text limit counts bytes, not characters).
 import os
 
 import keras
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -67,11 +66,11 @@ def _final_sigma(code_points, case, rows):
     before = tf.gather(count, sigma) - 2  # index into positions of the one before
     prev = tf.gather(positions, tf.maximum(before, 0))
     prev_cased = ((before >= 0) & (tf.gather(rows, prev) == sigma_rows)
-                                & (tf.gather(case, prev) == tables.CASE_CASED))
+                  & (tf.gather(case, prev) == tables.CASE_CASED))
     after = tf.gather(count, sigma)
     nxt = tf.gather(positions, tf.minimum(after, total - 1))
     next_cased = ((after < total) & (tf.gather(rows, nxt) == sigma_rows)
-                                & (tf.gather(case, nxt) == tables.CASE_CASED))
+                  & (tf.gather(case, nxt) == tables.CASE_CASED))
     final = prev_cased & ~next_cased  # [S]
     return tf.scatter_nd(sigma[:, None], final, tf.shape(code_points))
 
@@ -79,7 +78,7 @@ def _final_sigma(code_points, case, rows):
 def _words(graph_tables, texts, do_lower_case):
     """Splits texts [B] into normalised words. Returns a dict of flat tensors."""
     chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
-                                                                        replacement_char=0xFFFD)  # [B, (C)]
+                                      replacement_char=0xFFFD)  # [B, (C)]
     info = graph_tables.info(chars.values)  # [C]
     kind = _field(info, 0, tables.KIND_MASK)
     kept = tf.cast(tf.where(kind != tables.DROP)[:, 0], tf.int32)  # [K] index into C
@@ -95,27 +94,27 @@ def _words(graph_tables, texts, do_lower_case):
     prev_kind = tf.concat([[tables.SPACE], kind[:-1]], 0)
     prev_row = tf.concat([[-1], rows[:-1]], 0)
     starts = ((prev_row != rows) | (prev_kind == tables.SPACE) | (prev_kind == tables.ISOLATE)
-                        | (kind == tables.ISOLATE))
+              | (kind == tables.ISOLATE))
     in_word = tf.cast(tf.where(kind != tables.SPACE)[:, 0], tf.int32)  # [L]
     word_of_char = tf.cumsum(tf.cast(tf.gather(starts, in_word), tf.int32)) - 1  # [L]
     lengths = _field(tf.gather(info, in_word), tables.LENGTH_SHIFT, tables.LENGTH_MASK)
     origin = tf.repeat(tf.range(tf.shape(in_word)[0]), lengths)  # [O] index into L
     slot = tf.range(tf.shape(origin)[0]) - tf.repeat(tf.cumsum(lengths, exclusive=True),
-                                                                                                          lengths)
+                                                       lengths)
     row_of_expansion = tf.gather(tf.bitwise.right_shift(tf.gather(info, in_word),
-                                                                                                            tables.EXPANSION_SHIFT), origin)
+                                                        tables.EXPANSION_SHIFT), origin)
     expansion_index = tf.stack([row_of_expansion, tf.maximum(slot - 1, 0)], axis=1)
     normalised = tf.where(slot == 0, tf.gather(tf.gather(first, in_word), origin),
-                                                tf.gather_nd(graph_tables.expansions, expansion_index))  # [O]
+                          tf.gather_nd(graph_tables.expansions, expansion_index))  # [O]
     out_word = tf.gather(word_of_char, origin)  # [O]
     num_words = tf.reduce_max(tf.concat([[-1], word_of_char], 0)) + 1
     word_chars = tf.RaggedTensor.from_value_rowids(normalised, out_word, nrows=num_words)
     word_first = tf.gather(in_word, tf.math.unsorted_segment_min(
-            tf.range(tf.shape(in_word)[0]), word_of_char, num_words))  # [W] index into K
+        tf.range(tf.shape(in_word)[0]), word_of_char, num_words))  # [W] index into K
     return {
-            "chars": chars, "kept": kept, "in_word": in_word, "origin": origin,
-            "word_chars": word_chars,  # [W, (chars)] normalised code points
-            "word_rows": tf.gather(rows, word_first),  # [W]
+        "chars": chars, "kept": kept, "in_word": in_word, "origin": origin,
+        "word_chars": word_chars,  # [W, (chars)] normalised code points
+        "word_rows": tf.gather(rows, word_first),  # [W]
     }
 
 
@@ -129,7 +128,7 @@ class GraphWordpiece(tf.Module):
     """
 
     def __init__(self, vocab_file, do_lower_case=True, keep_special_tokens=False,
-                              name="graph_wordpiece"):
+                 name="graph_wordpiece"):
         super().__init__(name=name)
         vocab = tokenization.load_vocab(vocab_file)
         tokenization.check_vocab_has_unk(vocab, vocab_file)
@@ -140,16 +139,16 @@ class GraphWordpiece(tf.Module):
         self.tables = _GraphTables(self.do_lower_case)
         self.fast_path = wordpiece_fast.FastPath(list(vocab), self.do_lower_case)
         self.wordpiece = tf_text.FastWordpieceTokenizer(
-                vocab=list(vocab), suffix_indicator="##", max_bytes_per_word=_MAX_BYTES_PER_WORD,
-                token_out_type=tf.int64, unknown_token=tokenization.UNK_TOKEN,
-                no_pretokenization=True)
+            vocab=list(vocab), suffix_indicator="##", max_bytes_per_word=_MAX_BYTES_PER_WORD,
+            token_out_type=tf.int64, unknown_token=tokenization.UNK_TOKEN,
+            no_pretokenization=True)
         specials = [token for token in tokenization.SPECIAL_TOKENS if token in vocab]
         self.special_pattern = "|".join(t.replace("[", r"\[").replace("]", r"\]")
-                                                                        for t in specials)
+                                        for t in specials)
         self.special_table = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(
-                        tf.constant(specials), tf.constant([vocab[t] for t in specials], tf.int64)),
-                default_value=-1)
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(specials), tf.constant([vocab[t] for t in specials], tf.int64)),
+            default_value=-1)
 
     def _routed_ids(self, texts):
         """ids [N, (T)]: the fast path where it is exact, the code-point path elsewhere."""
@@ -157,7 +156,7 @@ class GraphWordpiece(tf.Module):
         safe_index = tf.where(safe)[:, 0]
         other_index = tf.where(~safe)[:, 0]
         ids = tf.concat([self.fast_path.tokenize_ids(tf.gather(texts, safe_index)),
-                                          self._pieces(tf.gather(texts, other_index), False)], 0)
+                         self._pieces(tf.gather(texts, other_index), False)], 0)
         order = tf.math.invert_permutation(tf.concat([safe_index, other_index], 0))
         return tf.gather(ids, order)
 
@@ -167,16 +166,16 @@ class GraphWordpiece(tf.Module):
         word_chars = words["word_chars"]
         too_long = word_chars.row_lengths() > tokenization.MAX_INPUT_CHARS_PER_WORD
         strings = tf.where(too_long, _TOO_LONG_WORD,
-                                              tf.strings.unicode_encode(word_chars, "UTF-8"))  # [W]
+                           tf.strings.unicode_encode(word_chars, "UTF-8"))  # [W]
         num_texts = tf.shape(texts, out_type=tf.int64)[0]
         if not with_offsets:
             ids = self.wordpiece.tokenize(strings)  # [W, (P)]
             return tf.RaggedTensor.from_value_rowids(
-                    ids, tf.cast(words["word_rows"], tf.int64), nrows=num_texts).merge_dims(1, 2)
+                ids, tf.cast(words["word_rows"], tf.int64), nrows=num_texts).merge_dims(1, 2)
         ids, start_bytes, end_bytes = self.wordpiece.tokenize_with_offsets(strings)
         starts, ends = _piece_char_offsets(words, ids, start_bytes, end_bytes, self.unk_id)
         regroup = lambda t: tf.RaggedTensor.from_value_rowids(  # pylint: disable=g-long-lambda
-                t, tf.cast(words["word_rows"], tf.int64), nrows=num_texts).merge_dims(1, 2)
+            t, tf.cast(words["word_rows"], tf.int64), nrows=num_texts).merge_dims(1, 2)
         return regroup(ids), regroup(starts), regroup(ends)
 
     def tokenize_ids(self, texts, with_offsets=False):
@@ -188,13 +187,13 @@ class GraphWordpiece(tf.Module):
         # regex_split stops at U+0000; U+FFFD is dropped like it and is one character too.
         texts = tf.strings.regex_replace(texts, "\\x00", "\ufffd")
         pieces, _, _ = tf_text.regex_split_with_offsets(
-                texts, self.special_pattern, self.special_pattern)  # [B, (P)]
+            texts, self.special_pattern, self.special_pattern)  # [B, (P)]
         special_ids = self.special_table.lookup(pieces.values)  # [P]
         is_special = special_ids >= 0
         special = lambda values: tf.RaggedTensor.from_row_lengths(  # pylint: disable=g-long-lambda
-                tf.boolean_mask(values, is_special), tf.cast(is_special, tf.int64))  # [P, (0|1)]
+            tf.boolean_mask(values, is_special), tf.cast(is_special, tf.int64))  # [P, (0|1)]
         regroup = lambda t: tf.RaggedTensor.from_row_splits(  # pylint: disable=g-long-lambda
-                t, pieces.row_splits).merge_dims(1, 2)
+            t, pieces.row_splits).merge_dims(1, 2)
         result = tokenize(tf.where(is_special, "", pieces.values), with_offsets)
         if not with_offsets:
             return regroup(tf.concat([result, special(special_ids)], 1))
@@ -203,11 +202,12 @@ class GraphWordpiece(tf.Module):
         lengths = tf.cast(lengths, tf.int64)
         ends_in_text = tf.cumsum(lengths)  # [P] flat over the batch
         piece_start = ends_in_text - lengths - tf.gather(
-                tf.concat([[0], ends_in_text], 0), tf.gather(pieces.row_splits, pieces.value_rowids()))
-        shift = lambda t: t + tf.cast(piece_start, t.dtype)[:, None]  # pylint: disable=g-long-lambda
+            tf.concat([[0], ends_in_text], 0), tf.gather(pieces.row_splits, pieces.value_rowids()))
+        def shift(offsets):
+            return offsets + tf.cast(piece_start, offsets.dtype)[:, None]
         return (regroup(tf.concat([ids, special(special_ids)], 1)),
-                        regroup(tf.concat([shift(starts), special(piece_start)], 1)),
-                        regroup(tf.concat([shift(ends), special(piece_start + lengths)], 1)))
+                regroup(tf.concat([shift(starts), special(piece_start)], 1)),
+                regroup(tf.concat([shift(ends), special(piece_start + lengths)], 1)))
 
     def ids_as_lists(self, texts):
         """Python list of texts -> list of lists of int ids."""
@@ -230,8 +230,9 @@ class GraphWordpiece(tf.Module):
         if not hasattr(self, "_functions"):
             spec = [tf.TensorSpec([None], tf.string)]
             self._functions = {
-                    flag: tf.function(lambda t, flag=flag: self.tokenize_ids(t, flag), input_signature=spec)
-                    for flag in (False, True)}
+                flag: tf.function(lambda t, flag=flag: self.tokenize_ids(t, flag),
+                       input_signature=spec, autograph=False)
+                for flag in (False, True)}
         return self._functions[with_offsets](tf.constant(encoded, tf.string, shape=[len(encoded)]))
 
 
@@ -244,15 +245,16 @@ def _piece_char_offsets(words, ids, start_bytes, end_bytes, unk_id):
     """Character offsets in the input text of each piece. Returns starts, ends [W, (P)]."""
     chars, word_chars = words["chars"], words["word_chars"]
     code_points = word_chars.values  # [O]
-    char_bytes = (1 + tf.cast(code_points >= 0x80, tf.int64) + tf.cast(code_points >= 0x800, tf.int64)
-                                + tf.cast(code_points >= 0x10000, tf.int64))
+    char_bytes = (1 + tf.cast(code_points >= 0x80, tf.int64)
+                  + tf.cast(code_points >= 0x800, tf.int64)
+                  + tf.cast(code_points >= 0x10000, tf.int64))
     byte_start = tf.cumsum(char_bytes, exclusive=True)  # [O]
     word_first = tf.cast(word_chars.row_starts(), tf.int64)  # [W]
     word_last = tf.cast(word_chars.row_limits(), tf.int64) - 1  # [W]
     piece_word = ids.value_rowids()  # [Pn]
     base = tf.gather(tf.gather(byte_start, word_first), piece_word)
     locate = lambda b: tf.searchsorted(  # pylint: disable=g-long-lambda
-            byte_start[None], b[None], side="right", out_type=tf.int64)[0] - 1
+        byte_start[None], b[None], side="right", out_type=tf.int64)[0] - 1
     first = locate(base + start_bytes.values)
     last = locate(base + end_bytes.values - 1)
     is_unk = ids.values == unk_id
@@ -260,9 +262,9 @@ def _piece_char_offsets(words, ids, start_bytes, end_bytes, unk_id):
     last = tf.where(is_unk, tf.gather(word_last, piece_word), last)
     kept_rows = tf.gather(chars.value_rowids(), words["kept"])
     position = (tf.cast(words["kept"], tf.int64)
-                            - tf.cast(tf.gather(chars.row_splits, kept_rows), tf.int64))  # [K]
+                - tf.cast(tf.gather(chars.row_splits, kept_rows), tf.int64))  # [K]
     to_text = lambda o: tf.gather(position, tf.gather(  # pylint: disable=g-long-lambda
-            words["in_word"], tf.gather(words["origin"], o)))
+        words["in_word"], tf.gather(words["origin"], o)))
     return (ids.with_flat_values(to_text(first)), ids.with_flat_values(to_text(last) + 1))
 
 
@@ -300,10 +302,10 @@ class BertTokenizerLayer(keras.layers.Layer):
     def tokenize_with_offsets(self, texts):
         """texts [B] -> (ids, start_chars, end_chars), each [B, (T)] int64."""
         return self.engine.tokenize_ids(tf.reshape(tf.convert_to_tensor(texts, tf.string), [-1]),
-                                                                        with_offsets=True)
+                                        with_offsets=True)
 
     def get_config(self):
         config = super().get_config()
         config.update(vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
-                                    keep_special_tokens=self.keep_special_tokens)
+                      keep_special_tokens=self.keep_special_tokens)
         return config

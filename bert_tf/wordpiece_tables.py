@@ -17,6 +17,8 @@ For each code point the tables give:
 
 import dataclasses
 import functools
+import os
+import sys
 import unicodedata
 
 import numpy as np
@@ -103,11 +105,11 @@ def _kind(char, normalised):
 def _is_chinese_array():
     is_chinese = np.zeros(NUM_CODE_POINTS, dtype=bool)
     for first, last in ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
-                                            (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
-                                            (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)):
+                        (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
+                        (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)):
         is_chinese[first:last + 1] = True
     assert all(tokenization.is_chinese_char(cp) == is_chinese[cp]
-                          for cp in range(0, NUM_CODE_POINTS, 97))
+               for cp in range(0, NUM_CODE_POINTS, 97))
     return is_chinese
 
 
@@ -128,8 +130,41 @@ def _packed(char, do_lower_case, expansions):
     return info, delta
 
 
+_CACHE_VERSION = 1  # bump when the tables change
+
+
+def _cache_file(do_lower_case):
+    root = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    name = (f"char_tables_v{_CACHE_VERSION}_py{sys.version_info[0]}{sys.version_info[1]}"
+        f"_ucd{unicodedata.unidata_version}_{'uncased' if do_lower_case else 'cased'}.npz")
+    return os.path.join(root, "bert_tf", name)
+
+
 @functools.lru_cache(maxsize=2)
 def char_tables(do_lower_case):
+    """The tables for cased or uncased text: from the disk cache, else built and cached."""
+    path = _cache_file(do_lower_case)
+    try:
+        with np.load(path) as arrays:
+            return CharTables(TwoLevelTable(arrays["info_index"], arrays["info_blocks"]),
+                     TwoLevelTable(arrays["delta_index"], arrays["delta_blocks"]),
+                     arrays["expansions"])
+    except (OSError, KeyError, ValueError):
+        pass
+    tables = build_char_tables(do_lower_case)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "wb") as writer:
+            np.savez(writer, info_index=tables.info.block_index, info_blocks=tables.info.blocks,
+                delta_index=tables.delta.block_index, delta_blocks=tables.delta.blocks,
+                expansions=tables.expansions)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass  # a read-only home only costs the next process the build
+    return tables
+
+
+def build_char_tables(do_lower_case):
     """Builds the tables for cased or uncased text (a second or two; cached)."""
     plain = WORD | (1 << LENGTH_SHIFT)
     info = np.full(NUM_CODE_POINTS, plain, dtype=np.int64)
@@ -147,11 +182,11 @@ def char_tables(do_lower_case):
             info[code_point], delta[code_point] = _packed(char, do_lower_case, expansions)
             continue
         if cat in ("Cn", "Co") or (cat in ("Lo", "Nd") and code_point >= 0x80 and not (
-                do_lower_case and not unicodedata.is_normalized("NFD", char))):
+            do_lower_case and not unicodedata.is_normalized("NFD", char))):
             # Nothing changes: no case mapping, no decomposition, not a separator.
             if do_lower_case and cat == "Lo":
                 info[code_point] |= _case_class(char) << CASE_SHIFT
             continue
         info[code_point], delta[code_point] = _packed(char, do_lower_case, expansions)
     return CharTables(TwoLevelTable.from_dense(info), TwoLevelTable.from_dense(delta),
-                                        np.asarray(expansions, dtype=np.int32))
+                      np.asarray(expansions, dtype=np.int32))

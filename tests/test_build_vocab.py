@@ -15,75 +15,75 @@ WORDS = ["the", "The", "running", "runner", "runs", "unwanted", "wanted", "want"
 
 
 def _corpus_lines():
-  """Deterministic sentences over WORDS, blank lines between documents."""
-  lines = []
-  for i, combo in enumerate(itertools.permutations(WORDS[:12], 4)):
-    if i >= 1500:
-      break
-    lines.append(" ".join(combo) + " " + WORDS[12 + i % (len(WORDS) - 12)])
-    if i % 50 == 49:
-      lines.append("")
-  return lines
+    """Deterministic sentences over WORDS, blank lines between documents."""
+    lines = []
+    for i, combo in enumerate(itertools.permutations(WORDS[:12], 4)):
+        if i >= 1500:
+            break
+        lines.append(" ".join(combo) + " " + WORDS[12 + i % (len(WORDS) - 12)])
+        if i % 50 == 49:
+            lines.append("")
+    return lines
 
 
 @pytest.fixture
 def corpus(tmp_path):
-  path = tmp_path / "corpus.txt"
-  path.write_text("\n".join(_corpus_lines()) + "\n", encoding="utf-8")
-  return path
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(_corpus_lines()) + "\n", encoding="utf-8")
+    return path
 
 
 @pytest.mark.parametrize("lower", [True, False])
 def test_build_vocab_text_corpus(corpus, tmp_path, lower):
-  output = tmp_path / "out" / "vocab.txt"
-  summary = build_vocab.build_vocab(str(corpus), str(output), vocab_size=300,
-                                    do_lower_case=lower, num_unused=7, lower_thresh=2)
-  lines = output.read_text(encoding="utf-8").split("\n")
-  assert lines[-1] == "" and len(lines) - 1 == 300 == summary["vocab_size"]
-  vocab = lines[:-1]
-  assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-  assert vocab[5:12] == [f"[unused{i}]" for i in range(7)]
-  assert len(set(vocab)) == 300
-  assert not os.path.exists(str(output) + ".tmp")
-  learned = [t for t in vocab[12:] if not t.startswith("[unused")]
-  assert summary["learned_tokens"] == len(learned) > 50
-  # Frequent words are whole tokens; every character and its ## form is there.
-  assert "running" in vocab and "##ä" not in vocab and "中" in vocab
-  if lower:
-    assert "cafe" in vocab and not any(c.isupper() for t in learned for c in t)
-    assert "naive" in vocab and "zurich" in vocab
-  else:
-    assert "Café" in vocab and "The" in vocab and "Z" in vocab
-  tokenizer = tokenization.FullTokenizer(str(output), do_lower_case=lower)
-  for line in _corpus_lines()[:200]:
-    assert "[UNK]" not in tokenizer.tokenize(line)
+    output = tmp_path / "out" / "vocab.txt"
+    summary = build_vocab.build_vocab(str(corpus), str(output), vocab_size=300,
+                                      do_lower_case=lower, num_unused=7, lower_thresh=2)
+    lines = output.read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "" and len(lines) - 1 == 300 == summary["vocab_size"]
+    vocab = lines[:-1]
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert vocab[5:12] == [f"[unused{i}]" for i in range(7)]
+    assert len(set(vocab)) == 300
+    assert not os.path.exists(str(output) + ".tmp")
+    learned = [t for t in vocab[12:] if not t.startswith("[unused")]
+    assert summary["learned_tokens"] == len(learned) > 50
+    # Frequent words are whole tokens; every character and its ## form is there.
+    assert "running" in vocab and "##ä" not in vocab and "中" in vocab
+    if lower:
+        assert "cafe" in vocab and not any(c.isupper() for t in learned for c in t)
+        assert "naive" in vocab and "zurich" in vocab
+    else:
+        assert "Café" in vocab and "The" in vocab and "Z" in vocab
+    tokenizer = tokenization.FullTokenizer(str(output), do_lower_case=lower)
+    for line in _corpus_lines()[:200]:
+        assert "[UNK]" not in tokenizer.tokenize(line)
 
 
 def test_build_vocab_cli_and_errors(corpus, tmp_path):
-  flag_values = flags.FlagValues()
-  build_vocab.define_flags(flag_values)
-  output = tmp_path / "vocab.txt"
-  flag_values([
-      "bert-build-vocab", f"--input_file={corpus}", f"--output_file={output}",
-      "--vocab_size=200", "--num_unused=3", "--lower_thresh=2", "--nodo_lower_case"])
-  summary = build_vocab.run(flag_values)
-  assert summary["vocab_size"] == 200
-  assert len(tokenization.load_vocab(str(output))) == 200
-  flag_values.input_file = str(tmp_path / "missing*.txt")
-  with pytest.raises(Exception, match="missing"):
-    build_vocab.run(flag_values)
-  flag_values.input_file = str(corpus)
-  flag_values.vocab_size = 8
-  with pytest.raises(Exception, match="vocab_size=8"):
-    build_vocab.run(flag_values)
+    flag_values = flags.FlagValues()
+    build_vocab.define_flags(flag_values)
+    output = tmp_path / "vocab.txt"
+    flag_values([
+        "bert-build-vocab", f"--input_file={corpus}", f"--output_file={output}",
+        "--vocab_size=200", "--num_unused=3", "--lower_thresh=2", "--nodo_lower_case"])
+    summary = build_vocab.run(flag_values)
+    assert summary["vocab_size"] == 200
+    assert len(tokenization.load_vocab(str(output))) == 200
+    flag_values.input_file = str(tmp_path / "missing*.txt")
+    with pytest.raises(Exception, match="missing"):
+        build_vocab.run(flag_values)
+    flag_values.input_file = str(corpus)
+    flag_values.vocab_size = 8
+    with pytest.raises(Exception, match="vocab_size=8"):
+        build_vocab.run(flag_values)
 
 
 def test_build_vocab_wikiextractor_input(tmp_path):
-  path = tmp_path / "wiki_00"
-  body = "\n".join(" ".join(c) + "." for c in itertools.permutations(WORDS[:8], 3))
-  path.write_text(f'<doc id="1" url="x" title="T">\nT\n\n{body}\n</doc>\n', encoding="utf-8")
-  output = tmp_path / "vocab.txt"
-  summary = build_vocab.build_vocab(str(path), str(output), vocab_size=120, num_unused=2,
-                                    input_format="wikiextractor", lower_thresh=2)
-  vocab = tokenization.load_vocab(str(output))
-  assert summary["vocab_size"] == len(vocab) == 120 and "running" in vocab
+    path = tmp_path / "wiki_00"
+    body = "\n".join(" ".join(c) + "." for c in itertools.permutations(WORDS[:8], 3))
+    path.write_text(f'<doc id="1" url="x" title="T">\nT\n\n{body}\n</doc>\n', encoding="utf-8")
+    output = tmp_path / "vocab.txt"
+    summary = build_vocab.build_vocab(str(path), str(output), vocab_size=120, num_unused=2,
+                                      input_format="wikiextractor", lower_thresh=2)
+    vocab = tokenization.load_vocab(str(output))
+    assert summary["vocab_size"] == len(vocab) == 120 and "running" in vocab

@@ -17,38 +17,40 @@ sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 import reference_tokenizer  # pylint: disable=wrong-import-position
 
 VOCAB = """[PAD] [UNK] [CLS] [SEP] [MASK] the The quick brown fox un ##want ##ed runn ##ing
-, . ! ? [ ] $ 5 mask sep hello world cafe Café naive naïve 中 国 人 ， ος σο ² ##² a ##a é ##é
+, . ! ? [ ] $ 5 mask sep hello world cafe Café naive naïve 中 国 人 ， ος σο
+² ##² a ##a é ##é
 istanbul i ##stanbul ##y x y ##x e ##e""".split()
 
 GOLDEN = [  # (text, uncased tokens, cased tokens)
-        ("", [], []),
-        (" \t\n ", [], []),
-        ("unwanted running", ["un", "##want", "##ed", "runn", "##ing"],
-          ["un", "##want", "##ed", "runn", "##ing"]),
-        ("Café NAÏVE naïve", ["cafe", "naive", "naive"], ["Café", "[UNK]", "naïve"]),
-        ("The quick", ["the", "quick"], ["The", "quick"]),
-        ("hello中国人world", ["hello", "中", "国", "人", "world"], ["hello", "中", "国", "人", "world"]),
-        ("中，国", ["中", "，", "国"], ["中", "，", "国"]),  # fullwidth comma stays fullwidth
-        ("hello 🙂 world", ["hello", "[UNK]", "world"], ["hello", "[UNK]", "world"]),
-        ("hello🙂", ["[UNK]"], ["[UNK]"]),  # one word, unmatched rest: the whole word
-        ("hel\x00lo\u200b wor\x07ld\ufffd", ["hello", "world"], ["hello", "world"]),
-        ("hello\tworld\nfox\u3000the", ["hello", "world", "fox", "the"],
-          ["hello", "world", "fox", "the"]),
-        ("fox Привет", ["fox", "[UNK]"], ["fox", "[UNK]"]),
-        ("foxy!?", ["fox", "##y", "!", "?"], ["fox", "##y", "!", "?"]),
-        ("$5.", ["$", "5", "."], ["$", "5", "."]),
-        ("hello [MASK] world", ["hello", "[", "mask", "]", "world"],
-          ["hello", "[", "[UNK]", "]", "world"]),
-        ("[SEP]", ["[", "sep", "]"], ["[", "[UNK]", "]"]),
-        ("fox²", ["fox", "##²"], ["fox", "##²"]),  # not "2": no compatibility folding
-        ("ΟΣ ΣΟ", ["ος", "σο"], ["[UNK]", "[UNK]"]),  # final sigma, as str.lower
-        ("İstanbul", ["istanbul"], ["[UNK]"]),
-        ("hello—world", ["hello", "[UNK]", "world"], ["hello", "[UNK]", "world"]),
-        ("a" * 200, ["a"] + ["##a"] * 199, ["a"] + ["##a"] * 199),
-        ("a" * 201, ["[UNK]"], ["[UNK]"]),
-        ("é" * 150, ["e"] + ["##e"] * 149, ["é"] + ["##é"] * 149),  # 300 bytes, 150 characters
-        ("x" + "é" * 201, ["[UNK]"], ["[UNK]"]),
-        ("e\u0301" * 150, ["e"] + ["##e"] * 149, ["[UNK]"]),  # 150 characters once uncased
+    ("", [], []),
+    (" \t\n ", [], []),
+    ("unwanted running", ["un", "##want", "##ed", "runn", "##ing"],
+     ["un", "##want", "##ed", "runn", "##ing"]),
+    ("Café NAÏVE naïve", ["cafe", "naive", "naive"], ["Café", "[UNK]", "naïve"]),
+    ("The quick", ["the", "quick"], ["The", "quick"]),
+    ("hello中国人world", ["hello", "中", "国", "人", "world"],
+     ["hello", "中", "国", "人", "world"]),
+    ("中，国", ["中", "，", "国"], ["中", "，", "国"]),  # fullwidth comma stays fullwidth
+    ("hello 🙂 world", ["hello", "[UNK]", "world"], ["hello", "[UNK]", "world"]),
+    ("hello🙂", ["[UNK]"], ["[UNK]"]),  # one word, unmatched rest: the whole word
+    ("hel\x00lo\u200b wor\x07ld\ufffd", ["hello", "world"], ["hello", "world"]),
+    ("hello\tworld\nfox\u3000the", ["hello", "world", "fox", "the"],
+     ["hello", "world", "fox", "the"]),
+    ("fox Привет", ["fox", "[UNK]"], ["fox", "[UNK]"]),
+    ("foxy!?", ["fox", "##y", "!", "?"], ["fox", "##y", "!", "?"]),
+    ("$5.", ["$", "5", "."], ["$", "5", "."]),
+    ("hello [MASK] world", ["hello", "[", "mask", "]", "world"],
+     ["hello", "[", "[UNK]", "]", "world"]),
+    ("[SEP]", ["[", "sep", "]"], ["[", "[UNK]", "]"]),
+    ("fox²", ["fox", "##²"], ["fox", "##²"]),  # not "2": no compatibility folding
+    ("ΟΣ ΣΟ", ["ος", "σο"], ["[UNK]", "[UNK]"]),  # final sigma, as str.lower
+    ("İstanbul", ["istanbul"], ["[UNK]"]),
+    ("hello—world", ["hello", "[UNK]", "world"], ["hello", "[UNK]", "world"]),
+    ("a" * 200, ["a"] + ["##a"] * 199, ["a"] + ["##a"] * 199),
+    ("a" * 201, ["[UNK]"], ["[UNK]"]),
+    ("é" * 150, ["e"] + ["##e"] * 149, ["é"] + ["##é"] * 149),  # 300 bytes, 150 characters
+    ("x" + "é" * 201, ["[UNK]"], ["[UNK]"]),
+    ("e\u0301" * 150, ["e"] + ["##e"] * 149, ["[UNK]"]),  # 150 characters once uncased
 ]
 
 
@@ -62,7 +64,7 @@ def vocab_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tokenizers(vocab_file):
     return {lower: tokenization.FullTokenizer(vocab_file, do_lower_case=lower)
-                    for lower in (True, False)}
+            for lower in (True, False)}
 
 
 @pytest.mark.parametrize("text,uncased,cased", GOLDEN)
@@ -89,7 +91,7 @@ def test_keep_special_tokens(vocab_file):
         assert tokenizer.tokenize_batch([text, "", "[MASK]"]) == [expected, [], ["[MASK]"]]
         tokens, starts, ends = tokenizer.tokenize_with_offsets(text)
         assert [text[s:e] for s, e in zip(starts, ends)][:6] == [
-                "hello", "[MASK]", "world", "[SEP]", "[CLS]", "fox"]
+            "hello", "[MASK]", "world", "[SEP]", "[CLS]", "fox"]
         ids, batch_starts, batch_ends = tokenizer.tokenize_batch_with_offsets([text])
         assert ids[0] == tokenizer.convert_tokens_to_ids(tokens)
         assert (batch_starts[0], batch_ends[0]) == (starts, ends)
@@ -133,15 +135,15 @@ def test_load_vocab_strips_and_indexes(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_bytes(b"[PAD]\r\n[UNK]\n  hello \nworld")
     assert list(tokenization.load_vocab(str(path)).items()) == [
-            ("[PAD]", 0), ("[UNK]", 1), ("hello", 2), ("world", 3)]
+        ("[PAD]", 0), ("[UNK]", 1), ("hello", 2), ("world", 3)]
 
 
 @pytest.mark.parametrize("content,message", [
-        (b"", "vocab file is empty: {path}"),
-        (b"[PAD]\nhello\n", "vocab file {path} has no [UNK] token"),
-        (b"[UNK]\nhello\nworld\nhello\n",
-          "{path}:4: duplicate vocab entry 'hello', first seen on line 2"),
-        (b"[UNK]\nhe\xffllo\n", "{path}:2: vocab line is not valid UTF-8"),
+    (b"", "vocab file is empty: {path}"),
+    (b"[PAD]\nhello\n", "vocab file {path} has no [UNK] token"),
+    (b"[UNK]\nhello\nworld\nhello\n",
+     "{path}:4: duplicate vocab entry 'hello', first seen on line 2"),
+    (b"[UNK]\nhe\xffllo\n", "{path}:2: vocab line is not valid UTF-8"),
 ])
 def test_bad_vocab(tmp_path, content, message):
     path = tmp_path / "vocab.txt"
@@ -170,7 +172,7 @@ def test_non_utf8_text(tokenizers):
 def test_code_point_sample_agrees(tokenizers):
     """Every code point in a sample, between letters and alone: fast path == original."""
     code_points = [cp for cp in list(range(0x3000)) + list(range(0x3000, 0x110000, 211))
-                                  if unicodedata.category(chr(cp)) != "Cs"]
+                   if unicodedata.category(chr(cp)) != "Cs"]
     texts = [f"x{chr(cp)}y {chr(cp)}" for cp in code_points]
     for tokenizer in tokenizers.values():
         expected = [tokenizer.tokenize(text) for text in texts]
@@ -184,16 +186,17 @@ def test_layer_in_saved_model(vocab_file, tokenizers, tmp_path):
     module = tf.Module()
     module.tokenizer = layer
     module.tokenize = tf.function(lambda t: layer(t),
-                                                                input_signature=[tf.TensorSpec([None], tf.string)])
+                                  input_signature=[tf.TensorSpec([None], tf.string)])
     tf.saved_model.save(module, str(tmp_path / "model"))
-    assert (tmp_path / "model" / "assets" / "vocab.txt").read_text(encoding="utf-8").split() == VOCAB
+    asset = tmp_path / "model" / "assets" / "vocab.txt"
+    assert asset.read_text(encoding="utf-8").split() == VOCAB
     loaded = tf.saved_model.load(str(tmp_path / "model"))
     expected = [tokenizers[True].convert_tokens_to_ids(u) for _, u, _ in GOLDEN]
     assert layer(tf.constant(texts)).to_list() == expected
     assert loaded.tokenize(tf.constant(texts)).to_list() == expected
     config = layer.get_config()
     assert (config["vocab_file"], config["do_lower_case"], config["keep_special_tokens"]) == (
-            vocab_file, True, False)
+        vocab_file, True, False)
     assert tokenization.BertTokenizerLayer.from_config(config).get_config() == config
 
 
@@ -204,7 +207,7 @@ def wikipedia_lines(data_dir, max_bytes=None):
     """Paragraphs of the WikiExtractor samples: English (tags stripped) and Chinese (JSON)."""
     english = (data_dir / "wiki" / "enwiki_wikiextractor_wiki_00").read_text(encoding="utf-8")
     chinese = [json.loads(line)["text"] for line in
-                          (data_dir / "wiki" / "zhwiki_wikiextractor_json_wiki_00").open(encoding="utf-8")]
+               (data_dir / "wiki" / "zhwiki_wikiextractor_json_wiki_00").open(encoding="utf-8")]
     lines = []
     for text in (re.sub(r"</?doc[^>]*>", "", english), "\n".join(chinese)):
         text = text[:max_bytes] if max_bytes else text
@@ -222,7 +225,7 @@ def _real_tokenizer(data_dir, lower):
 def _check_agreement(tokenizer, lines):
     vocab = set(tokenizer.vocab)
     expected = [reference_tokenizer.reference_tokenize(line, vocab, tokenizer.do_lower_case)
-                            for line in lines]
+                for line in lines]
     assert sum(map(len, expected)) > 10 * len(lines)
     fast = tokenizer.tokenize_batch(lines)  # the routed fast path
     mismatched = [i for i, (a, b) in enumerate(zip(fast, expected)) if a != b]
