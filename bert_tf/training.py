@@ -229,7 +229,6 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
         model = build_model(strategy, model_fn, element_spec)
     with strategy.scope():
         names = training_steps.loss_names(model, loss_fn, element_spec)
-    with strategy.scope():
         optimizer = optimizer_fn()
         if mixed_precision == "float16" and not isinstance(
                 optimizer, keras.optimizers.LossScaleOptimizer):

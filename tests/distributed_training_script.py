@@ -6,6 +6,8 @@ before TensorFlow initialises, so these runs need a fresh process).
         curves.
     python distributed_training_script.py tiny_mirrored OUT_DIR RESULT_JSON
         the same with the tiny regressor of training_helper.py (fast).
+    python distributed_training_script.py tiny_mirrored_float16 OUT_DIR RESULT_JSON
+        the same in float16 (loss scaling) with 2 micro-batches per replica.
     python distributed_training_script.py worker OUT_DIR RESULT_JSON
         one worker of a MultiWorkerMirroredStrategy (TF_CONFIG from the environment).
 """
@@ -63,7 +65,7 @@ def run_mirrored(record_dir, out_dir, result_path):
         json.dump(curves, stream)
 
 
-def run_tiny_mirrored(out_dir, result_path):
+def run_tiny_mirrored(out_dir, result_path, float16=False):
     """The tiny regressor on one device and mirrored over 2 logical CPUs."""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
@@ -71,14 +73,24 @@ def run_tiny_mirrored(out_dir, result_path):
     from bert_tf import distribute, training  # pylint: disable=import-outside-toplevel
     from training_helper import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
                                  optimizer_fn, regression_loss)
+    import keras  # pylint: disable=import-outside-toplevel
+    # A loss scale that never overflows here: dynamic scaling starting at 2**15 skips
+    # overflowing steps, and how many depends on the size of the partial gradients.
+    scaled = lambda: keras.optimizers.LossScaleOptimizer(  # noqa: E731
+        optimizer_fn()(), initial_scale=64.0)
     curves = {}
-    for name in ("one_device", "mirrored"):
+    runs = {"one_device": {}, "mirrored": {}}
+    if float16:
+        runs = {name: dict(mixed_precision="float16", gradient_accumulation_steps=2,
+                           optimizer_fn=scaled) for name in runs}
+    for name, extra in runs.items():
         strategy = distribute.get_strategy(name)
+        extra.setdefault("optimizer_fn", optimizer_fn())
         result = training.train(
             strategy, TinyRegressor, regression_loss, dataset_fn_factory(8, shuffle=False),
-            optimizer_fn=optimizer_fn(), output_dir=os.path.join(out_dir, name),
+            output_dir=os.path.join(out_dir, name),
             num_train_steps=16, global_batch_size=8, save_checkpoints_steps=16,
-            steps_per_loop=4)
+            steps_per_loop=4, **extra)
         curves[name] = {"replicas": strategy.num_replicas_in_sync,
                         "losses": [h["total_loss"] for h in result.history],
                         "weights": [v.numpy().tolist()
@@ -107,5 +119,7 @@ if __name__ == "__main__":
         run_mirrored(*sys.argv[2:5])
     elif sys.argv[1] == "tiny_mirrored":
         run_tiny_mirrored(*sys.argv[2:4])
+    elif sys.argv[1] == "tiny_mirrored_float16":
+        run_tiny_mirrored(*sys.argv[2:4], float16=True)
     else:
         run_worker(*sys.argv[2:4])

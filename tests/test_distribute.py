@@ -86,6 +86,20 @@ def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
 
 
 @pytest.mark.slow
+def test_mirrored_float16_with_accumulation_matches_one_device(tmp_path):
+    result_path = tmp_path / "curves.json"
+    process = _run_script(["tiny_mirrored_float16", str(tmp_path / "out"),
+                           str(result_path)])
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, output[-3000:]
+    curves = json.loads(result_path.read_text())
+    one, mirrored = curves["one_device"], curves["mirrored"]
+    assert mirrored["replicas"] == 2
+    assert one["losses"][-1] < one["losses"][0] / 2
+    np.testing.assert_allclose(mirrored["losses"], one["losses"], rtol=2e-3)
+
+
+@pytest.mark.slow
 def test_mirrored_tiny_bert_gives_the_one_device_loss_curve(tmp_path):
     # Every record has 3 masked tokens: each replica's mean loss weighs its tokens like
     # the one-device mean does, so the curves must agree up to float rounding.
