@@ -31,6 +31,8 @@ flags.DEFINE_bool("is_regression", False, "generic task: the label is a number."
 flags.DEFINE_string("xnli_language", "zh", "xnli task: language of train/dev/test.")
 flags.DEFINE_integer("iterations_per_loop", None, "Alias of steps_per_loop (original name).")
 flags.DEFINE_bool("use_tpu", False, "Original flag: the same as distribution_strategy=tpu.")
+flags.DEFINE_string("master", None, "Unused (TF1 TPU master); kept for old commands.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Unused: TPUStrategy finds the cores itself.")
 for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
     getattr(flags, f"DEFINE_{_kind}")(_name, _default, _help)
 

@@ -285,10 +285,10 @@ COMMON_FLAGS = [
     ("save_checkpoints_steps", "integer", 1000, "Checkpoint every N steps (and at the end)."),
     ("keep_checkpoint_max", "integer", 5, "Newest checkpoints to keep."),
     ("steps_per_loop", "integer", 100, "Steps per host loop (progress is logged per loop)."),
-    ("optimizer_type", "string", "adamw", "adamw or lamb."),
+    ("optimizer", "string", "adamw", "adamw or lamb (as run_pretraining's --optimizer)."),
     ("weight_decay_rate", "float", 0.01, "Decoupled weight decay (not LayerNorm, bias)."),
     ("gradient_accumulation_steps", "integer", 1, "Micro-batches per optimizer step."),
-    ("mixed_precision", "string", None, "None, bfloat16 or float16."),
+    ("mixed_precision", "string", "none", "none, bfloat16 or float16 (loss scaling)."),
     ("use_xla", "bool", False, "XLA-compile the training step."),
     ("distribution_strategy", "string", "one_device",
      "one_device, mirrored, multi_worker_mirrored or tpu."),
@@ -308,6 +308,8 @@ def options_from_values(options_class, values, **overrides):
     """Builds `options_class` from an object with one attribute per field (absl FLAGS)."""
     kwargs = {field.name: getattr(values, field.name)
               for field in dataclasses.fields(options_class) if hasattr(values, field.name)}
+    if hasattr(values, "optimizer") and "optimizer_type" not in kwargs:
+        kwargs["optimizer_type"] = values.optimizer  # flag name as run_pretraining's
     kwargs.update(overrides)
     if kwargs.get("mixed_precision") in ("", "none", "None", "float32"):
         kwargs["mixed_precision"] = None
