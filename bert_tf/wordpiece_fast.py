@@ -75,8 +75,8 @@ def _kinds(do_lower_case):
 
 def _icu_case_class(chars):
     """Case class of each char as ICU's lowercasing sees it (same probes as Python's)."""
-    lower = lambda texts: tf.strings.lower(tf.constant(  # pylint: disable=g-long-lambda
-        [t.encode("utf-8") for t in texts]), encoding="utf-8").numpy()
+    def lower(texts):
+        return tf.strings.lower(_encoded(texts), encoding="utf-8").numpy()
     alone = lower([c + _SIGMA for c in chars])
     after_cased = lower(["A" + c + _SIGMA for c in chars])
     final = "\u03c2".encode("utf-8")
@@ -85,37 +85,48 @@ def _icu_case_class(chars):
                              tables.CASE_OTHER))
 
 
+def _encoded(texts):
+    return tf.constant([t.encode("utf-8") for t in texts])
+
+
+def _python_bytes(texts):
+    return np.array([t.encode("utf-8") for t in texts], dtype=object)
+
+
 def _risky_code_points(assigned, cased_kind, do_lower_case):
     """Code points where the ICU-based path may not follow Python's rules."""
     chars = [chr(cp) for cp in assigned]
     risky = set()
     # Word breaking of FastBertTokenizer on "x<c>y" against the original's classes.
     probe = tf_text.FastBertTokenizer(_PROBE_VOCAB, max_bytes_per_word=MAX_BYTES_PER_WORD)
-    got = probe.tokenize(tf.constant([("x" + c + "y").encode("utf-8") for c in chars]))
-    got = [tuple(row) for row in got.to_list()]
-    expected = {tables.SPACE: (1, 2), tables.ISOLATE: (1, 0, 2), tables.WORD: (0,)}
-    for cp, char, ids in zip(assigned, chars, got):
+    got = probe.tokenize(_encoded(["x" + c + "y" for c in chars]))
+    values, splits = got.flat_values.numpy().tolist(), got.row_splits.numpy().tolist()
+    expected = {tables.SPACE: [1, 2], tables.ISOLATE: [1, 0, 2], tables.WORD: [0]}
+    for i, (cp, char) in enumerate(zip(assigned, chars)):
         kind = cased_kind[cp]
-        if kind != tables.DROP and char not in "xy" and ids != expected[kind]:
+        if (kind != tables.DROP and char not in "xy"
+                and values[splits[i]:splits[i + 1]] != expected[kind]):
             risky.add(cp)
     if not do_lower_case:
         return risky
-    def encode(texts):
-        return tf.constant([t.encode("utf-8") for t in texts])
-    lowered = tf.strings.lower(encode(chars), encoding="utf-8").numpy()
-    nfd = tf_text.normalize_utf8(encode(chars), "NFD").numpy()
-    ccc_probe = tf_text.normalize_utf8(encode(
-        ["a\u0301" + c for c in chars] + ["a" + c + "\u0316" for c in chars]), "NFD").numpy()
-    case = _icu_case_class(chars)
-    n = len(chars)
-    for i, (cp, char) in enumerate(zip(assigned, chars)):
-        if (lowered[i].decode("utf-8") != char.lower()
-            or nfd[i].decode("utf-8") != unicodedata.normalize("NFD", char)
-            or ccc_probe[i].decode("utf-8") != unicodedata.normalize("NFD", "a\u0301" + char)
-            or ccc_probe[n + i].decode("utf-8")
-            != unicodedata.normalize("NFD", "a" + char + "\u0316")
-            or case[i] != tables._case_class(char)):  # pylint: disable=protected-access
-            risky.add(cp)
+    def nfd(text):
+        return unicodedata.normalize("NFD", text)
+
+    def icu_nfd(texts):
+        return tf_text.normalize_utf8(_encoded(texts), "NFD").numpy()
+
+    lowered = tf.strings.lower(_encoded(chars), encoding="utf-8").numpy()
+    decomposed = icu_nfd(chars)
+    mark_before = icu_nfd(["a\u0301" + c for c in chars])  # canonical order of marks
+    mark_after = icu_nfd(["a" + c + "\u0316" for c in chars])
+    info = tables.char_tables(True).info.lookup(np.asarray(assigned))
+    python_case = (info >> tables.CASE_SHIFT) & tables.CASE_MASK
+    differs = ((lowered != _python_bytes([c.lower() for c in chars]))
+               | (decomposed != _python_bytes([nfd(c) for c in chars]))
+               | (mark_before != _python_bytes([nfd("a\u0301" + c) for c in chars]))
+               | (mark_after != _python_bytes([nfd("a" + c + "\u0316") for c in chars]))
+               | (_icu_case_class(chars) != python_case))
+    risky.update(np.asarray(assigned)[differs].tolist())
     # Characters whose normalised form contains a character FastBert splits differently.
     for cp, char in zip(assigned, chars):
         if any(ord(c) in risky for c in tables.normalised(char, True)):
