@@ -15,6 +15,7 @@ imported: small) split wiki text into sentences and turn token ids into serializ
 """
 
 import collections
+import concurrent.futures
 import dataclasses
 import itertools
 import json
@@ -227,9 +228,12 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[ChunkR
             tokenized = tokenize_chunk(tokenizer, documents, stats)
             yield build_chunk_records(tokenized, chunk_index)
         return
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(config.num_workers, initializer=_init_worker,
-                      initargs=(options, vocab_ids, config.random_seed)) as pool:
+    # spawn: workers start without TensorFlow (small); an executor, unlike Pool, fails
+    # (BrokenProcessPool) when a worker dies instead of replacing it forever.
+    with concurrent.futures.ProcessPoolExecutor(
+            config.num_workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(options, vocab_ids, config.random_seed)) as pool:
         yield from _pool_pipeline(pool, raw_chunks, tokenizer, config.num_workers, stats)
 
 
@@ -248,21 +252,21 @@ def _pool_pipeline(pool, raw_chunks, tokenizer, num_workers, stats) -> Iterator[
             if raw is None:
                 exhausted = True
             elif _needs_conversion(raw):
-                converting.append(pool.apply_async(convert_chunk, (raw,)))
+                converting.append(pool.submit(convert_chunk, raw))
             else:
                 converting.append(([list(d.content) for d in raw], {}))
-        if building and (building[0].ready() or len(building) >= limit or not converting):
-            yield building.popleft().get()
+        if building and (building[0].done() or len(building) >= limit or not converting):
+            yield building.popleft().result()
             continue
         if not converting:
             if exhausted and not building:
                 return
             continue
         head = converting.popleft()
-        documents, convert_stats = head if isinstance(head, tuple) else head.get()
+        documents, convert_stats = head if isinstance(head, tuple) else head.result()
         stats.update(convert_stats)
         tokenized = tokenize_chunk(tokenizer, documents, stats)
-        building.append(pool.apply_async(build_chunk_records, (tokenized, chunk_index)))
+        building.append(pool.submit(build_chunk_records, tokenized, chunk_index))
         chunk_index += 1
 
 
