@@ -38,14 +38,14 @@ MAX_SAFE_RUN = 66  # 66 raw characters normalise to at most 198 (Hangul: x3)
 MAX_BYTES_PER_WORD = 800
 _PROBE_VOCAB = ["[UNK]", "x", "y", "##x", "##y"]
 _SIGMA = "\u03a3"
-_CACHE_VERSION = 1  # bump when the measurement changes
+_CACHE_VERSION = 2  # bump when the measurement changes
 
 
 @dataclasses.dataclass(frozen=True)
 class FastPathPatterns:
     drop: str       # RE2 class of the characters to delete
     marks: str      # RE2 class of Mn characters (uncased) or ""
-    safe_text: str  # RE2 pattern a whole text must fully match to take the fast path
+    risky: str      # RE2 class of the characters that send a text to the exact path
     long_run: str   # RE2 pattern found in texts that might hold a word > 200 characters
 
 
@@ -154,7 +154,7 @@ def _compute_patterns(do_lower_case):
     return FastPathPatterns(
         drop=_re2_class(drop),
         marks=_re2_class(marks) if marks else "",
-        safe_text="(?s)" + _re2_class(sorted(risky), negate=True) + "*",
+        risky=_re2_class(sorted(risky)),
         long_run=not_separator + "{%d}" % (MAX_SAFE_RUN + 1))
 
 
@@ -200,9 +200,9 @@ class FastPath(tf.Module):
             lower_case_nfd_strip_accents=False)
 
     def is_safe(self, texts):
-        """[B] bool: the text takes the fast path."""
-        return (tf.strings.regex_full_match(texts, self.patterns.safe_text)
-                & ~tf.strings.regex_full_match(texts, "(?s).*" + self.patterns.long_run + ".*"))
+        """[B] bool: the text takes the fast path. Expects valid UTF-8."""
+        return ~tf.strings.regex_full_match(
+            texts, f"(?s).*(?:{self.patterns.risky}|{self.patterns.long_run}).*")
 
     def tokenize_ids(self, texts):
         """texts [B] -> ids [B, (T)] int64; only valid where `is_safe`."""

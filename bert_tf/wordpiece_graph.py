@@ -179,7 +179,7 @@ class GraphWordpiece(tf.Module):
         return regroup(ids), regroup(starts), regroup(ends)
 
     def tokenize_ids(self, texts, with_offsets=False):
-        """texts [B] tf.string -> ids [B, (T)] int64 (and start/end char offsets [B, (T)])."""
+        """texts [B] tf.string (valid UTF-8) -> ids [B, (T)] int64 (and char offsets)."""
         texts = tf.convert_to_tensor(texts, tf.string)
         tokenize = self._pieces if with_offsets else lambda t, _: self._routed_ids(t)
         if not self.keep_special_tokens:
@@ -295,14 +295,18 @@ class BertTokenizerLayer(keras.layers.Layer):
         self.vocab_asset = tf.saved_model.Asset(self.vocab_file)
         self.vocab_size = self.engine.vocab_size
 
+    @staticmethod
+    def _valid_texts(texts):
+        texts = tf.reshape(tf.convert_to_tensor(texts, tf.string), [-1])  # [B]
+        # Invalid bytes become U+FFFD, which the rules drop (the original ignores them).
+        return tf_text.coerce_to_structurally_valid_utf8(texts)
+
     def call(self, texts):
-        texts = tf.convert_to_tensor(texts, tf.string)
-        return self.engine.tokenize_ids(tf.reshape(texts, [-1]))
+        return self.engine.tokenize_ids(self._valid_texts(texts))
 
     def tokenize_with_offsets(self, texts):
         """texts [B] -> (ids, start_chars, end_chars), each [B, (T)] int64."""
-        return self.engine.tokenize_ids(tf.reshape(tf.convert_to_tensor(texts, tf.string), [-1]),
-                                        with_offsets=True)
+        return self.engine.tokenize_ids(self._valid_texts(texts), with_offsets=True)
 
     def get_config(self):
         config = super().get_config()

@@ -194,6 +194,9 @@ def test_layer_in_saved_model(vocab_file, tokenizers, tmp_path):
     expected = [tokenizers[True].convert_tokens_to_ids(u) for _, u, _ in GOLDEN]
     assert layer(tf.constant(texts)).to_list() == expected
     assert loaded.tokenize(tf.constant(texts)).to_list() == expected
+    # Bytes that are not UTF-8 are dropped, as the original's errors="ignore" decoding does.
+    hello = VOCAB.index("hello")
+    assert loaded.tokenize(tf.constant([b"hel\xfflo", b"\xe4\xb8"])).to_list() == [[hello], []]
     config = layer.get_config()
     assert (config["vocab_file"], config["do_lower_case"], config["keep_special_tokens"]) == (
         vocab_file, True, False)
