@@ -22,7 +22,7 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow tests
 
 demo: $(STAMP)
-	@echo "make demo: not yet (the end-to-end demo lands with issue 10)."
+	$(PY) demo/run_demo.py --output_dir demo_output
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

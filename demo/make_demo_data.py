@@ -8,7 +8,7 @@ fixed seed, so the files in demo/data are reproducible:
 - `corpus.txt`: one sentence per line, a blank line between documents (the input format of
   create_pretraining_data). Each document describes one invented town, river or animal in
   sentences whose order matters, so next-sentence prediction has something to learn.
-- `reviews_{train,dev}.tsv`: `sentence<TAB>label` rows (label `positive` or `negative`) of
+- `reviews/{train,dev}.tsv`: `sentence<TAB>label` rows (label `positive` or `negative`) of
   short restaurant, hotel and film reviews, for the classifier.
 """
 
@@ -163,8 +163,9 @@ def main():
     os.makedirs(args.output_dir, exist_ok=True)
     rng = random.Random(args.seed)
     write_corpus(os.path.join(args.output_dir, "corpus.txt"), rng, args.num_documents)
-    write_reviews(os.path.join(args.output_dir, "reviews_train.tsv"), rng, 1600)
-    write_reviews(os.path.join(args.output_dir, "reviews_dev.tsv"), rng, 400)
+    os.makedirs(os.path.join(args.output_dir, "reviews"), exist_ok=True)
+    write_reviews(os.path.join(args.output_dir, "reviews", "train.tsv"), rng, 1600)
+    write_reviews(os.path.join(args.output_dir, "reviews", "dev.tsv"), rng, 400)
 
 
 if __name__ == "__main__":
