@@ -36,6 +36,16 @@ every `save_checkpoints_steps` and at the end, through `tf.train.CheckpointManag
 state file is replaced atomically after the files are complete). Progress is logged
 once per loop with sequences/s; TensorBoard gets every loss, the learning rate and
 sequences/s. See `training_steps` for how gradients are reduced, clipped and accumulated.
+
+Notes:
+    * Losses are averaged over replicas and micro-batches (each replica's loss is the
+      mean over its own examples, as on the original's TPU cores).
+    * The optimizer `optimizer_fn` returns is owned by the loop: the loop all-reduces
+      the gradients itself and turns off the optimizer's own all-reduce, so do not
+      reuse that instance with `model.fit` under a multi-replica strategy.
+    * The input position is checkpointed on one worker (one_device, mirrored); TPU and
+      multi-worker runs restart their input with a fresh pass when resumed, as does a
+      run whose input pipeline changed (other files) since the checkpoint.
 """
 
 import contextlib
@@ -176,12 +186,27 @@ def _summary_writer(strategy, output_dir):
     return tf.summary.create_noop_writer()
 
 
-def _restore_or_initialize(checkpoint, latest, model, init_checkpoint):
+def _restore_or_initialize(tracked, latest, init_checkpoint):
+    """Resumes from `latest`, or loads `init_checkpoint` into a fresh model.
+
+    Returns:
+        False when the input position could not be restored (the pipeline changed since
+        the checkpoint): the caller must then start a fresh iterator.
+    """
     if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
+        try:
+            tf.train.Checkpoint(**tracked).restore(latest).assert_existing_objects_matched()
+        except tf.errors.FailedPreconditionError as error:  # the input pipeline changed
+            logging.warning("Cannot restore the input position from %s (%s); resuming "
+                            "with a fresh pass over the input.", latest,
+                            error.message.split("Make sure")[0].strip())
+            others = {k: v for k, v in tracked.items() if k != "iterator"}
+            tf.train.Checkpoint(**others).restore(latest).expect_partial()
+            return False
         logging.info("Resumed from %s", latest)
     elif init_checkpoint:
-        initialize_from_checkpoint(model, init_checkpoint)
+        initialize_from_checkpoint(tracked["model"], init_checkpoint)
+    return True
 
 
 # TensorBoard's scalar-plugin metadata, so that scalars are written without the
@@ -239,12 +264,14 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     tracked = dict(model=model, optimizer=optimizer, global_step=global_step)
     if host_iterator:
         tracked["iterator"] = iterator
-    checkpoint = tf.train.Checkpoint(**tracked)
+    if not _restore_or_initialize(tracked, tf.train.latest_checkpoint(output_dir),
+                                  init_checkpoint):  # every worker reads the chief's files
+        iterator = tracked["iterator"] = _make_train_iterator(
+            strategy, train_dataset_fn, checkpoint_input_iterator)[0]
     checkpoint_dir = distribute.worker_checkpoint_dir(strategy, output_dir)
-    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, keep_checkpoint_max,
-                                         step_counter=global_step, checkpoint_name="ckpt")
-    _restore_or_initialize(checkpoint, tf.train.latest_checkpoint(output_dir), model,
-                           init_checkpoint)  # every worker reads the chief's files
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(**tracked), checkpoint_dir, keep_checkpoint_max,
+        step_counter=global_step, checkpoint_name="ckpt")
     train_loop = training_steps.make_train_loop(
         strategy, model, loss_fn, optimizer, global_step, names,
         gradient_accumulation_steps=gradient_accumulation_steps, use_xla=use_xla,

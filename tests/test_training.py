@@ -157,3 +157,34 @@ def test_loss_fn_must_give_total_loss(tmp_path):
                        lambda f, o: {"mse": tf.reduce_mean(o["y"])}, dataset_fn_factory(8),
                        optimizer_fn=optimizer_fn(), output_dir=str(tmp_path),
                        num_train_steps=2, global_batch_size=8)
+
+
+class _IdsRegressor(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(1, name="dense")
+
+    def call(self, features, training=None):
+        return {"y": self.dense(tf.cast(features["input_ids"], tf.float32))[:, 0]}
+
+
+def test_resume_after_the_input_files_changed_starts_a_fresh_input_pass(tmp_path):
+    from bert_tf import inputs  # pylint: disable=import-outside-toplevel
+    from pretraining_records_helper import write_records  # pylint: disable=import-outside-toplevel
+    paths, _ = write_records(tmp_path / "records", 3, 16)
+
+    def loss_fn(features, outputs):
+        target = tf.cast(features["masked_lm_ids"][:, 0], tf.float32)
+        return tf.reduce_mean((outputs["y"] - target) ** 2)
+
+    def run(files, steps):
+        return training.train(
+            tf.distribute.get_strategy(), _IdsRegressor, loss_fn,
+            lambda context: inputs.pretraining_dataset(files, 16, 3, 4, True, context, seed=0),
+            optimizer_fn=optimizer_fn(), output_dir=str(tmp_path / "out"),
+            num_train_steps=steps, global_batch_size=4, save_checkpoints_steps=2,
+            steps_per_loop=2)
+
+    run(paths[:2], 4)
+    resumed = run(paths, 8)  # one more file: the saved interleave state does not fit
+    assert resumed.global_step == 8 and resumed.steps_this_run == 4
