@@ -16,9 +16,10 @@ API (stable; the runners call it with their own model, loss and data)::
         save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=100,
         gradient_accumulation_steps=1, # splits each replica's batch into micro-batches
         mixed_precision=None,          # None | "bfloat16" | "float16" (loss scaling)
-        use_xla=False,                 # XLA-compile forward + backward
-        init_checkpoint=None,          # google-research checkpoint, used on a fresh start
-        google_checkpoint_prefix=None, # also write the final model in the TF1 layout
+        use_xla=False,                 # XLA: the whole step on one replica, else fwd+bwd
+        init_checkpoint=None,          # google-research folder/prefix or HF folder; used
+                                       #   on a fresh start only, checked against the model
+        google_checkpoint_prefix=None, # final model also in the TF1 layout (+ config)
         checkpoint_input_iterator=True)
     result.model, result.global_step, result.losses, result.history
 
