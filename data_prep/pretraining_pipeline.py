@@ -138,6 +138,8 @@ def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
     column = np.arange(options.max_seq_length, dtype=np.int32)[None, :]
     valid = column < packed.lengths[:, None]
     segment_ids = valid & (column >= packed.segment_a_lengths[:, None])
+    if not len(packed.lengths):  # a chunk without usable documents
+        return ChunkResult([], _chunk_stats(chunk, corpus, vocab_ids, options))
     records = example_encoding.serialize_examples({
         "input_ids": masked.input_ids,
         "input_mask": valid.view(np.uint8),
@@ -208,6 +210,12 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
             stats.update(result.stats)
             progress.maybe_log(stats)
         summary = _summary(stats, options, config, time.time() - start)
+        if not summary["instances"]:
+            raise ValueError(
+                f"no training instances from {list(config.input_files)}: "
+                f"{summary['documents']} usable documents, skipped {summary['skipped']} "
+                "(expected text with one sentence per line, WikiExtractor output or a "
+                "MediaWiki XML dump)")
         writer.commit(stats_path=config.stats_file or config.output_files[0] + STATS_SUFFIX,
                       stats=summary)
     logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s): %s",

@@ -349,6 +349,11 @@ def test_bad_input_counted_or_rejected(tmp_path, vocab_file):
     assert stats["skipped"]["non_utf8_lines"] == 1
     assert stats["documents"] == 3 and stats["single_sentence_documents"] == 1
     assert stats["sentences"] == 5
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"\x01\x02\n\n\x00\n\xff\n")
+    with pytest.raises(ValueError, match="no training instances"):
+        run_tool(tmp_path, vocab_file, str(empty), name="empty.tfrecord")
+    assert not list(tmp_path.glob("empty.tfrecord*"))
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         run_tool(tmp_path, vocab_file, str(tmp_path / "nothing-here*.txt"))
     with pytest.raises(ValueError, match="max_seq_length"):
