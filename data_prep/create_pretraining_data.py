@@ -82,7 +82,11 @@ def run(flag_values):
     except (ValueError, FileNotFoundError) as error:
         raise app.UsageError(str(error)) from error
     logging.info("*** Reading from %d input file(s) ***", len(input_files))
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    try:
+        tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+        pretraining_instances.VocabIds.from_vocab(tokenizer.vocab, FLAGS.vocab_file)
+    except (ValueError, OSError) as error:
+        raise app.UsageError(f"--vocab_file: {error}") from error
     config = pretraining_pipeline.PipelineConfig(
         input_files=input_files, output_files=output_files,
         random_seed=FLAGS.random_seed, input_format=FLAGS.input_format,
