@@ -139,7 +139,8 @@ def truncate_seq_pair(a_length, b_length, max_num_tokens, rng):
 
 def _random_next_span(documents, document_index, target_b_length, rng):
     """(start, length) of sentences of another random document (original rules)."""
-    randbelow = rng._randbelow  # what rng.randint(0, n - 1) draws, minus two calls  pylint: disable=protected-access
+    # rng._randbelow(n) is what rng.randint(0, n - 1) draws, without two call layers.
+    randbelow = rng._randbelow  # pylint: disable=protected-access
     random_document_index = 0
     for _ in range(10):
         random_document_index = randbelow(len(documents))
@@ -177,7 +178,9 @@ def create_segment_pairs(documents: Sequence[List[int]], document_index: int,
         current_length = offsets[i + 1] - offsets[first]
         if i == num_sentences - 1 or current_length >= target_seq_length:
             chunk_size = i - first + 1
-            a_end = 1 + rng._randbelow(chunk_size - 1) if chunk_size >= 2 else 1  # randint(1, size - 1)  pylint: disable=protected-access
+            a_end = 1  # rng.randint(1, chunk_size - 1), as drawn by the original:
+            if chunk_size >= 2:
+                a_end = 1 + rng._randbelow(chunk_size - 1)  # pylint: disable=protected-access
             a_start, a_length = offsets[first], offsets[first + a_end] - offsets[first]
             if chunk_size == 1 or rng.random() < 0.5:
                 is_random_next = True
@@ -290,10 +293,10 @@ def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: Voc
     input_ids, lengths = packed.input_ids, packed.lengths
     num_rows, max_seq_length = input_ids.shape
     num_predictions = options.max_predictions_per_seq
-    num_to_predict = np.minimum(
-        num_predictions,
-        np.maximum(1, np.rint(lengths.astype(np.float64) * options.masked_lm_prob))).astype(np.int64)
-    candidate, word_index = _word_groups(input_ids, lengths, vocab_ids, options.do_whole_word_mask)
+    rounded = np.rint(lengths.astype(np.float64) * options.masked_lm_prob)  # round half even
+    num_to_predict = np.minimum(num_predictions, np.maximum(1, rounded)).astype(np.int64)
+    candidate, word_index = _word_groups(
+        input_ids, lengths, vocab_ids, options.do_whole_word_mask)
     if options.do_whole_word_mask:
         chosen_words = _choose_words(word_index, num_to_predict, rng)
         masked = candidate & np.take_along_axis(chosen_words, word_index, axis=1)  # [N, S]
