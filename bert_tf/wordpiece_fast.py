@@ -7,16 +7,16 @@ deletes them, it limits words by bytes (default 100) instead of 200 characters, 
 ICU tables are an older Unicode version than Python's. This path keeps only its
 pre-tokenization and WordPiece and feeds it text normalised like the original:
 
-    1. delete U+0000, U+FFFD and Cc/Cf characters (class built from Python's tables);
-    2. uncased: `tf.strings.lower` (ICU full lowercase, with the same Final_Sigma rule as
-          `str.lower`), `normalize_utf8(NFD)`, delete the Mn characters (Python's list);
-    3. `FastBertTokenizer` without its own normalisation, words up to 800 bytes.
+    1. uncased: `tf.strings.lower` (ICU full lowercase, with the same Final_Sigma rule as
+       `str.lower`), `normalize_utf8(NFD)`, delete the Mn characters (Python's list);
+    2. `FastBertTokenizer` without its own normalisation, words up to 800 bytes.
 
 Where ICU and Python still differ (characters that Python's Unicode version knows and
 ICU's does not, or the reverse) the outcome could differ, so a text containing any such
-"risky" character, or a run of more than 66 characters without a separator (a word
-that might pass 200 characters once normalised), is routed to the exact code-point
-path (`bert_tf.wordpiece_graph`). The risky set is measured, not guessed: each code
+"risky" character, a character the original deletes (U+0000, U+FFFD, Cc/Cf: rare, and
+deleting them would cost a pass over every text), or a run of more than 66 characters
+without a separator (a word that might pass 200 characters once normalised), is routed
+to the exact code-point path (`bert_tf.wordpiece_graph`). The risky set is measured, not guessed: each code
 point is put through the ICU ops and FastBertTokenizer once and compared with Python
 (a few seconds, cached per process and in ~/.cache/bert_tf).
 """
@@ -38,12 +38,11 @@ MAX_SAFE_RUN = 66  # 66 raw characters normalise to at most 198 (Hangul: x3)
 MAX_BYTES_PER_WORD = 800
 _PROBE_VOCAB = ["[UNK]", "x", "y", "##x", "##y"]
 _SIGMA = "\u03a3"
-_CACHE_VERSION = 2  # bump when the measurement changes
+_CACHE_VERSION = 3  # bump when the measurement changes
 
 
 @dataclasses.dataclass(frozen=True)
 class FastPathPatterns:
-    drop: str       # RE2 class of the characters to delete
     marks: str      # RE2 class of Mn characters (uncased) or ""
     risky: str      # RE2 class of the characters that send a text to the exact path
     long_run: str   # RE2 pattern found in texts that might hold a word > 200 characters
@@ -141,8 +140,8 @@ def _compute_patterns(do_lower_case):
     assigned = [cp for cp, cat in enumerate(categories) if cat not in ("Cn", "Cs") and cp]
     risky = _risky_code_points(assigned, cased_kind, do_lower_case)
     risky.update(cp for cp, cat in enumerate(categories) if cat == "Cn")
-    drop = [cp for cp in range(tables.NUM_CODE_POINTS)
-            if cased_kind[cp] == tables.DROP and categories[cp] != "Cs"]
+    risky.update(cp for cp in range(tables.NUM_CODE_POINTS)
+                 if cased_kind[cp] == tables.DROP and categories[cp] != "Cs")
     marks = ([cp for cp, cat in enumerate(categories) if cat == "Mn"]
              if do_lower_case else [])
     # Separators in both modes, within the blocks where they are dense: a small class.
@@ -152,7 +151,6 @@ def _compute_patterns(do_lower_case):
                   and cased_kind[cp] in (tables.SPACE, tables.ISOLATE)]
     not_separator = _re2_class(separators, negate=True)
     return FastPathPatterns(
-        drop=_re2_class(drop),
         marks=_re2_class(marks) if marks else "",
         risky=_re2_class(sorted(risky)),
         long_run=not_separator + "{%d}" % (MAX_SAFE_RUN + 1))
@@ -206,7 +204,6 @@ class FastPath(tf.Module):
 
     def tokenize_ids(self, texts):
         """texts [B] -> ids [B, (T)] int64; only valid where `is_safe`."""
-        texts = tf.strings.regex_replace(texts, self.patterns.drop, "")
         if self.do_lower_case:
             texts = tf.strings.lower(texts, encoding="utf-8")
             texts = tf_text.normalize_utf8(texts, "NFD")
