@@ -72,13 +72,15 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
     _assert_same_weights(whole.model, split.model, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_xla_matches_plain(tmp_path):
     plain = train_tiny(str(tmp_path / "plain"), 4, 4)
     xla = train_tiny(str(tmp_path / "xla"), 4, 4, use_xla=True)
     _assert_same_weights(plain.model, xla.model, rtol=1e-4)
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+@pytest.mark.parametrize("precision", [pytest.param("bfloat16", marks=pytest.mark.slow),
+                                       "float16"])
 def test_mixed_precision_trains_with_float32_weights(tmp_path, precision):
     result = train_tiny(str(tmp_path), 6, 6, mixed_precision=precision)
     assert np.isfinite(result.losses["total_loss"])
