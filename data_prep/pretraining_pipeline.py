@@ -282,15 +282,18 @@ class _ProgressLog:
     """Logs documents, instances and the rate at most every `every_seconds`."""
 
     def __init__(self, start, every_seconds):
-        self.start, self.every_seconds, self.last = start, every_seconds, start
+        self.start, self.every_seconds, self.last, self.last_instances = (
+            start, every_seconds, start, 0)
 
     def maybe_log(self, stats):
         now = time.time()
         if now - self.last < self.every_seconds:
             return
-        self.last = now
-        logging.info("%d documents, %d instances, %.0f instances/s", stats["documents"],
-                     stats["instances"], stats["instances"] / max(now - self.start, 1e-9))
+        recent = (stats["instances"] - self.last_instances) / max(now - self.last, 1e-9)
+        self.last, self.last_instances = now, stats["instances"]
+        logging.info("%d documents, %d instances, %.0f instances/s (%.0f since start)",
+                     stats["documents"], stats["instances"], recent,
+                     stats["instances"] / max(now - self.start, 1e-9))
 
 
 def _summary(stats, options, config, seconds) -> Dict[str, object]:

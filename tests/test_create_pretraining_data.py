@@ -378,3 +378,21 @@ def test_cli_main_writes_records(tmp_path, vocab_file):
     features = read_records([str(output)], seq=32, pred=5)
     assert len(features["input_ids"]) > 0
     assert json.loads((tmp_path / "cli.tfrecord.stats.json").read_text())["documents"] == 10
+
+
+@pytest.mark.slow
+def test_real_dumps_through_workers(tmp_path, shared_data_dir):
+    """XML dumps (sentence splitting in the workers) give the same records at 1 and 2 workers."""
+    vocab = str(shared_data_dir / "checkpoints" / "uncased_L-6_H-384_A-12" / "vocab.txt")
+    wiki = shared_data_dir / "wiki"
+    inputs = f"{wiki}/bgwiki-sample-pages-articles.xml.bz2,{wiki}/zhwiki-test-pages.xml"
+    outputs = []
+    for workers in (1, 2):
+        paths, stats = run_tool(tmp_path, vocab, inputs, name=f"real{workers}.tfrecord",
+                                workers=workers, chunk_chars=100_000, max_seq_length=128,
+                                max_predictions_per_seq=20)
+        outputs.append(open(paths[0], "rb").read())
+    assert outputs[0] == outputs[1]
+    assert stats["skipped"]["non_article_pages"] >= 10 and stats["documents"] > 20
+    features = read_records(paths, seq=128, pred=20)
+    assert len(features["input_ids"]) == stats["instances"]
