@@ -54,7 +54,6 @@ from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 
 SIGNATURE_NAMES = ("serving_default", "serve_ids", "serve_examples")
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 KINDS = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
          "token_classifier": BertTokenClassifier, "encoder": BertEncoder}
 
@@ -157,17 +156,6 @@ def write_saved_model(module, signatures, target):
 
 
 # ------------------------------------------------------------------------ signatures
-def _ids_spec(max_seq_length, dtype=tf.int32):
-    return {name: tf.TensorSpec([None, max_seq_length], dtype, name)
-            for name in FEATURE_NAMES}
-
-
-def _parse_examples(serialized, max_seq_length):
-    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURE_NAMES}
-    features = tf.io.parse_example(serialized, spec)
-    return {name: tf.cast(value, tf.int32) for name, value in features.items()}
-
-
 def _tf_variable(variable):
     """The tf.Variable behind a Keras 3 variable (itself when it is one)."""
     if isinstance(variable, tf.Variable):
@@ -204,25 +192,11 @@ class ServingModule(tf.Module):
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
 
-def _id_signatures(module, max_seq_length):
-    """`serve_ids` and `serve_examples` concrete functions."""
-    @tf.function(autograph=False, input_signature=[_ids_spec(max_seq_length)])
-    def serve_ids(features):
-        return module.logits(features)
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, "examples")])
-    def serve_examples(examples):
-        return module.logits(_parse_examples(examples, max_seq_length))
-
-    return {"serve_ids": serve_ids.get_concrete_function(),
-            "serve_examples": serve_examples.get_concrete_function()}
-
-
 def _text_spec(*names):
     return [tf.TensorSpec([None], tf.string, name) for name in names]
 
 
-def _classifier_default(module, label_names, is_regression, text_pair):
+def classifier_text_signature(module, label_names, is_regression, text_pair):
     labels = tf.constant(label_names)
     tokenizer, length = module.tokenizer, module.max_seq_length
 
@@ -245,7 +219,7 @@ def _classifier_default(module, label_names, is_regression, text_pair):
     return serve_text.get_concrete_function()
 
 
-def _span_default(module, max_query_length, max_answer_length):
+def span_text_signature(module, max_query_length, max_answer_length):
     @tf.function(autograph=False, input_signature=_text_spec("question", "context"))
     def serve_text(question, context):
         features, context_start, context_length, char_starts, char_ends = (
@@ -261,7 +235,7 @@ def _span_default(module, max_query_length, max_answer_length):
     return serve_text.get_concrete_function()
 
 
-def _tagger_default(module, label_names):
+def tagger_text_signature(module, label_names):
     tags = tf.constant(label_names)
 
     @tf.function(autograph=False, input_signature=_text_spec("text"))
@@ -271,19 +245,17 @@ def _tagger_default(module, label_names):
         logits = module.logits(features)["logits"]  # [B, S, C]
         word_logits = tf.gather(logits, first, batch_dims=1)  # [B, W, C]
         tag_ids = tf.where(tagged, tf.argmax(word_logits, -1, output_type=tf.int32), -1)
-        chars = sig.byte_to_char_offsets(text, tf.concat([starts, ends], axis=1))
-        width = tf.shape(starts)[1]
         return {"words": tf.where(tagged, words, ""),
                 "tags": tf.where(tagged, tf.gather(tags, tf.maximum(tag_ids, 0)), ""),
                 "tag_ids": tag_ids,
-                "word_start": tf.where(tagged, chars[:, :width], -1),
-                "word_end": tf.where(tagged, chars[:, width:], -1),
+                "word_start": tf.where(tagged, starts, -1),
+                "word_end": tf.where(tagged, ends, -1),
                 "num_words": tf.reduce_sum(tf.cast(tagged, tf.int32), axis=1),
                 "logits": logits}
     return serve_text.get_concrete_function()
 
 
-def _encoder_default(module):
+def encoder_text_signature(module):
     @tf.function(autograph=False, input_signature=_text_spec("text"))
     def serve_text(text):
         features = sig.encode_texts(module.tokenizer, module.max_seq_length, text)
@@ -295,7 +267,7 @@ def _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwr
             versioned, make_default):
     target = resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
     module = ServingModule(model, vocab_file, do_lower_case, max_seq_length)
-    signatures = _id_signatures(module, max_seq_length)
+    signatures = sig.id_signatures(module, max_seq_length)
     signatures["serving_default"] = make_default(module)
     return write_saved_model(module, signatures, target)
 
@@ -328,7 +300,7 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
     names = [] if is_regression else check_label_names(label_names, model.num_classes)
     return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
                    versioned,
-                   lambda module: _classifier_default(module, names, is_regression,
+                   lambda module: classifier_text_signature(module, names, is_regression,
                                                       text_pair))
 
 
@@ -351,7 +323,7 @@ def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export
         raise ValueError(f"max_answer_length must be positive, got {max_answer_length}")
     return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
                    versioned,
-                   lambda module: _span_default(module, max_query_length, max_answer_length))
+                   lambda module: span_text_signature(module, max_query_length, max_answer_length))
 
 
 def export_token_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
@@ -365,7 +337,7 @@ def export_token_classifier(model, vocab_file, do_lower_case, max_seq_length, ex
     check_model_and_vocab(model, BertTokenClassifier, vocab_file, max_seq_length)
     names = check_label_names(label_names, model.num_classes)
     return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
-                   versioned, lambda module: _tagger_default(module, names))
+                   versioned, lambda module: tagger_text_signature(module, names))
 
 
 def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
@@ -373,7 +345,7 @@ def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
     """Exports a bare `BertEncoder`: `text` in, pooled and sequence output out."""
     check_model_and_vocab(model, BertEncoder, vocab_file, max_seq_length)
     return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
-                   versioned, _encoder_default)
+                   versioned, encoder_text_signature)
 
 
 _EXPORTERS = {"classifier": export_classifier, "span_labeler": export_span_labeler,

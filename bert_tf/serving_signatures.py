@@ -25,6 +25,9 @@ REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 ENGINES = ("fast_bert", "graph_wordpiece")
 DEFAULT_ENGINE = "graph_wordpiece"
 NO_ANSWER_SCORE = -1e30  # `score` of a SQuAD answer when the context has no token
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+# Every code point where Python's str.isspace() holds (all lie below U+3001).
+SPACE_CODE_POINTS = tuple(cp for cp in range(0x3001) if chr(cp).isspace())
 
 
 class ServingTokenizer(tf.Module):
@@ -236,6 +239,37 @@ def decode_answer(context, char_starts, char_ends, start, end, context_length):
     }
 
 
+def whitespace_words(texts):
+    """Python's `str.split()` in core TF ops: words [B, (W)] and their character offsets.
+
+    Returns:
+        (words string, starts, ends int32 (end exclusive)), each ragged [B, (W)].
+    """
+    chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace")  # [B, (C)]
+    code_points = chars.values  # [N]
+    spaces = tf.constant(SPACE_CODE_POINTS, tf.int32)
+    is_space = tf.reduce_any(tf.equal(code_points[:, None], spaces[None, :]), axis=1)
+    rows = tf.cast(chars.value_rowids(), tf.int32)
+    positions = tf.range(tf.size(code_points)) - tf.gather(
+        tf.cast(chars.row_splits, tf.int32), rows)  # [N] index in its text
+    after_space = tf.concat([[True], is_space[:-1]], 0) | tf.equal(positions, 0)
+    starts = ~is_space & after_space  # [N] first character of a word
+    word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+    in_word = tf.where(~is_space)[:, 0]
+    num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
+    word_chars = tf.RaggedTensor.from_value_rowids(
+        tf.gather(code_points, in_word), tf.gather(word_of_char, in_word), nrows=num_words)
+    first = tf.where(starts)[:, 0]
+    word_rows = tf.cast(tf.gather(rows, first), tf.int64)
+    word_starts = tf.gather(positions, first)
+    word_ends = word_starts + tf.cast(word_chars.row_lengths(), tf.int32)
+    nrows = tf.shape(texts, out_type=tf.int64)[0]
+    regroup = lambda values: tf.RaggedTensor.from_value_rowids(  # noqa: E731
+        values, word_rows, nrows=nrows)
+    return (regroup(tf.strings.unicode_encode(word_chars, "UTF-8")), regroup(word_starts),
+            regroup(word_ends))
+
+
 def encode_words(tokenizer, max_seq_length, text):
     """Whitespace words -> pieces, `[CLS] pieces [SEP]`, as the NER task packs a sentence.
 
@@ -243,12 +277,12 @@ def encode_words(tokenizer, max_seq_length, text):
     `max_seq_length - 2` pieces; words whose first piece does not fit get no tag.
 
     Returns:
-        (features, words string [B, W], word byte starts / ends int64 [B, W],
+        (features, words string [B, W], word character starts / ends int32 [B, W],
          first_positions int32 [B, W] (position of each word's first piece in
          input_ids), tagged bool [B, W]) with W = max_seq_length - 2.
     """
     max_tokens = max_seq_length - 2
-    words, word_starts, word_ends = tf_text.WhitespaceTokenizer().tokenize_with_offsets(text)
+    words, word_starts, word_ends = whitespace_words(text)
     pieces = tokenizer.tokenize(words.values)  # [N_words, (P)]
     unk = tf.fill([pieces.nrows(), 1], tf.constant(tokenizer.unk_id, tf.int64))
     pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
@@ -272,3 +306,31 @@ def encode_words(tokenizer, max_seq_length, text):
     return (features, words.to_tensor("", shape=shape), word_starts.to_tensor(0, shape=shape),
             word_ends.to_tensor(0, shape=shape),
             tf.cast(tf.where(tagged, first + 1, 0), tf.int32), tagged)
+
+
+def ids_spec(max_seq_length, dtype=tf.int32):
+    """TensorSpecs of the three model inputs [B, max_seq_length]."""
+    return {name: tf.TensorSpec([None, max_seq_length], dtype, name)
+            for name in FEATURE_NAMES}
+
+
+def parse_examples(serialized, max_seq_length):
+    """Serialized tf.Examples [B] -> int32 model inputs (int64 features of length S)."""
+    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURE_NAMES}
+    features = tf.io.parse_example(serialized, spec)
+    return {name: tf.cast(value, tf.int32) for name, value in features.items()}
+
+
+def id_signatures(module, max_seq_length):
+    """`serve_ids` and `serve_examples` concrete functions of `module.logits`."""
+    @tf.function(autograph=False, input_signature=[ids_spec(max_seq_length)])
+    def serve_ids(features):
+        return module.logits(features)
+
+    @tf.function(autograph=False,
+                 input_signature=[tf.TensorSpec([None], tf.string, "examples")])
+    def serve_examples(examples):
+        return module.logits(parse_examples(examples, max_seq_length))
+
+    return {"serve_ids": serve_ids.get_concrete_function(),
+            "serve_examples": serve_examples.get_concrete_function()}

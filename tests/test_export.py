@@ -152,7 +152,7 @@ PAIRS = [("Hello, worlds! the unaffable cafe", "Café? where is the red house"),
          ("hello", "مرحبا بالعالم"),
          ("hel\u200blo wor\x00lds", "ca\u00adfe")]
 SENTENCES = ["John lives in Paris .", "", LONG_TEXT, "привет  мир\t中国 Café unaffable",
-             "  spaced   words "]
+             "  spaced   words ", "John\u3000lives\u00a0in\x1cParis\u2028hel\u200blo"]
 
 
 def classifier_golden(model, tokenizer):
@@ -211,7 +211,7 @@ def test_tagger_tags_whitespace_words_in_graph(files):
     """serving_default of the NER export, traced in-process, against per-word golden."""
     tagger = tiny(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
     module = export.ServingModule(tagger, files["vocab"], True, SEQ)
-    serve = export._tagger_default(module, TAGS)
+    serve = export.tagger_text_signature(module, TAGS)
     out = {key: value.numpy() for key, value in serve(text=tf.constant(SENTENCES)).items()}
     for row, sentence in enumerate(SENTENCES):
         expected = tagger_golden(tagger, files["tokenizer"], sentence)
@@ -229,7 +229,7 @@ def test_span_labeler_decodes_best_span_in_graph(files):
     tokenizer = files["tokenizer"]
     model = tiny(BertSpanLabeler, files["config"], 3)
     module = export.ServingModule(model, files["vocab"], True, SEQ)
-    serve = export._span_default(module, max_query_length=4, max_answer_length=3)
+    serve = export.span_text_signature(module, max_query_length=4, max_answer_length=3)
     questions = ["where is the red house?", "", "中国?", "hello"]
     contexts = ["Café, the red house, blue tree!", "a b", "", LONG_TEXT]
     out = {key: value.numpy() for key, value in serve(
