@@ -221,19 +221,30 @@ class GraphWordpiece(tf.Module):
         return tuple(_split_rows(t.values.numpy(), splits) for t in (ids, starts, ends))
 
     def _run(self, texts, with_offsets):
-        encoded = []
-        for index, text in enumerate(texts):
-            try:
-                encoded.append(tokenization.convert_to_unicode(text).encode("utf-8"))
-            except (ValueError, UnicodeEncodeError) as err:
-                raise ValueError(f"text {index} of the batch: {err}") from None
+        texts = list(texts)
         if not hasattr(self, "_functions"):
             spec = [tf.TensorSpec([None], tf.string)]
             self._functions = {
                 flag: tf.function(lambda t, flag=flag: self.tokenize_ids(t, flag),
-                       input_signature=spec, autograph=False)
+                                  input_signature=spec, autograph=False)
                 for flag in (False, True)}
-        return self._functions[with_offsets](tf.constant(encoded, tf.string, shape=[len(encoded)]))
+        return self._functions[with_offsets](_utf8_tensor(texts))
+
+
+def _utf8_tensor(texts):
+    """A [B] tf.string of UTF-8 texts; raises ValueError naming a text that is not UTF-8."""
+    if all(type(text) is str for text in texts):  # pylint: disable=unidiomatic-typecheck
+        try:
+            return tf.constant(texts, tf.string, shape=[len(texts)])  # encodes to UTF-8
+        except (UnicodeError, ValueError, TypeError):
+            pass  # a lone surrogate: find and name it below
+    encoded = []
+    for index, text in enumerate(texts):
+        try:
+            encoded.append(tokenization.convert_to_unicode(text).encode("utf-8"))
+        except (ValueError, UnicodeEncodeError) as err:
+            raise ValueError(f"text {index} of the batch: {err}") from None
+    return tf.constant(encoded, tf.string, shape=[len(encoded)])
 
 
 def _split_rows(values, row_splits):

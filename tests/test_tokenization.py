@@ -176,7 +176,9 @@ def test_code_point_sample_agrees(tokenizers):
     texts = [f"x{chr(cp)}y {chr(cp)}" for cp in code_points]
     for tokenizer in tokenizers.values():
         expected = [tokenizer.tokenize(text) for text in texts]
-        assert tokenizer.tokenize_batch(texts) == expected
+        assert tokenizer.tokenize_batch(texts) == expected  # routed: mostly the fast path
+        exact_ids, _, _ = tokenizer.tokenize_batch_with_offsets(texts)  # code-point path
+        assert exact_ids == [tokenizer.convert_tokens_to_ids(tokens) for tokens in expected]
 
 
 def test_layer_in_saved_model(vocab_file, tokenizers, tmp_path):
