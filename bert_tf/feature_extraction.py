@@ -101,7 +101,7 @@ def feature_json(unique_id, tokens, activations, layer_indexes):
                    "values": [round(float(x), 6) for x in activations[slot, position]]}
                   for slot, layer_index in enumerate(layer_indexes)]
         features.append({"token": token, "layers": layers})
-    return json.dumps({"linex_index": unique_id, "features": features}, ensure_ascii=False)
+    return json.dumps({"linex_index": unique_id, "features": features})
 
 
 def extract_features(encoder, tokenizer, input_file, output_file, layers="-1,-2,-3,-4",
