@@ -4,7 +4,7 @@ API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
 
     path = export.export_classifier(model, vocab_file, do_lower_case, max_seq_length,
                                     export_dir, label_names=None, is_regression=None,
-                                    overwrite=False, versioned=False)
+                                    text_pair=False, overwrite=False, versioned=False)
     path = export.export_span_labeler(model, vocab_file, do_lower_case, max_seq_length,
                                       export_dir, max_query_length=None,
                                       max_answer_length=30, ...)
@@ -24,7 +24,7 @@ Each returns the directory written. Signatures (batch dimension B):
   `score` [B], `logits`. Span labeler `question`, `context` -> `answer_text`,
   `answer_start`, `answer_end` (character offsets into `context`, end exclusive),
   `score`, `null_score`, `start_logits`, `end_logits`. Token classifier `text` ->
-  per whitespace word (W = max_seq_length - 2, padded with "" / -1): `words`, `tags`,
+  per whitespace word (`str.split()`; W = max_seq_length - 2, padded with "" / -1): `words`, `tags`,
   `tag_ids`, `word_start`, `word_end` (characters), `num_words`, `logits`. Encoder
   `text` -> `pooled_output`, `sequence_output`, `input_mask`.
 - `serve_ids`: int32 `input_ids`, `input_mask`, `segment_ids` [B, S] -> the model's
