@@ -206,15 +206,24 @@ def _lowered_chars(chars):
 
 
 def _accent_stripped_chars(chars):
-    """NFD + drop Mn on [(char, index)], keeping indices (whole-token fallback if reordered)."""
+    """NFD + drop Mn on [(char, index)], keeping indices.
+
+    NFD of the whole token can reorder combining marks (two Mc marks of non-zero class in
+    non-canonical order); then each output character takes the index of the first unused
+    input character that produced the same character.
+    """
     output = [(out, index) for char, index in chars
               for out in unicodedata.normalize("NFD", char)
               if unicodedata.category(out) != "Mn"]
     whole = strip_accents("".join(char for char, _ in chars))
-    if whole != "".join(char for char, _ in output):  # canonical reordering moved a mark
-        first, last = chars[0][1], chars[-1][1]
-        return [(out, first) for out in whole[:-1]] + [(whole[-1], last)] if whole else []
-    return output
+    if whole == "".join(char for char, _ in output):
+        return output
+    unused = list(output)
+    aligned = []
+    for out in whole:
+        match = next(k for k, (char, _) in enumerate(unused) if char == out)
+        aligned.append((out, unused.pop(match)[1]))
+    return aligned
 
 
 def basic_words_with_offsets(text, do_lower_case):
@@ -354,8 +363,8 @@ class FullTokenizer:
                 piece, self.do_lower_case):
                 for token, start, end in self.wordpiece_tokenizer.tokenize_word_spans(word):
                     tokens.append(token)
-                    starts.append(offset + word_starts[start])
-                    ends.append(offset + word_ends[end - 1])
+                    starts.append(offset + min(word_starts[start:end]))
+                    ends.append(offset + max(word_ends[start:end]))
         return tokens, starts, ends
 
     def convert_tokens_to_ids(self, tokens):

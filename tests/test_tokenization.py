@@ -270,3 +270,24 @@ def test_every_code_point_agrees(tokenizers):
         for start in range(0, len(code_points), 100_000):
             texts = [f"x{chr(cp)}y {chr(cp)}" for cp in code_points[start:start + 100_000]]
             assert tokenizer.tokenize_batch(texts) == [tokenizer.tokenize(t) for t in texts]
+
+
+def test_random_mixtures_agree(tokenizers):
+    """Seeded random strings of tricky characters: every path gives the same answer."""
+    import random  # pylint: disable=import-outside-toplevel
+    alphabet = list("axyéfoxhello ΣσςΑΟ.'\u00ad\u0301\u0316\u200b\x00\x07\t\n\u3000\u2028İ가中，…²"
+                    "ﬁǅ-#[]\U0001d165\U0001d16d\u1b44🙂\ufffd\u0345") + ["[MASK]", " the "]
+    rng = random.Random(1234)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+             for _ in range(600)]
+    for tokenizer in tokenizers.values():
+        expected = [reference_tokenizer.reference_tokenize(t, set(VOCAB), tokenizer.do_lower_case)
+                    for t in texts]
+        assert [tokenizer.tokenize(t) for t in texts] == expected
+        assert tokenizer.tokenize_batch(texts) == expected
+        ids, starts, ends = tokenizer.tokenize_batch_with_offsets(texts)
+        with_offsets = [tokenizer.tokenize_with_offsets(t) for t in texts]
+        assert [tokens for tokens, _, _ in with_offsets] == expected
+        assert ids == [tokenizer.convert_tokens_to_ids(tokens) for tokens in expected]
+        assert starts == [s for _, s, _ in with_offsets]
+        assert ends == [e for _, _, e in with_offsets]
