@@ -30,6 +30,7 @@ flags.DEFINE_integer("batch_size", 32, "Training batch size.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_integer("seed", 1, "Random seed.")
 flags.DEFINE_string("output_dir", None, "Output folder (default: a temporary one).")
+flags.DEFINE_bool("trim_padding", True, "Cut batches to their longest sequence.")
 FLAGS = flags.FLAGS
 
 
@@ -68,7 +69,7 @@ def main(argv):
         do_eval=True, max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.batch_size,
         eval_batch_size=64, learning_rate=FLAGS.learning_rate,
         num_train_epochs=FLAGS.epochs, warmup_proportion=0.1, save_checkpoints_steps=100000,
-        steps_per_loop=10, seed=FLAGS.seed)
+        steps_per_loop=10, seed=FLAGS.seed, trim_padding=FLAGS.trim_padding)
     started = time.time()
     results = classification_pipeline.run(options)
     seconds = time.time() - started
