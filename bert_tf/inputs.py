@@ -18,6 +18,7 @@ is reported by name, with the feature and the flag to fix, before training start
 """
 
 import os
+import re
 
 import tensorflow as tf
 
@@ -47,8 +48,17 @@ _LENGTH_FLAGS = {
 }
 
 
+# Files that sit beside TFRecord shards and must not be read as records when a glob such as
+# `wiki.tfrecord*` matches them: create_pretraining_data's statistics, and the temporary
+# names of shards still being written (or left by a killed run).
+_SIDE_FILE_PATTERN = re.compile(r"(\.stats\.json|\.tmp-\d+)$")
+
+
 def expand_input_files(input_patterns):
     """Expands comma-separated globs (a string or a list of them) to a sorted file list.
+
+    Glob matches that are side files (`*.stats.json`, `*.tmp-<pid>`) are left out; a path
+    named exactly is always kept.
 
     Raises:
         ValueError: naming a pattern that matches no file.
@@ -61,8 +71,9 @@ def expand_input_files(input_patterns):
             pattern = pattern.strip()
             if not pattern:
                 continue
-            matched = sorted(tf.io.gfile.glob(pattern)) if not os.path.exists(pattern) \
-                else [pattern]
+            matched = [pattern] if os.path.exists(pattern) else sorted(
+                path for path in tf.io.gfile.glob(pattern)
+                if not _SIDE_FILE_PATTERN.search(path))
             if not matched:
                 raise ValueError(f"input file pattern {pattern!r} matches no file")
             files.extend(matched)

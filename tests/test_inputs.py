@@ -1,5 +1,7 @@
 """Tests for bert_tf.inputs: parsing, gzip detection, sharding, shape errors."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -99,6 +101,16 @@ def test_missing_feature_is_named(tmp_path):
         writer.write(example.SerializeToString())
     with pytest.raises(ValueError, match="bad.tfrecord.*no feature 'input_mask'"):
         inputs.pretraining_dataset(path, SEQ, PRED, 2, is_training=False)
+
+
+def test_globs_skip_stats_and_temporary_files(tmp_path):
+    for name in ("wiki.tfrecord-0", "wiki.tfrecord-1", "wiki.tfrecord-0.stats.json",
+                 "wiki.tfrecord-1.tmp-123"):
+        (tmp_path / name).write_bytes(b"")
+    files = inputs.expand_input_files(str(tmp_path / "wiki.tfrecord*"))
+    assert [os.path.basename(f) for f in files] == ["wiki.tfrecord-0", "wiki.tfrecord-1"]
+    named = str(tmp_path / "wiki.tfrecord-1.tmp-123")
+    assert inputs.expand_input_files(named) == [named]
 
 
 def test_unmatched_pattern_and_mixed_compression_are_errors(tmp_path):
