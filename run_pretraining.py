@@ -156,6 +156,17 @@ def pretraining_metrics(features, outputs):
     }
 
 
+def pretraining_losses_and_accuracy(features, outputs):
+    """The training losses, plus the two accuracies so that progress logs show them."""
+    losses = dict(pretraining_losses(features, outputs))
+    for name, value in pretraining_metrics(features, outputs).items():
+        if name.endswith("_accuracy"):
+            values, weights = value if isinstance(value, tuple) else (value, tf.ones_like(value))
+            losses[name] = tf.reduce_sum(values * weights) / tf.maximum(
+                tf.reduce_sum(weights), 1e-5)
+    return losses
+
+
 def _dataset_fn(options, is_training):
     batch = options.train_batch_size if is_training else options.eval_batch_size
 
@@ -194,7 +205,8 @@ def run_pretraining(options, strategy):
             options.learning_rate, options.num_train_steps, options.num_warmup_steps,
             optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate)
         result["train"] = _train_explaining_bad_records(options, lambda: training.train(
-            strategy, _model_fn(options), pretraining_losses, _dataset_fn(options, True),
+            strategy, _model_fn(options), pretraining_losses_and_accuracy,
+            _dataset_fn(options, True),
             optimizer_fn=optimizer_fn, output_dir=options.output_dir,
             num_train_steps=options.num_train_steps,
             global_batch_size=options.train_batch_size,

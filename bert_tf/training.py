@@ -300,11 +300,12 @@ def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_wr
     while step < num_train_steps:
         next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
         num_steps = min(steps_per_loop, num_train_steps - step, next_save - step)
-        learning_rate = float(optimization.current_learning_rate(optimizer))
         tick = time.time()
         losses = {k: float(v) for k, v in
                   train_loop(iterator, tf.constant(num_steps, tf.int32)).items()}
         elapsed = time.time() - tick
+        # The rate at the step reached (what the schedule gives `step`), not the loop's first.
+        learning_rate = float(optimization.current_learning_rate(optimizer))
         train_seconds += elapsed
         step = int(global_step.numpy())
         rate = num_steps * global_batch_size / max(elapsed, 1e-9)
