@@ -67,6 +67,10 @@ def train_tiny(output_dir, num_steps, save_steps, sleep_seconds=0.0, **kwargs):
             tf.py_function(lambda: time.sleep(sleep_seconds), [], [])
             return regression_loss(features, outputs)
     kwargs.setdefault("steps_per_loop", 2)
+    # The shuffle order depends on the global seed too: fix it, so that a run in this
+    # process and one in a subprocess (the kill test) see the same data whatever seed
+    # earlier tests in this process set.
+    tf.random.set_seed(1234)
     return training.train(
         tf.distribute.get_strategy(), TinyRegressor, loss_fn, dataset_fn_factory(8),
         optimizer_fn=optimizer_fn(), output_dir=output_dir, num_train_steps=num_steps,
