@@ -122,8 +122,9 @@ def main():
         "--learning_rate=3e-4", "--num_train_epochs=3", "--steps_per_loop=25", "--seed=1",
         f"--export_dir={paths['export']}"), logs)
 
-    sentences = ["The staff were warm and attentive, and the bread was fresh.",
-                 "Sadly the room was dirty and the shower was broken."]
+    # New combinations of the review set's phrases: the demo model knows no other English.
+    sentences = ["The soup was rich and full of flavour and the staff were warm and attentive.",
+                 "The room was dirty and smelled of smoke, and the shower was broken."]
     timings["serve"] = run_step("5. Classify two sentences with the SavedModel",
                                 [sys.executable, "-c", SERVING_CHECK, paths["export"], *sentences],
                                 logs)
