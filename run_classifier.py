@@ -9,8 +9,6 @@ settings, `export_dir`, and the columns of the generic task. Example:
       --learning_rate=2e-5 --num_train_epochs=3
 """
 
-import sys
-
 from absl import app, flags
 
 from bert_tf.tasks import classification, classification_pipeline, finetuning
@@ -29,10 +27,6 @@ flags.DEFINE_list("labels", None, "generic task: class names in id order (defaul
                                   "sorted labels of the train file).")
 flags.DEFINE_bool("is_regression", False, "generic task: the label is a number.")
 flags.DEFINE_string("xnli_language", "zh", "xnli task: language of train/dev/test.")
-flags.DEFINE_integer("iterations_per_loop", None, "Alias of steps_per_loop (original name).")
-flags.DEFINE_bool("use_tpu", False, "Original flag: the same as distribution_strategy=tpu.")
-flags.DEFINE_string("master", None, "Unused (TF1 TPU master); kept for old commands.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Unused: TPUStrategy finds the cores itself.")
 for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
     getattr(flags, f"DEFINE_{_kind}")(_name, _default, _help)
 
@@ -40,17 +34,8 @@ for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    overrides = {}
-    if FLAGS.use_tpu:
-        overrides["distribution_strategy"] = "tpu"
-    if FLAGS.iterations_per_loop:
-        overrides["steps_per_loop"] = FLAGS.iterations_per_loop
-    options = finetuning.options_from_values(classification_pipeline.ClassifierOptions,
-                                             FLAGS, **overrides)
-    try:
-        classification_pipeline.run(options)
-    except (ValueError, FileNotFoundError) as error:  # bad input: the message, no traceback
-        sys.exit(f"run_classifier: error: {error}")
+    options = finetuning.options_from_values(classification_pipeline.ClassifierOptions, FLAGS)
+    finetuning.run_reporting_bad_input("run_classifier", classification_pipeline.run, options)
 
 
 def run_main():

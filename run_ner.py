@@ -12,8 +12,6 @@ flags) plus the data files and their columns. Example:
 report of the predictions.
 """
 
-import sys
-
 from absl import app, flags
 
 from bert_tf.tasks import finetuning, ner_pipeline
@@ -30,10 +28,6 @@ flags.DEFINE_integer("tag_column", -1, "Column of the tag (negative: from the en
 flags.DEFINE_integer("word_column", 0, "Column of the word.")
 flags.DEFINE_integer("doc_stride", 64, "Sub-tokens between the starts of the overlapping "
                                        "windows of a sentence longer than max_seq_length.")
-flags.DEFINE_integer("iterations_per_loop", None, "Alias of steps_per_loop (original name).")
-flags.DEFINE_bool("use_tpu", False, "Original flag: the same as distribution_strategy=tpu.")
-flags.DEFINE_string("master", None, "Unused (TF1 TPU master); kept for old commands.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Unused: TPUStrategy finds the cores itself.")
 for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
     getattr(flags, f"DEFINE_{_kind}")(_name, _default, _help)
 
@@ -41,16 +35,8 @@ for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    overrides = {}
-    if FLAGS.use_tpu:
-        overrides["distribution_strategy"] = "tpu"
-    if FLAGS.iterations_per_loop:
-        overrides["steps_per_loop"] = FLAGS.iterations_per_loop
-    options = finetuning.options_from_values(ner_pipeline.NerOptions, FLAGS, **overrides)
-    try:
-        ner_pipeline.run(options)
-    except (ValueError, FileNotFoundError) as error:  # bad input: the message, no traceback
-        sys.exit(f"run_ner: error: {error}")
+    options = finetuning.options_from_values(ner_pipeline.NerOptions, FLAGS)
+    finetuning.run_reporting_bad_input("run_ner", ner_pipeline.run, options)
 
 
 def run_main():

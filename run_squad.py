@@ -37,8 +37,6 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    'Predict "" when null score - best non-null score exceeds this.')
 flags.DEFINE_bool("verbose_logging", False,
                   "Log answers whose text could not be mapped back onto the context.")
-flags.DEFINE_integer("iterations_per_loop", None, "Alias of steps_per_loop (original name).")
-flags.DEFINE_bool("use_tpu", False, "Original flag: the same as distribution_strategy=tpu.")
 
 # The shared fine-tuning flags, with run_squad's defaults; SQuAD has no do_eval step
 # (do_predict scores predict_file) and no dropout flag for its head.
@@ -55,14 +53,8 @@ for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    overrides = {}
-    if FLAGS.use_tpu:
-        overrides["distribution_strategy"] = "tpu"
-    if FLAGS.iterations_per_loop:
-        overrides["steps_per_loop"] = FLAGS.iterations_per_loop
-    options = finetuning.options_from_values(squad_pipeline.SquadOptions, FLAGS,
-                                             **overrides)
-    squad_pipeline.run(options)
+    options = finetuning.options_from_values(squad_pipeline.SquadOptions, FLAGS)
+    finetuning.run_reporting_bad_input("run_squad", squad_pipeline.run, options)
 
 
 def run_main():

@@ -10,6 +10,7 @@ and `vocab_file` default to the files in that folder.
 
 import dataclasses
 import os
+import sys
 import time
 from typing import Optional
 
@@ -301,16 +302,37 @@ COMMON_FLAGS = [
     ("export_dir", "string", None, "Also export a SavedModel for TF Serving here."),
     ("trim_padding", "bool", None, "Cut each batch to its longest sequence (default: on "
                                    "unless distribution_strategy=tpu or use_xla)."),
+    # The original scripts' spellings, so that their commands keep working.
+    ("iterations_per_loop", "integer", None, "Alias of steps_per_loop (original name)."),
+    ("use_tpu", "bool", False, "Original flag: the same as distribution_strategy=tpu."),
+    ("master", "string", None, "Unused (TF1 TPU master); kept for old commands."),
+    ("num_tpu_cores", "integer", 8, "Unused: TPUStrategy finds the cores itself."),
 ]
 
 
 def options_from_values(options_class, values, **overrides):
-    """Builds `options_class` from an object with one attribute per field (absl FLAGS)."""
+    """Builds `options_class` from an object with one attribute per field (absl FLAGS).
+
+    The original scripts' spellings are honoured: `use_tpu` selects the TPU strategy and
+    `iterations_per_loop`, when set, is `steps_per_loop`.
+    """
     kwargs = {field.name: getattr(values, field.name)
               for field in dataclasses.fields(options_class) if hasattr(values, field.name)}
     if hasattr(values, "optimizer") and "optimizer_type" not in kwargs:
         kwargs["optimizer_type"] = values.optimizer  # flag name as run_pretraining's
+    if getattr(values, "use_tpu", False):
+        kwargs["distribution_strategy"] = "tpu"
+    if getattr(values, "iterations_per_loop", None):
+        kwargs["steps_per_loop"] = values.iterations_per_loop
     kwargs.update(overrides)
     if kwargs.get("mixed_precision") in ("", "none", "None", "float32"):
         kwargs["mixed_precision"] = None
     return options_class(**kwargs)
+
+
+def run_reporting_bad_input(runner_name, run_fn, options):
+    """Runs `run_fn(options)`; bad input ends the process with its message, no traceback."""
+    try:
+        return run_fn(options)
+    except (ValueError, FileNotFoundError) as error:
+        sys.exit(f"{runner_name}: error: {error}")
