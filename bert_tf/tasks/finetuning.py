@@ -132,8 +132,8 @@ def model_builder(options: FinetuneOptions, make_head_model, load_init: bool):
         model = make_head_model(BertEncoder(load_config(options)))
         model.build()
         if load_init and options.init_checkpoint:
-            report = checkpoints.load_pretrained_weights(model, options.init_checkpoint)
-            logging.info("init_checkpoint: %s", report)
+            # The loader logs its report (loaded / newly initialised / unmatched).
+            checkpoints.load_pretrained_weights(model, options.init_checkpoint)
         return model
     return model_fn
 
