@@ -164,7 +164,8 @@ def make_eval_step(strategy, model, metrics_fn):
             sums[name] = (tf.reduce_sum(values * weights), tf.reduce_sum(weights))
         return sums
 
-    @tf.function
+    # Batches trimmed to their longest sequence vary in length: trace once for any length.
+    @tf.function(reduce_retracing=True)
     def eval_step(features):
         per_replica = strategy.run(replica_step, args=(features,))
         return tf.nest.map_structure(
@@ -182,7 +183,7 @@ def make_predict_step(strategy, model, passthrough_keys=()):
             outputs[key] = features[key]
         return outputs
 
-    @tf.function
+    @tf.function(reduce_retracing=True)  # batches of varying length, as eval_step
     def predict_step(features):
         return strategy.run(replica_step, args=(features,))
 
