@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-slow demo bench clean
+.PHONY: test test-slow demo check-readme bench clean
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ test-slow: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) demo/run_demo.py --output_dir demo_output
+
+# Runs every command of the README on stand-ins made from the demo's output.
+check-readme: $(STAMP)
+	test -f demo_output/pretraining/bert_model.ckpt.index || $(MAKE) demo
+	$(PY) demo/check_readme.py --demo_dir demo_output
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

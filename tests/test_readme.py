@@ -1,8 +1,8 @@
 """The README's commands name real programs and only flags those programs define.
 
 Every `bert-*` console script and `python -m bert_tf...` module in the README's bash blocks
-is looked up, and every `--flag` it is given must be one its absl flags define. (The
-end-to-end run of the commands on bundled data is `make demo`, which uses the same CLIs.)
+is looked up, and every `--flag` it is given must be one its absl flags define. (Running
+every command on bundled data takes minutes: `make check-readme`, demo/check_readme.py.)
 """
 
 import importlib.util
@@ -88,3 +88,50 @@ def test_readme_programs_exist_and_take_the_flags_shown():
     m for c in readme_commands() for m in re.findall(r"python -m ([\w.]+)", c)}))
 def test_readme_python_modules_exist(module):
     assert importlib.util.find_spec(module) is not None, f"README runs missing module {module}"
+
+
+def _check_readme_module():
+    spec = importlib.util.spec_from_file_location(
+        "check_readme", REPO_ROOT / "demo" / "check_readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_readme_rewrites_outputs_and_overrides_pod_flags():
+    check = _check_readme_module()
+    command = ("bert-run-pretraining --input_file='/data/w.tfrecord-*' --output_dir=/runs/x "
+               "--num_train_steps=1000000 --num_gpus=8 --bert_config_file=bert_config.json")
+    adapted, overrides = check.adapt(command, "/w")
+    assert "--input_file='/w/data/w.tfrecord-*'" in adapted
+    assert "--output_dir=/w/runs/x" in adapted and "--bert_config_file=bert_config.json" in adapted
+    assert "--num_train_steps=1000000" not in adapted and "--num_gpus=8" not in adapted
+    assert adapted.endswith(" ".join(overrides)) and "--num_gpus=0" in overrides
+    assert check.variants("bert-x --a=1 [--b=2 --c] --d") == ["bert-x --a=1 --d",
+                                                             "bert-x --a=1 --b=2 --c --d"]
+    assert check.variants("bert-x --a=1") == ["bert-x --a=1"]
+
+
+def test_check_readme_stand_ins_parse_with_the_readers(tmp_path):
+    """The dump, MRPC, CoNLL and SQuAD stand-ins are what the runners' readers accept."""
+    from bert_tf.tasks import classification, ner, squad
+    from data_prep import wikipedia
+    check = _check_readme_module()
+    documents = check._corpus_documents()
+    dump = tmp_path / "enwiki-1.xml.bz2"
+    check._write_wiki_dump(documents[:5], str(dump))
+    parsed = list(wikipedia.iter_documents(str(dump)))
+    assert len(parsed) == 5 and parsed[0][0].startswith(documents[0][0][:20])
+    check._write_mrpc(str(tmp_path / "MRPC"))
+    processor = classification.get_processor("MRPC")
+    train = processor.get_examples(str(tmp_path / "MRPC"), "train")
+    assert len(train) == 48 and {e.label for e in train} == {"0", "1"}
+    assert len(processor.get_examples(str(tmp_path / "MRPC"), "test")) == 16
+    check._write_conll(documents, str(tmp_path / "conll"))
+    sentences = ner.read_tagged_file(str(tmp_path / "conll" / "eng.train"))
+    assert len(sentences) > 30 and any("I-LOC" in s.tags for s in sentences)
+    check._write_squad(documents[:4], str(tmp_path / "dev-v2.0.json"), v2=True)
+    examples = squad.read_squad_examples(str(tmp_path / "dev-v2.0.json"), is_training=True,
+                                         version_2_with_negative=True)
+    assert any(e.is_impossible for e in examples) and not all(e.is_impossible
+                                                               for e in examples)

@@ -1,0 +1,270 @@
+"""Runs every command of README.md's bash blocks, as written, on the bundled demo data.
+
+The README's commands name the files a user has: a released checkpoint folder
+(`uncased_L-12_H-768_A-12`), a Wikipedia dump, GLUE's MRPC folder, CoNLL-2003, SQuAD
+JSON. This script makes small stand-ins for them under --work_dir from what `make demo`
+built (its pre-trained model, in the google-research layout, plays the released
+checkpoint) and from demo/data, then runs each command with bash in --work_dir, with the
+virtual environment's `bert-*` scripts first on PATH. Only two things change in a
+command, and each change is printed:
+
+* absolute output folders (`/data`, `/runs`, `/tmp`, `/models`) move under --work_dir;
+* flags that ask for hardware or hours this machine does not have are overridden
+  (`--num_train_steps`, `--num_gpus`), appended after the command's own flags.
+
+Commands that need other machines (`docker`, `curl` to a server, a second worker host)
+are listed as skipped, with the reason. An optional `[--flag ...]` group is run as a
+second command with the group included. Exit status 1 if any command fails.
+
+    make demo && .venv/bin/python demo/check_readme.py      # or: make check-readme
+"""
+
+import argparse
+import bz2
+import csv
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from xml.sax.saxutils import escape
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_DIR = os.path.join(REPO_ROOT, "demo", "data")
+OUTPUT_ROOTS = ("data", "runs", "tmp", "models")
+
+# Flags appended (absl keeps the last value) so that a command sized for a pod runs here.
+PRETRAINING_OVERRIDES = ("--num_train_steps=4 --num_warmup_steps=1 --save_checkpoints_steps=2 "
+                         "--iterations_per_loop=2 --train_batch_size=8 --max_eval_steps=2")
+OVERRIDES = [
+    (re.compile(r"--num_gpus=[1-9]\d*"), "--num_gpus=0"),
+    (re.compile(r"--num_train_steps=\d{4,}"), PRETRAINING_OVERRIDES),
+    (re.compile(r"--num_train_epochs=\d+"), "--num_train_epochs=1"),
+]
+SKIPPED = {
+    "make": "the README's own entry points (this script runs after `make demo`)",
+    "docker": "needs Docker and the tensorflow/serving image",
+    "curl": "needs a running TF Serving (the SavedModel is checked by saved_model_cli below)",
+    "export": "a second worker host; tests/test_distribute.py runs two local workers",
+    '"task":': "part of the TF_CONFIG example above",
+}
+
+
+def readme_commands(readme_path):
+    """The README's bash commands, continuation lines joined, comments dropped."""
+    with open(readme_path, encoding="utf-8") as f:
+        text = f.read()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            line = line.split(" #")[0].strip()
+            if line and not line.startswith("#"):
+                commands.append(re.sub(r"\s+", " ", line))
+    return commands
+
+
+def variants(command):
+    """The command without its `[...]` option group, then (if any) with it."""
+    group = re.search(r"\s\[(--[^\]]+)\]", command)
+    if not group:
+        return [command]
+    return [command.replace(group.group(0), ""), command.replace(group.group(0),
+                                                                 " " + group.group(1))]
+
+
+def adapt(command, work_dir):
+    """Moves absolute output folders under work_dir and applies OVERRIDES."""
+    roots = "|".join(OUTPUT_ROOTS)
+    adapted = re.sub(rf"(?<=[=\s'\"])/({roots})/", lambda m: f"{work_dir}/{m.group(1)}/",
+                     command)
+    adapted = re.sub(r"gs://bucket/", f"{work_dir}/data/", adapted)
+    overrides = []
+    for pattern, replacement in OVERRIDES:
+        if pattern.search(adapted):
+            overrides.append(replacement)
+            adapted = pattern.sub("", adapted)
+    return " ".join([adapted.strip(), *overrides]), overrides
+
+
+def write_fixtures(demo_dir, work_dir):
+    """Stand-ins for the files the README's commands read."""
+    pretraining = os.path.join(demo_dir, "pretraining")
+    for name in ("uncased_L-12_H-768_A-12", "cased_L-12_H-768_A-12"):
+        folder = os.path.join(work_dir, name)
+        os.makedirs(folder, exist_ok=True)
+        for file_name in os.listdir(pretraining):
+            if file_name.startswith("bert_model.ckpt") or file_name == "bert_config.json":
+                shutil.copy(os.path.join(pretraining, file_name), folder)
+        shutil.copy(os.path.join(demo_dir, "vocab.txt"), folder)
+    shutil.copy(os.path.join(pretraining, "bert_config.json"), work_dir)
+    documents = _corpus_documents()
+    _write_wiki_dump(documents[:60], os.path.join(work_dir,
+                                                  "enwiki-latest-pages-articles1.xml.bz2"))
+    _write_mrpc(os.path.join(work_dir, "glue_data", "MRPC"))
+    _write_conll(documents, os.path.join(work_dir, "conll2003"))
+    _write_squad(documents[:12], os.path.join(work_dir, "train-v1.1.json"), v2=False)
+    _write_squad(documents[12:18], os.path.join(work_dir, "dev-v1.1.json"), v2=False)
+    _write_squad(documents[12:18], os.path.join(work_dir, "dev-v2.0.json"), v2=True)
+    with open(os.path.join(work_dir, "input.txt"), "w", encoding="utf-8") as f:
+        f.write("Orcas is a town on the river.\nThe soup was cold. ||| The staff were kind.\n")
+
+
+def _corpus_documents():
+    with open(os.path.join(DATA_DIR, "corpus.txt"), encoding="utf-8") as f:
+        return [block.split("\n") for block in f.read().strip().split("\n\n")]
+
+
+def _write_wiki_dump(documents, path):
+    pages = []
+    for index, sentences in enumerate(documents):
+        title = escape(sentences[0].split()[0])
+        text = escape("'''" + sentences[0] + "''' " + " ".join(sentences[1:]))
+        pages.append(f"<page><title>{title} {index}</title><ns>0</ns><id>{index + 1}</id>"
+                     f"<revision><text>{text}</text></revision></page>")
+    xml = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" xml:lang="en">'
+           "<siteinfo><dbname>enwiki</dbname></siteinfo>" + "".join(pages) + "</mediawiki>")
+    with bz2.open(path, "wt", encoding="utf-8") as f:
+        f.write(xml)
+
+
+def _write_mrpc(folder):
+    """MRPC layout: label 1 when both reviews have the same sentiment."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(DATA_DIR, "reviews", "train.tsv"), encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))[:160]
+    partners = random.Random(0).sample(rows, len(rows))
+    pairs = list(zip(rows[0::2], partners[0::2]))
+    splits = {"train.tsv": pairs[:48], "dev.tsv": pairs[48:64], "test.tsv": pairs[64:80]}
+    for name, split in splits.items():
+        first = "Index" if name == "test.tsv" else "Quality"
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write(f"{first}\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+            for index, (a, b) in enumerate(split):
+                value = index if name == "test.tsv" else int(a["label"] == b["label"])
+                f.write(f"{value}\t{2 * index}\t{2 * index + 1}\t{a['sentence']}\t"
+                        f"{b['sentence']}\n")
+
+
+def _write_conll(documents, folder):
+    """CoNLL-2003 IOB1 columns; capitalised words inside a sentence are I-LOC."""
+    os.makedirs(folder, exist_ok=True)
+    splits = {"eng.train": documents[:30], "eng.testa": documents[30:36],
+              "eng.testb": documents[36:42]}
+    for name, split in splits.items():
+        lines = ["-DOCSTART- -X- -X- O", ""]
+        for sentences in split:
+            for sentence in sentences[:4]:
+                for position, word in enumerate(re.findall(r"\w+|[^\w\s]", sentence)):
+                    tag = "I-LOC" if position and word[0].isupper() else "O"
+                    lines.append(f"{word} NN I-NP {tag}")
+                lines.append("")
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def _write_squad(documents, path, v2):
+    """Questions whose answer is the first number of the paragraph."""
+    paragraphs = []
+    for index, sentences in enumerate(documents):
+        context = " ".join(sentences[:5])
+        number = re.search(r"\d[\d,]*", context)
+        qas = []
+        if number:
+            qas.append({"id": f"q{index}", "question": f"Which year or number is given for "
+                        f"{sentences[0].split()[0]}?",
+                        "answers": [{"text": number.group(0), "answer_start": number.start()}]})
+            if v2:
+                qas[-1]["is_impossible"] = False
+        if v2:
+            qas.append({"id": f"q{index}_none", "question": "What colour is the moon?",
+                        "answers": [], "is_impossible": True})
+        paragraphs.append({"context": context, "qas": qas})
+    data = {"version": "v2.0" if v2 else "1.1",
+            "data": [{"title": "demo", "paragraphs": paragraphs}]}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+
+
+def after_command(command, work_dir):
+    """Hands what one command made to a later command that expects it elsewhere."""
+    if "bert-run-squad" in command and "--version_2_with_negative" in command:
+        # `squad_eval dev-v2.0.json predictions.json --na-prob-file null_odds.json`
+        for name in ("predictions.json", "null_odds.json"):
+            shutil.copy(os.path.join(work_dir, "tmp", "squad", name), work_dir)
+    if "bert-create-pretraining-data" in command:
+        # The single-CPU example reads records/wiki.tfrecord.
+        os.makedirs(os.path.join(work_dir, "records"), exist_ok=True)
+        shard = sorted(f for f in os.listdir(os.path.join(work_dir, "data"))
+                       if f.startswith("wiki128.tfrecord-"))[0]
+        shutil.copy(os.path.join(work_dir, "data", shard),
+                    os.path.join(work_dir, "records", "wiki.tfrecord"))
+    if "bert-run-classifier" in command and "--export_dir" in command:
+        # The export example starts from a fine-tuned classifier's output_dir (/tmp/sst2).
+        shutil.copytree(os.path.join(work_dir, "tmp", "mrpc"),
+                        os.path.join(work_dir, "tmp", "sst2"), dirs_exist_ok=True)
+
+
+def run_all(commands, work_dir, log_dir):
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
+               + os.environ.get("PATH", ""), TF_CPP_MIN_LOG_LEVEL="2")
+    results = []
+    for number, original in enumerate(commands, 1):
+        skip = SKIPPED.get(original.split()[0])
+        if skip:
+            print(f"\n[{number}] skipped ({skip}):\n  $ {original}", flush=True)
+            results.append(("skipped", original))
+            continue
+        for variant in variants(original):
+            command, overrides = adapt(variant, work_dir)
+            print(f"\n[{number}] $ {variant}", flush=True)
+            if overrides:
+                print(f"  overridden here: {' '.join(overrides)}", flush=True)
+            log_path = os.path.join(log_dir, f"command_{number:02d}.log")
+            start = time.time()
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"$ {command}\n")
+                log.flush()
+                code = subprocess.run(["bash", "-c", command], cwd=work_dir, env=env,
+                                      stdout=log, stderr=subprocess.STDOUT).returncode
+            status = "ok" if code == 0 else f"FAILED (exit {code}; see {log_path})"
+            print(f"  {status} in {time.time() - start:.0f} s", flush=True)
+            if code == 0:
+                after_command(variant, work_dir)
+            results.append(("ok" if code == 0 else "failed", variant))
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--demo_dir", default=os.path.join(REPO_ROOT, "demo_output"),
+                        help="output of `make demo` (its pre-trained model and vocab)")
+    parser.add_argument("--work_dir", default=os.path.join(REPO_ROOT, "demo_output",
+                                                          "readme_check"))
+    args = parser.parse_args()
+    demo_dir, work_dir = os.path.abspath(args.demo_dir), os.path.abspath(args.work_dir)
+    if not os.path.exists(os.path.join(demo_dir, "pretraining", "bert_model.ckpt.index")):
+        sys.exit(f"check_readme: {demo_dir}/pretraining/bert_model.ckpt.* not found; run "
+                 "`make demo` first (or pass --demo_dir).")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    log_dir = os.path.join(work_dir, "logs")
+    os.makedirs(log_dir)
+    for root in OUTPUT_ROOTS:  # the folders a user's commands write into
+        os.makedirs(os.path.join(work_dir, root), exist_ok=True)
+    write_fixtures(demo_dir, work_dir)
+    results = run_all(readme_commands(os.path.join(REPO_ROOT, "README.md")), work_dir,
+                      log_dir)
+    counts = {status: sum(1 for s, _ in results if s == status)
+              for status in ("ok", "failed", "skipped")}
+    print(f"\nREADME commands: {counts['ok']} ran, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped; work folder {work_dir}")
+    for status, command in results:
+        if status == "failed":
+            print(f"  failed: {command}")
+    sys.exit(1 if counts["failed"] else 0)
+
+
+if __name__ == "__main__":
+    main()
