@@ -10,7 +10,8 @@ command, and each change is printed:
 
 * absolute output folders (`/data`, `/runs`, `/tmp`, `/models`) move under --work_dir;
 * flags that ask for hardware or hours this machine does not have are overridden
-  (`--num_train_steps`, `--num_gpus`), appended after the command's own flags.
+  (`--num_train_steps`, `--num_gpus`; `--layers` of extract_features, since the
+  stand-in model has 2 layers), appended after the command's own flags.
 
 Commands that need other machines (`docker`, `curl` to a server, a second worker host)
 are listed as skipped, with the reason. An optional `[--flag ...]` group is run as a
@@ -43,6 +44,8 @@ OVERRIDES = [
     (re.compile(r"--num_gpus=[1-9]\d*"), "--num_gpus=0"),
     (re.compile(r"--num_train_steps=\d{4,}"), PRETRAINING_OVERRIDES),
     (re.compile(r"--num_train_epochs=\d+"), "--num_train_epochs=1"),
+    # The stand-in checkpoint (the demo's BERT) has 2 layers, not 12.
+    (re.compile(r"--layers=-1,-2,-3,-4"), "--layers=-1,-2"),
 ]
 SKIPPED = {
     "make": "the README's own entry points (this script runs after `make demo`)",

@@ -27,7 +27,7 @@ DEMO_BERT_CONFIG = {
     "vocab_size": None,  # set from the vocab that step 1 writes
     "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
     "intermediate_size": 512, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 128,
+    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512,
     "type_vocab_size": 2, "initializer_range": 0.02,
 }
 
