@@ -159,3 +159,25 @@ def test_get_config_round_trip(layer):
 def test_heads_must_divide_hidden():
     with pytest.raises(ValueError, match="divisible"):
         layers.MultiHeadSelfAttention(30, 4)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_dropout_drops_rate_and_rescales_in_graph_and_xla(jit_compile):
+    dropout = layers.Dropout(0.25, seed=3)
+    inputs = tf.ones([64, 99, 37])  # 234,432 values
+    step = tf.function(lambda x: dropout(x, training=True), jit_compile=jit_compile)
+    first, second = step(inputs).numpy(), step(inputs).numpy()
+    kept = first != 0
+    assert abs(1 - kept.mean() - 0.25) < 0.005  # binomial sd ~0.0009
+    np.testing.assert_allclose(first[kept], 1 / 0.75, rtol=1e-6)
+    assert (kept != (second != 0)).mean() > 0.2  # a fresh mask on every call
+    assert np.array_equal(dropout(inputs, training=False).numpy(), inputs.numpy())
+
+
+def test_dropout_keeps_dtype_under_mixed_policy_and_config():
+    dropout = layers.Dropout(0.1, seed=5, dtype="mixed_bfloat16", name="drop")
+    outputs = dropout(tf.ones([8, 32]), training=True)
+    assert outputs.dtype == tf.bfloat16
+    restored = layers.Dropout.from_config(dropout.get_config())
+    assert (restored.rate, restored.seed, restored.name) == (0.1, 5, "drop")
+    assert isinstance(layers.MultiHeadSelfAttention(32, 4).dropout, layers.Dropout)

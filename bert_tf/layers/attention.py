@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.dense import Projection
+from bert_tf.layers.dropout import Dropout
 
 # Added to the scores of padded keys, as in google-research/bert.
 MASK_ADDER = -10000.0
@@ -51,8 +52,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.query, self.key, self.value = (
             Projection(hidden_size, initializer_range=initializer_range, name=name,
                        dtype=self.dtype_policy) for name in ("query", "key", "value"))
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout",
-                                            dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         for projection in (self.query, self.key, self.value):

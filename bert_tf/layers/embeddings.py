@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.dense import truncated_normal
+from bert_tf.layers.dropout import Dropout
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -84,8 +85,7 @@ class BertEmbeddings(keras.layers.Layer):
             name="position_embeddings", dtype=self.dtype_policy)
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="LayerNorm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout",
-                                            dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.word_embeddings.build((None, None))

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.dense import Projection
+from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import LAYER_NORM_EPSILON
 
 
@@ -120,8 +121,7 @@ class ClassificationHead(_Head):
         self.hidden_size = hidden_size
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout",
-                                            dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
         self.dense = Projection(num_classes, initializer_range=initializer_range,
                                 name="dense", dtype=self.dtype_policy)
 

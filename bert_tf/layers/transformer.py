@@ -4,6 +4,7 @@ import keras
 
 from bert_tf.layers.attention import MultiHeadSelfAttention
 from bert_tf.layers.dense import Projection
+from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import LAYER_NORM_EPSILON
 
 
@@ -40,7 +41,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_output = Projection(
             hidden_size, initializer_range=initializer_range, name="attention_output",
             dtype=policy)
-        self.attention_dropout = keras.layers.Dropout(
+        self.attention_dropout = Dropout(
             hidden_dropout_prob, name="attention_dropout", dtype=policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="attention_layer_norm", dtype=policy)
@@ -50,7 +51,7 @@ class TransformerBlock(keras.layers.Layer):
         self.output_dense = Projection(
             hidden_size, initializer_range=initializer_range, name="output_dense",
             dtype=policy)
-        self.output_dropout = keras.layers.Dropout(
+        self.output_dropout = Dropout(
             hidden_dropout_prob, name="output_dropout", dtype=policy)
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="output_layer_norm", dtype=policy)
