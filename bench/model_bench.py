@@ -7,7 +7,7 @@ positions, vocab 30,522, AdamW; L=4/H=256/A=4 and BERT-base. Each mode is
 sequences/s, the fraction of the machine's float32 (or bfloat16) matmul peak that the
 model's matmul FLOPs reach, and the ratio to keras-hub (float32 rows only).
 
-    .venv/bin/python bench/model_bench.py --peer_python .venv-peer/bin/python
+    .venv/bin/python bench/model_bench.py --peer_python .venv-peer/bin/python --repeats 3
     .venv/bin/python bench/model_bench.py --models small --modes float32:graph
 """
 
@@ -76,16 +76,20 @@ def make_batch(seed=0):
     return {k: tf.constant(v) for k, v in features.items()}
 
 
-def timed(fn, steps):
+def timed(fn, steps, repeats=1):
+    """Best sequences/s over `repeats` windows of `steps` calls, after two warm-ups."""
     fn()  # compile
     fn()
-    start = time.perf_counter()
-    for _ in range(steps):
-        fn()
-    return steps * BATCH / (time.perf_counter() - start)
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        best = max(best, steps * BATCH / (time.perf_counter() - start))
+    return best
 
 
-def bench_ours(layers, hidden, heads, steps, jit_compile):
+def bench_ours(layers, hidden, heads, steps, jit_compile, repeats=1):
     """Returns (train seq/s, inference seq/s) for the current global dtype policy."""
     keras.utils.set_random_seed(0)
     config = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
@@ -110,22 +114,27 @@ def bench_ours(layers, hidden, heads, steps, jit_compile):
     inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
     infer = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
                         jit_compile=jit_compile)
-    train = timed(lambda: train_step(batch).numpy(), steps)
-    inference = timed(lambda: infer(inputs).numpy(), steps)
+    train = timed(lambda: train_step(batch).numpy(), steps, repeats)
+    inference = timed(lambda: infer(inputs).numpy(), steps, repeats)
     return train, inference
 
 
-def bench_peer(peer_python, layers, hidden, heads):
-    """Runs keras-hub's script in its own interpreter; returns (train, infer) seq/s."""
-    result = subprocess.run([peer_python, PEER_SCRIPT, str(layers), str(hidden), str(heads)],
-                            capture_output=True, text=True, check=False,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    match = re.search(r"train ([\d.]+) seq/s, infer ([\d.]+) seq/s", result.stdout)
-    if not match:
-        print(f"peer failed (rc {result.returncode}): {result.stderr[-2000:]}",
-              file=sys.stderr)
-        return None
-    return float(match.group(1)), float(match.group(2))
+def bench_peer(peer_python, layers, hidden, heads, repeats=1):
+    """Runs keras-hub's script in its own interpreter `repeats` times; returns the best
+    (train, infer) seq/s, or None if it failed."""
+    runs = []
+    for _ in range(repeats):
+        result = subprocess.run(
+            [peer_python, PEER_SCRIPT, str(layers), str(hidden), str(heads)],
+            capture_output=True, text=True, check=False,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        match = re.search(r"train ([\d.]+) seq/s, infer ([\d.]+) seq/s", result.stdout)
+        if not match:
+            print(f"peer failed (rc {result.returncode}): {result.stderr[-2000:]}",
+                  file=sys.stderr)
+            return None
+        runs.append((float(match.group(1)), float(match.group(2))))
+    return max(train for train, _ in runs), max(infer for _, infer in runs)
 
 
 def main():
@@ -135,6 +144,8 @@ def main():
                         default="float32:graph,float32:xla,mixed_bfloat16:graph")
     parser.add_argument("--steps", type=int, default=10, help="timed steps, small model")
     parser.add_argument("--base_steps", type=int, default=5, help="timed steps, BERT-base")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="best of N: peer runs, and timed windows of ours")
     parser.add_argument("--peer_python", default=None,
                         help="Python of a venv with keras-hub (e.g. .venv-peer/bin/python)")
     args = parser.parse_args()
@@ -149,7 +160,8 @@ def main():
         train_flops = 3 * forward_flops(layers, hidden, with_mlm=True)
         infer_flops = forward_flops(layers, hidden, with_mlm=False)
         steps = args.steps if model_name == "small" else args.base_steps
-        peer = bench_peer(args.peer_python, layers, hidden, heads) if args.peer_python else None
+        peer = (bench_peer(args.peer_python, layers, hidden, heads, args.repeats)
+                if args.peer_python else None)
         if peer:
             peer_row = (f"| L{layers}/H{hidden} | keras-hub float32 xla | {peer[0]:.1f} | "
                         f"{100 * peer[0] * train_flops / 1e9 / peaks['float32']:.0f}% | "
@@ -162,7 +174,8 @@ def main():
             precision, compiler = mode.split(":")
             keras.config.set_dtype_policy(precision)
             try:
-                train, infer = bench_ours(layers, hidden, heads, steps, compiler == "xla")
+                train, infer = bench_ours(layers, hidden, heads, steps, compiler == "xla",
+                                          args.repeats)
             finally:
                 keras.config.set_dtype_policy("float32")
             peak = peaks[precision]
