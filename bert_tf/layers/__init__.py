@@ -9,7 +9,8 @@ from bert_tf.layers.heads import (ClassificationHead, MaskedLMHead, Pooler, Span
 from bert_tf.layers.transformer import TransformerBlock
 
 __all__ = [
-    "BertEmbeddings", "ClassificationHead", "Dropout", "MaskedLMHead", "MultiHeadSelfAttention",
-    "Pooler", "PositionEmbedding", "Projection", "SpanHead", "TransformerBlock",
+    "BertEmbeddings", "ClassificationHead", "Dropout", "MaskedLMHead",
+    "MultiHeadSelfAttention", "Pooler", "PositionEmbedding", "Projection", "SpanHead",
+    "TransformerBlock",
     "attention_bias_from_mask", "gelu", "gelu_tanh", "get_activation",
 ]
