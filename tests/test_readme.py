@@ -45,17 +45,18 @@ print(json.dumps(result))
 """
 
 
+def _check_readme_module():
+    """demo/check_readme.py, loaded as a module (it is a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location(
+        "check_readme", REPO_ROOT / "demo" / "check_readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def readme_commands():
     """Each command of the README's bash blocks, continuation lines joined."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
-        joined = re.sub(r"\\\n\s*", " ", block)
-        for line in joined.splitlines():
-            line = line.split(" #")[0].strip()
-            if line and not line.startswith("#"):
-                commands.append(line)
-    return commands
+    return _check_readme_module().readme_commands(REPO_ROOT / "README.md")
 
 
 def flags_of(command):
@@ -88,14 +89,6 @@ def test_readme_programs_exist_and_take_the_flags_shown():
     m for c in readme_commands() for m in re.findall(r"python -m ([\w.]+)", c)}))
 def test_readme_python_modules_exist(module):
     assert importlib.util.find_spec(module) is not None, f"README runs missing module {module}"
-
-
-def _check_readme_module():
-    spec = importlib.util.spec_from_file_location(
-        "check_readme", REPO_ROOT / "demo" / "check_readme.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_check_readme_rewrites_outputs_and_overrides_pod_flags():
