@@ -5,6 +5,7 @@ is looked up, and every `--flag` it is given must be one its absl flags define. 
 every command on bundled data takes minutes: `make check-readme`, demo/check_readme.py.)
 """
 
+import functools
 import importlib.util
 import json
 import pathlib
@@ -45,8 +46,9 @@ print(json.dumps(result))
 """
 
 
+@functools.lru_cache(maxsize=None)
 def _check_readme_module():
-    """demo/check_readme.py, loaded as a module (it is a script, not a package module)."""
+    """demo/check_readme.py, loaded once as a module (it is a script, not a package module)."""
     spec = importlib.util.spec_from_file_location(
         "check_readme", REPO_ROOT / "demo" / "check_readme.py")
     module = importlib.util.module_from_spec(spec)
