@@ -54,6 +54,15 @@ flags.DEFINE_enum("distribution_strategy", "one_device", list(distribute.STRATEG
 flags.DEFINE_integer("num_gpus", 0, "GPUs for one_device / mirrored.")
 flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZER_TYPES), "Optimizer.")
 flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
+flags.DEFINE_enum("lr_schedule", "linear", list(optimization.LR_SCHEDULES),
+                  "linear: warm-up, then linear decay from the peak to 0 (as Hugging Face "
+                  "transformers); google_research: the original's linear decay over all "
+                  "steps, which the warm-up overrides (rate after warm-up: "
+                  "peak * (1 - num_warmup_steps / num_train_steps)).")
+flags.DEFINE_bool("adam_bias_correction", True,
+                  "AdamW: bias-corrected moments with epsilon added after the correction "
+                  "(as torch). false: the original AdamWeightDecayOptimizer, which has no "
+                  "bias correction.")
 flags.DEFINE_integer("gradient_accumulation_steps", 1,
                      "Split each replica's batch into this many micro-batches.")
 flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16", "float16"],
@@ -86,6 +95,8 @@ class PretrainingOptions:
     max_eval_steps: int = 100
     optimizer: str = "adamw"
     weight_decay_rate: float = 0.01
+    lr_schedule: str = "linear"
+    adam_bias_correction: bool = True
     gradient_accumulation_steps: int = 1
     mixed_precision: str = None
     use_xla: bool = False
@@ -203,7 +214,9 @@ def run_pretraining(options, strategy):
     if options.do_train:
         optimizer_fn = lambda: optimization.create_optimizer(  # noqa: E731
             options.learning_rate, options.num_train_steps, options.num_warmup_steps,
-            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate)
+            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+            lr_schedule=options.lr_schedule,
+            adam_bias_correction=options.adam_bias_correction)
         result["train"] = _train_explaining_bad_records(options, lambda: training.train(
             strategy, _model_fn(options), pretraining_losses_and_accuracy,
             _dataset_fn(options, True),

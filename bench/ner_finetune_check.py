@@ -1,12 +1,15 @@
-"""Real check: fine-tune the shared 6-layer uncased BERT on CoNLL-2003 English NER and
-report dev (eng.testa) and test (eng.testb) entity F1 as conlleval computes it, with
-wall time.
+"""Real check: fine-tune the shared 6-layer uncased BERT on CoNLL-2003 English NER with the
+reference recipe and report entity F1 on eng.testa (conlleval) per seed, beside the
+reference's (Hugging Face transformers on the same weights, ../shared/bench/README.md).
 
-    .venv/bin/python bench/ner_finetune_check.py --train_sentences=3000 --epochs=2
+    .venv/bin/python bench/ner_finetune_check.py --seeds=1,2,3,4,5
 
-Reads ../shared/data (checkpoints/uncased_L-6_H-384_A-12, conll2003/eng.*: the
-original IOB1 files). `--train_sentences` / `--eval_sentences` take the first N
-sentences of each file (written to a temporary folder). Not part of the test suite.
+The reference recipe (../shared/bench/reference_finetune.py, task `ner`): the first 3,000
+sentences of eng.train (-DOCSTART- lines are not sentences), max_seq_length 128, batch
+32, lr 5e-5, 2 epochs, 10% warm-up, AdamW eps 1e-6, weight decay 0.01, clip 1.0, dropout
+0.1, label on the first sub-token of each word; entity F1 on all of eng.testa. Reads
+../shared/data (checkpoints/uncased_L-6_H-384_A-12, conll2003/eng.*: the original IOB1
+files). Not part of the test suite.
 """
 
 import os
@@ -15,65 +18,89 @@ import time
 
 from absl import app, flags, logging
 
-from bert_tf.tasks import ner_pipeline
+import seed_summary
+from bert_tf.tasks import ner, ner_pipeline
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
 
-flags.DEFINE_integer("train_sentences", 0, "First N training sentences (0: all 14,041).")
-flags.DEFINE_integer("eval_sentences", 0, "First N dev and test sentences (0: all).")
+flags.DEFINE_integer("train_sentences", 3000,
+                     "First N training sentences, -DOCSTART- excluded (0: all 14,041).")
+flags.DEFINE_integer("eval_sentences", 0, "First N eng.testa sentences (0: all, as the "
+                                          "reference).")
+flags.DEFINE_bool("predict_test", False, "Also tag and score eng.testb.")
 flags.DEFINE_float("epochs", 2.0, "Training epochs.")
 flags.DEFINE_integer("max_seq_length", 128, "Max sequence length.")
 flags.DEFINE_integer("batch_size", 32, "Training batch size.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_integer("seed", 1, "Random seed.")
+flags.DEFINE_string("seeds", "1,2,3,4,5", "Comma-separated seeds, one run each.")
 flags.DEFINE_string("output_dir", None, "Output folder (default: a temporary one).")
 FLAGS = flags.FLAGS
 
 
-def _first_sentences(source, target, count):
-    """Copies the first `count` sentences (blank-line separated) of a CoNLL file."""
-    seen = 0
-    with open(source, encoding="utf-8") as reader, open(target, "w", encoding="utf-8") as out:
-        for line in reader:
-            if not line.strip():
-                seen += 1
-                if count and seen > count:
-                    break
-            out.write(line)
+def write_first_sentences(source, target, count):
+    """Writes the first `count` sentences of a CoNLL file (0: all), without -DOCSTART-.
+
+    Sentences are what `bert_tf.tasks.ner.read_tagged_file` reads, so the training set is
+    the reference's `conll(path)[:count]`. Returns the number written.
+    """
+    sentences = ner.read_tagged_file(source)
+    if count:
+        sentences = sentences[:count]
+    with open(target, "w", encoding="utf-8") as out:
+        for sentence in sentences:
+            for word, tag in zip(sentence.words, sentence.tags):
+                out.write(f"{word} {tag}\n")
+            out.write("\n")
+    return len(sentences)
+
+
+def run_seed(seed, data_dir, work_dir, checkpoint):
+    options = ner_pipeline.NerOptions(
+        data_dir=data_dir, init_checkpoint=checkpoint,
+        output_dir=os.path.join(work_dir, f"seed{seed}"), do_lower_case=True, do_train=True,
+        do_eval=True, do_predict=FLAGS.predict_test, max_seq_length=FLAGS.max_seq_length,
+        doc_stride=64, train_batch_size=FLAGS.batch_size, eval_batch_size=64,
+        predict_batch_size=64, learning_rate=FLAGS.learning_rate,
+        num_train_epochs=FLAGS.epochs, warmup_proportion=0.1, save_checkpoints_steps=100000,
+        steps_per_loop=10, seed=seed)
+    started = time.time()
+    results = ner_pipeline.run(options)
+    results["seconds"] = time.time() - started
+    return results
 
 
 def main(argv):
     del argv
     logging.set_verbosity(logging.INFO)
+    seeds = seed_summary.parse_seeds(FLAGS.seeds)
     checkpoint = os.path.join(SHARED, "checkpoints", "uncased_L-6_H-384_A-12")
     conll = os.path.join(SHARED, "conll2003")
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="conll_")
     data_dir = os.path.join(work_dir, "data")
     os.makedirs(data_dir, exist_ok=True)
-    # The -DOCSTART- line and its blank line count as one "sentence" here.
-    _first_sentences(os.path.join(conll, "eng.train"), os.path.join(data_dir, "eng.train"),
-                     FLAGS.train_sentences and FLAGS.train_sentences + 1)
+    count = write_first_sentences(os.path.join(conll, "eng.train"),
+                                  os.path.join(data_dir, "eng.train"), FLAGS.train_sentences)
     for name in ("eng.testa", "eng.testb"):
-        _first_sentences(os.path.join(conll, name), os.path.join(data_dir, name),
-                         FLAGS.eval_sentences and FLAGS.eval_sentences + 1)
-    options = ner_pipeline.NerOptions(
-        data_dir=data_dir, init_checkpoint=checkpoint, output_dir=os.path.join(work_dir, "out"),
-        do_lower_case=True, do_train=True, do_eval=True, do_predict=True,
-        max_seq_length=FLAGS.max_seq_length, doc_stride=64, train_batch_size=FLAGS.batch_size,
-        eval_batch_size=64, predict_batch_size=64, learning_rate=FLAGS.learning_rate,
-        num_train_epochs=FLAGS.epochs, warmup_proportion=0.1, save_checkpoints_steps=100000,
-        steps_per_loop=10, seed=FLAGS.seed)
-    started = time.time()
-    results = ner_pipeline.run(options)
-    seconds = time.time() - started
-    print(f"CoNLL-2003: train sentences {FLAGS.train_sentences or 'all'} x {FLAGS.epochs} "
-          f"epochs (batch {FLAGS.batch_size}, max_seq_length {FLAGS.max_seq_length}, "
-          f"lr {FLAGS.learning_rate}), {results['global_step']} steps")
-    for key in sorted(results):
-        print(f"  {key} = {results[key]}")
-    print(f"wall time (train + dev + test): {seconds:.0f} s; conlleval reports: "
-          f"python -m bert_tf.tasks.conlleval < {work_dir}/out/eval_predictions.txt")
+        write_first_sentences(os.path.join(conll, name), os.path.join(data_dir, name),
+                              FLAGS.eval_sentences)
+    rows = []
+    for seed in seeds:
+        results = run_seed(seed, data_dir, work_dir, checkpoint)
+        rows.append(results)
+        types = ", ".join(f"{key[len('eval_f1_'):]} {results[key]:.2f}"
+                          for key in sorted(results) if key.startswith("eval_f1_"))
+        print(f"seed {seed}: eval F1 {results['eval_f1']:.2f} ({types}); "
+              f"{results['global_step']} steps, {results['seconds']:.0f} s", flush=True)
+    print(f"CoNLL-2003: {count} training sentences x {FLAGS.epochs} epochs (batch "
+          f"{FLAGS.batch_size}, max_seq_length {FLAGS.max_seq_length}, lr "
+          f"{FLAGS.learning_rate}), {rows[0]['global_step']} steps; outputs in {work_dir}")
+    print(seed_summary.summary_line(
+        "NER entity F1 on eng.testa", [r["eval_f1"] for r in rows],
+        seed_summary.reference_figures("ner", "entity F1 on eng.testa")))
+    for key in sorted(k for k in rows[0] if k.startswith("eval_f1_")):
+        print(seed_summary.summary_line(f"  {key[len('eval_f1_'):]} F1",
+                                        [r[key] for r in rows]))
 
 
 if __name__ == "__main__":

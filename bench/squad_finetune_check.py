@@ -6,11 +6,18 @@ ones (no paragraph is in both). Figures are therefore from a few thousand traini
 questions, far from the 88k of the real train set, and not comparable with published
 dev scores.
 
-    .venv/bin/python bench/squad_finetune_check.py            # defaults: a few minutes
-    .venv/bin/python bench/squad_finetune_check.py --train_questions=4000 --epochs=2
+    .venv/bin/python bench/squad_finetune_check.py --seeds=1,2,3   # the reference recipe
 
-Prints the split, training time and sequences/s, prediction time, and the official
-evaluate-v1.1 EM/F1 of the held-out questions.
+The defaults are the reference recipe (../shared/bench/reference_finetune.py, task
+`squad`): the first 2,500 questions of articles[:-6] train, the first 400 of the last 6
+articles are predicted; max_seq_length 192, doc_stride 64 (windows start 64 tokens
+apart), max_query_length 48, batch 16, lr 1e-4, 2 epochs over the training windows, 10%
+warm-up, AdamW eps 1e-6, weight decay 0.01, clip 1.0. The mean over the seeds is printed
+beside the reference's (Hugging Face transformers on the same weights,
+../shared/bench/README.md).
+
+Prints the split, per seed the training time and sequences/s, prediction time and the
+official evaluate-v1.1 EM/F1 of the held-out questions, then the summary.
 """
 
 import argparse
@@ -24,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import logging  # noqa: E402  (after the TF log level)
 
+import seed_summary  # noqa: E402
 from bert_tf.tasks import finetuning, squad_pipeline  # noqa: E402
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -43,9 +51,10 @@ def parse_args():
     parser.add_argument("--max_seq_length", type=int, default=192)
     parser.add_argument("--doc_stride", type=int, default=64)
     parser.add_argument("--max_query_length", type=int, default=48)
-    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds, one run each")
     parser.add_argument("--output_dir", default=None, help="default: a temporary folder")
     return parser.parse_args()
 
@@ -87,25 +96,20 @@ def write_split(args, folder):
     return paths
 
 
-def main():
-    args = parse_args()
-    logging.set_verbosity(logging.INFO)
-    folder = args.output_dir or tempfile.mkdtemp(prefix="squad_check_")
-    os.makedirs(folder, exist_ok=True)
-    train_file, heldout_file = write_split(args, folder)
+def run_seed(args, seed, folder, train_file, heldout_file):
+    """Trains and predicts with one seed; returns the official metrics and timings."""
     options = squad_pipeline.SquadOptions(
-        output_dir=os.path.join(folder, "run"), init_checkpoint=args.checkpoint,
+        output_dir=os.path.join(folder, f"seed{seed}"), init_checkpoint=args.checkpoint,
         train_file=train_file, predict_file=heldout_file, do_train=True, do_predict=True,
         max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
         max_query_length=args.max_query_length, train_batch_size=args.batch_size,
         predict_batch_size=32, learning_rate=args.learning_rate,
         num_train_epochs=args.epochs, save_checkpoints_steps=100000, steps_per_loop=20,
-        seed=1)
+        seed=seed)
     squad_pipeline.check_squad_options(options)
     finetuning.set_seed(options.seed)
     tokenizer = finetuning.make_tokenizer(options)
     strategy = finetuning.make_strategy(options)
-
     started = time.time()
     model, global_step = squad_pipeline.train(options, strategy, tokenizer)
     train_seconds = time.time() - started
@@ -113,14 +117,31 @@ def main():
     _, evaluation = squad_pipeline.predict(options, strategy, tokenizer, model, global_step)
     predict_seconds = time.time() - started
     sequences = global_step * args.batch_size
+    print(f"seed {seed}: held-out EM {evaluation['exact_match']:.2f}  F1 "
+          f"{evaluation['f1']:.2f}; train {global_step} steps, {sequences} sequences in "
+          f"{train_seconds:.1f} s ({sequences / train_seconds:.1f} sequences/s, features "
+          f"included); predict + postprocess {predict_seconds:.1f} s", flush=True)
+    return evaluation
+
+
+def main():
+    args = parse_args()
+    logging.set_verbosity(logging.INFO)
+    seeds = seed_summary.parse_seeds(args.seeds)
+    folder = args.output_dir or tempfile.mkdtemp(prefix="squad_check_")
+    os.makedirs(folder, exist_ok=True)
+    train_file, heldout_file = write_split(args, folder)
+    rows = [run_seed(args, seed, folder, train_file, heldout_file) for seed in seeds]
     print(f"model {args.checkpoint}, max_seq_length {args.max_seq_length}, doc_stride "
           f"{args.doc_stride}, batch {args.batch_size}, lr {args.learning_rate}, "
-          f"{args.epochs} epochs")
-    print(f"train: {global_step} steps, {sequences} sequences in {train_seconds:.1f} s "
-          f"({sequences / train_seconds:.1f} sequences/s, features included)")
-    print(f"predict + postprocess: {predict_seconds:.1f} s")
-    print(f"held-out EM {evaluation['exact_match']:.2f}  F1 {evaluation['f1']:.2f}  "
-          f"(official evaluate-v1.1 metrics; outputs in {options.output_dir})")
+          f"{args.epochs} epochs; outputs in {folder}")
+    reference_recipe = (args.train_questions, args.eval_questions, args.epochs,
+                        args.max_seq_length, args.learning_rate) == (2500, 400, 2.0, 192, 1e-4)
+    for key, metric in (("exact_match", "EM"), ("f1", "F1")):
+        reference = seed_summary.reference_figures("squad", metric) if reference_recipe \
+            else None
+        print(seed_summary.summary_line(f"SQuAD held-out {metric}", [r[key] for r in rows],
+                                        reference))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ pipeline under it, for any feature spec (the fine-tuning tasks use it too).
 
 Training pipeline, per input pipeline (one per worker under `tf.distribute`):
 files -> shard by `input_context` (file level; record level when there are fewer files
-than pipelines) -> repeat -> shuffle files -> parallel interleave -> shuffle records ->
-batch (per-replica batch, `drop_remainder`) -> parse -> int64 to int32 -> prefetch.
+than pipelines) -> shuffle files -> parallel interleave -> shuffle records -> repeat ->
+batch (per-replica batch, `drop_remainder`) -> parse -> int64 to int32 -> prefetch. Each
+epoch is one whole pass over the records, in an order drawn anew each epoch.
 Evaluation reads the files in order, once, without shuffling.
 
 A file whose first record does not hold the expected features with the expected lengths
@@ -224,21 +225,22 @@ def tfrecord_dataset(input_files, name_to_features, global_batch_size, is_traini
 
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
     if is_training:
-        if repeat:
-            dataset = dataset.repeat()
         dataset = dataset.shuffle(len(files), seed=seed)
         dataset = dataset.interleave(
             read, cycle_length=min(cycle_length, len(files)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
     else:
         dataset = dataset.flat_map(read)
-        if repeat:
-            dataset = dataset.repeat()
     if shard_records:
         dataset = dataset.shard(input_context.num_input_pipelines,
                                 input_context.input_pipeline_id)
     if is_training and shuffle_buffer_size:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
+    # Shuffle, then repeat: every epoch is one whole pass over the records, in a fresh
+    # order (repeating first would let the shuffle buffer mix epochs, so that some
+    # records are seen three times and others never in a short run).
+    if repeat:
+        dataset = dataset.repeat()
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     dataset = dataset.map(lambda records: _parse_batch(records, name_to_features),
                           num_parallel_calls=tf.data.AUTOTUNE)

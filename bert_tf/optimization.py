@@ -1,25 +1,31 @@
 """Optimizers for BERT: AdamW or LAMB, linear warm-up then linear decay, clipping.
 
-`create_optimizer` builds a stock Keras optimizer (`keras.optimizers.AdamW` or
-`keras.optimizers.Lamb`) configured as google-research/bert trains:
+`create_optimizer` builds the optimizer BERT is fine-tuned and pre-trained with:
 
-* learning rate: `WarmupLinearDecay`, a registered `LearningRateSchedule` that rises
-  linearly from 0 to `init_lr` over `num_warmup_steps` and otherwise decays linearly from
-  `init_lr` to 0 at `num_train_steps` (exactly the original's polynomial decay with
-  power 1 and its warm-up override);
+* `AdamWeightDecay` (registered): Adam with decoupled weight decay, epsilon added to the
+  bias-corrected root as torch / Hugging Face transformers do (`bias_correction=True`,
+  the default), or exactly google-research/bert's `AdamWeightDecayOptimizer`, which has no
+  bias correction (`bias_correction=False`). Keras' own Adam adds epsilon to the
+  uncorrected root, an effective epsilon 30x larger at step 1, which slows the early
+  fine-tuning steps; it is not used. LAMB is `keras.optimizers.Lamb`;
+* learning rate: `WarmupLinearDecay`, a registered `LearningRateSchedule`: linear warm-up
+  from 0 to `init_lr` over `num_warmup_steps`, then linear decay from `init_lr` to 0 at
+  `num_train_steps` (`lr_schedule="linear"`, as transformers'
+  `get_linear_schedule_with_warmup`), or google-research/bert's polynomial decay over all
+  steps that the warm-up overrides (`lr_schedule="google_research"`: the rate right
+  after warm-up is already `init_lr * (1 - warmup / total)`);
 * decoupled weight decay `weight_decay_rate` (0.01), skipped for LayerNorm parameters and
   biases (`DEFAULT_WEIGHT_DECAY_EXCLUSIONS`, matched against variable names);
 * global-norm gradient clipping at `clipnorm` (1.0);
 * optionally wrapped in `keras.optimizers.LossScaleOptimizer` for float16 training.
-
-Differences from the original `AdamWeightDecayOptimizer`: Keras' Adam applies bias
-correction to the moment estimates (the original does not), and `epsilon` defaults to the
-original's 1e-6.
 """
 
 import keras
 
 OPTIMIZER_TYPES = ("adamw", "lamb")
+# "linear": warm-up, then linear decay from the peak (transformers); "google_research":
+# the original's decay over all steps, overridden during warm-up.
+LR_SCHEDULES = ("linear", "google_research")
 
 # The original excludes ["LayerNorm", "layer_norm", "bias"] by (scoped) TF1 name. Keras 3
 # variable names are short ("gamma", "beta", "bias", "kernel"), so the LayerNorm
@@ -31,29 +37,42 @@ DEFAULT_WEIGHT_DECAY_EXCLUSIONS = ("LayerNorm", "layer_norm", "gamma", "beta", "
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up to `peak_learning_rate`, then linear decay to 0.
 
-    `lr(step) = peak * step / num_warmup_steps` while `step < num_warmup_steps`, else
-    `peak * (1 - min(step, num_train_steps) / num_train_steps)`, as google-research/bert's
-    `create_optimizer` computes it (the decay runs over all `num_train_steps`, so the
-    rate right after warm-up is `peak * (1 - num_warmup_steps / num_train_steps)`).
+    While `step < num_warmup_steps`: `peak * step / num_warmup_steps`. After it:
+
+    * `decay_from="warmup_end"` (transformers' `get_linear_schedule_with_warmup`):
+      `peak * (num_train_steps - step) / (num_train_steps - num_warmup_steps)`, so the
+      decay starts from the peak;
+    * `decay_from="start"` (google-research/bert's `create_optimizer`):
+      `peak * (1 - step / num_train_steps)`, one decay over all steps that the warm-up
+      overrides, so the rate right after warm-up is `peak * (1 - warmup / total)`.
+
+    Both are 0 from `num_train_steps` on.
 
     Args:
         peak_learning_rate: The rate at the end of warm-up (the `--learning_rate` flag).
         num_train_steps: Step at which the rate reaches 0.
         num_warmup_steps: Length of the linear warm-up; 0 disables it.
+        decay_from: "warmup_end" or "start" (see above).
     """
 
-    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps):
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps,
+                 decay_from="warmup_end"):
         super().__init__()
         validate_schedule(peak_learning_rate, num_train_steps, num_warmup_steps)
+        if decay_from not in ("warmup_end", "start"):
+            raise ValueError(f"decay_from must be 'warmup_end' or 'start', got {decay_from!r}")
         self.peak_learning_rate = float(peak_learning_rate)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
+        self.decay_from = decay_from
 
     def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        decayed = self.peak_learning_rate * (
-            1.0 - keras.ops.minimum(step, float(self.num_train_steps))
-            / float(self.num_train_steps))
+        step = keras.ops.minimum(keras.ops.cast(step, "float32"), float(self.num_train_steps))
+        decay_start = float(self.num_warmup_steps) if self.decay_from == "warmup_end" else 0.0
+        decay_length = max(float(self.num_train_steps) - decay_start, 1.0)
+        decayed = self.peak_learning_rate * keras.ops.maximum(
+            float(self.num_train_steps) - keras.ops.maximum(step, decay_start), 0.0) \
+            / decay_length
         if self.num_warmup_steps == 0:
             return decayed
         warmup = self.peak_learning_rate * step / float(self.num_warmup_steps)
@@ -64,7 +83,59 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "peak_learning_rate": self.peak_learning_rate,
             "num_train_steps": self.num_train_steps,
             "num_warmup_steps": self.num_warmup_steps,
+            "decay_from": self.decay_from,
         }
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(keras.optimizers.Adam):
+    """Adam with decoupled weight decay, bias-corrected as torch or uncorrected as the original.
+
+    The update of a variable `w` with gradient `g` at step `t` (1-based), after the
+    decoupled decay `w -= lr * weight_decay * w` that Keras' base optimizer applies:
+
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g^2
+        bias_correction=True:  w -= lr * m_hat / (sqrt(v_hat) + epsilon),
+                               m_hat = m / (1 - beta_1^t), v_hat = v / (1 - beta_2^t)
+                               (torch.optim.AdamW, Hugging Face transformers)
+        bias_correction=False: w -= lr * m / (sqrt(v) + epsilon)
+                               (google-research/bert's AdamWeightDecayOptimizer)
+
+    Slots and their names are Keras Adam's, so checkpoints of either variant resume in
+    the other.
+
+    Args:
+        bias_correction: See above.
+        **kwargs: Those of `keras.optimizers.Adam` (`learning_rate`, `weight_decay`,
+            `beta_1`, `beta_2`, `epsilon`, `global_clipnorm`, ...).
+    """
+
+    def __init__(self, bias_correction=True, **kwargs):
+        super().__init__(**kwargs)
+        self.bias_correction = bool(bias_correction)
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = keras.ops.cast(learning_rate, variable.dtype)
+        gradient = keras.ops.cast(gradient, variable.dtype)
+        m = self._momentums[self._get_variable_index(variable)]
+        v = self._velocities[self._get_variable_index(variable)]
+        self.assign_add(m, (gradient - m) * (1 - self.beta_1))
+        self.assign_add(v, (keras.ops.square(gradient) - v) * (1 - self.beta_2))
+        if self.bias_correction:
+            local_step = keras.ops.cast(self.iterations + 1, variable.dtype)
+            first = m / (1 - keras.ops.power(keras.ops.cast(self.beta_1, variable.dtype),
+                                             local_step))
+            second = v / (1 - keras.ops.power(keras.ops.cast(self.beta_2, variable.dtype),
+                                              local_step))
+        else:
+            first, second = m, v
+        self.assign_sub(variable, lr * first / (keras.ops.sqrt(second) + self.epsilon))
+
+    def get_config(self):
+        config = super().get_config()
+        config["bias_correction"] = self.bias_correction
+        return config
 
 
 def validate_schedule(init_lr, num_train_steps, num_warmup_steps):
@@ -87,7 +158,7 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=
                      weight_decay_rate=0.01, clipnorm=1.0, beta_1=0.9, beta_2=0.999,
                      epsilon=1e-6,
                      exclude_from_weight_decay=DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
-                     loss_scale=False):
+                     loss_scale=False, lr_schedule="linear", adam_bias_correction=True):
     """Builds the BERT optimizer; call it inside `strategy.scope()`.
 
     Args:
@@ -103,6 +174,10 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=
         exclude_from_weight_decay: Substrings (regular expressions) of variable names
             that get no weight decay.
         loss_scale: Wrap the optimizer in a dynamic `LossScaleOptimizer` (float16).
+        lr_schedule: "linear" (decay from the peak after warm-up, as transformers) or
+            "google_research" (the original's decay over all steps).
+        adam_bias_correction: AdamW only: epsilon added to the bias-corrected root, as
+            torch (True), or the original's Adam without bias correction (False).
 
     Returns:
         A `keras.optimizers.Optimizer`.
@@ -114,21 +189,20 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=
     if optimizer_type not in OPTIMIZER_TYPES:
         raise ValueError(
             f"optimizer_type must be one of {OPTIMIZER_TYPES}, got {optimizer_type!r}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
     if weight_decay_rate < 0:
         raise ValueError(f"weight_decay_rate must be >= 0, got {weight_decay_rate}")
-    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+    schedule = WarmupLinearDecay(
+        init_lr, num_train_steps, num_warmup_steps,
+        decay_from="warmup_end" if lr_schedule == "linear" else "start")
+    common = dict(learning_rate=schedule, weight_decay=float(weight_decay_rate) or None,
+                  beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                  global_clipnorm=clipnorm or None, name=optimizer_type)
     if optimizer_type == "lamb":
-        optimizer_class = keras.optimizers.Lamb
-    else:  # keras' AdamW insists on a float decay; plain Adam when there is none.
-        optimizer_class = keras.optimizers.AdamW if weight_decay_rate else keras.optimizers.Adam
-    optimizer = optimizer_class(
-        learning_rate=schedule,
-        weight_decay=float(weight_decay_rate) or None,
-        beta_1=beta_1,
-        beta_2=beta_2,
-        epsilon=epsilon,
-        global_clipnorm=clipnorm or None,
-        name=optimizer_type)
+        optimizer = keras.optimizers.Lamb(**common)
+    else:
+        optimizer = AdamWeightDecay(bias_correction=adam_bias_correction, **common)
     if weight_decay_rate and exclude_from_weight_decay:
         optimizer.exclude_from_weight_decay(var_names=list(exclude_from_weight_decay))
     if loss_scale:

@@ -56,6 +56,24 @@ def test_training_pipeline_repeats_shuffles_and_drops_remainder(tmp_path):
     assert not np.array_equal(batches[0]["input_ids"], in_order)
 
 
+@pytest.mark.parametrize("num_files, per_file", [(1, 23), (3, 7)])
+def test_training_pipeline_sees_every_record_once_per_epoch(tmp_path, num_files, per_file):
+    # Shuffle, then repeat: each epoch (N records) is a permutation of all N records, in
+    # a new order each epoch, even with a shuffle buffer larger than N. Repeating first
+    # let the buffer mix epochs, so that some records were seen twice and others never.
+    paths, _ = write_records(tmp_path, num_files, per_file, SEQ, PRED)
+    count = num_files * per_file
+    want = sorted(tuple(e.features.feature["input_ids"].int64_list.value)
+                  for e in _raw_examples(paths))
+    dataset = inputs.pretraining_dataset(paths, SEQ, PRED, 1, is_training=True, seed=3,
+                                         shuffle_buffer_size=10000)
+    rows = [tuple(b["input_ids"][0]) for b in _read_all(dataset.take(3 * count))]
+    epochs = [rows[i * count:(i + 1) * count] for i in range(3)]
+    for epoch in epochs:
+        assert sorted(epoch) == want
+    assert epochs[0] != epochs[1] and epochs[1] != epochs[2]
+
+
 def test_file_level_sharding_gives_disjoint_files_per_pipeline(tmp_path):
     paths, _ = write_records(tmp_path, 4, 3, SEQ, PRED)
     seen = []

@@ -47,6 +47,8 @@ class FinetuneOptions:
     steps_per_loop: int = 100
     optimizer_type: str = "adamw"
     weight_decay_rate: float = 0.01
+    lr_schedule: str = "linear"
+    adam_bias_correction: bool = True
     gradient_accumulation_steps: int = 1
     mixed_precision: Optional[str] = None
     use_xla: bool = False
@@ -97,6 +99,9 @@ def check_options(options: FinetuneOptions) -> None:
             or options.init_checkpoint.endswith(".safetensors")):
         raise FileNotFoundError(f"init_checkpoint not found: {options.init_checkpoint} "
                                 "(expected a folder or a checkpoint prefix with .index)")
+    if options.lr_schedule not in optimization.LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {', '.join(optimization.LR_SCHEDULES)}, "
+                         f"got {options.lr_schedule!r}")
     config = load_config(options)
     if options.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"max_seq_length {options.max_seq_length} exceeds "
@@ -138,12 +143,20 @@ def model_builder(options: FinetuneOptions, make_head_model, load_init: bool):
     return model_fn
 
 
-def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_examples):
-    """Trains for num_train_epochs over `num_examples` (resuming in output_dir)."""
-    num_train_steps = max(1, int(num_examples / options.train_batch_size
-                                 * options.num_train_epochs))
+def num_train_steps_for(options, num_features: int) -> int:
+    """Optimizer steps of `num_train_epochs` passes over `num_features` training features.
+
+    An epoch is a pass over the features the model trains on (a SQuAD question or a long
+    NER sentence gives several windows), as in Hugging Face transformers.
+    """
+    return max(1, int(num_features / options.train_batch_size * options.num_train_epochs))
+
+
+def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_features):
+    """Trains num_train_epochs over `num_features` features (resuming in output_dir)."""
+    num_train_steps = num_train_steps_for(options, num_features)
     num_warmup_steps = int(num_train_steps * options.warmup_proportion)
-    logging.info("Training on %d examples, batch %d, %d steps (%d warm-up)", num_examples,
+    logging.info("Training on %d features, batch %d, %d steps (%d warm-up)", num_features,
                  options.train_batch_size, num_train_steps, num_warmup_steps)
     fresh = tf.train.latest_checkpoint(options.output_dir) is None
 
@@ -151,7 +164,8 @@ def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_examples)
         return optimization.create_optimizer(
             options.learning_rate, num_train_steps, num_warmup_steps,
             optimizer_type=options.optimizer_type,
-            weight_decay_rate=options.weight_decay_rate)
+            weight_decay_rate=options.weight_decay_rate, lr_schedule=options.lr_schedule,
+            adam_bias_correction=options.adam_bias_correction)
 
     result = training.train(
         strategy, model_builder(options, make_head_model, load_init=fresh), loss_fn,
@@ -190,9 +204,9 @@ class ModelHolder:
         self.options, self.strategy, self.make_head_model = options, strategy, make_head_model
         self.model, self.global_step = None, 0
 
-    def train(self, loss_fn, dataset_fn, num_examples):
+    def train(self, loss_fn, dataset_fn, num_features):
         self.model, self.global_step = train(self.options, self.strategy, self.make_head_model,
-                                             loss_fn, dataset_fn, num_examples)
+                                             loss_fn, dataset_fn, num_features)
 
     def _ensure_model(self, dataset_fn):
         if self.model is None:
@@ -288,6 +302,13 @@ COMMON_FLAGS = [
     ("steps_per_loop", "integer", 100, "Steps per host loop (progress is logged per loop)."),
     ("optimizer", "string", "adamw", "adamw or lamb (as run_pretraining's --optimizer)."),
     ("weight_decay_rate", "float", 0.01, "Decoupled weight decay (not LayerNorm, bias)."),
+    ("lr_schedule", "string", "linear",
+     "linear: warm-up, then linear decay from the peak to 0 (as Hugging Face "
+     "transformers); google_research: the original's decay over all steps, which the "
+     "warm-up overrides (rate after warm-up: peak * (1 - warmup_proportion))."),
+    ("adam_bias_correction", "bool", True,
+     "AdamW: bias-corrected moments, epsilon added after the correction (as torch). "
+     "false: the original AdamWeightDecayOptimizer, without bias correction."),
     ("gradient_accumulation_steps", "integer", 1, "Micro-batches per optimizer step."),
     ("mixed_precision", "string", "none", "none, bfloat16 or float16 (loss scaling)."),
     ("use_xla", "bool", False, "XLA-compile the training step."),

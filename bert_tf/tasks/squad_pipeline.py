@@ -11,9 +11,11 @@ resumes), `predictions.json`, `nbest_predictions.json`, `null_odds.json` (v2.0),
 when every question of the predict file carries answers, `eval_results.json` with the
 JSON of the official evaluation script for that file's version.
 
-Training follows the original: examples shuffled with seed 12345, `num_train_steps =
-examples / train_batch_size * num_train_epochs`, loss = mean of the start and end
-cross-entropies over the window's positions.
+Training: examples shuffled with seed 12345 as the original does, loss = mean of the start
+and end cross-entropies over the window's positions. An epoch is a pass over the training
+features (doc-stride windows): `num_train_steps = features / train_batch_size *
+num_train_epochs`, as Hugging Face transformers counts (the original counts questions,
+which runs fewer steps than the epochs asked for when contexts need several windows).
 """
 
 import collections
@@ -127,7 +129,11 @@ def _file_signature(path):
 
 def prepare_train_record(options, tokenizer):
     """Reads and shuffles the training examples, writes their features unless an
-    up-to-date `train.tf_record` exists; returns (number of examples, record path)."""
+    up-to-date `train.tf_record` exists.
+
+    Returns:
+      (number of features, record path).
+    """
     stats = collections.Counter()
     examples = squad.read_squad_examples(options.train_file, True,
                                          options.version_2_with_negative, stats)
@@ -144,21 +150,25 @@ def prepare_train_record(options, tokenizer):
     key_path = path + ".json"
     if os.path.exists(path) and os.path.exists(key_path):
         with open(key_path, encoding="utf-8") as reader:
-            if json.load(reader) == key:
-                logging.info("Reusing %s (%d examples)", path, len(examples))
-                return len(examples), path
+            cached = json.load(reader)
+        num_features = cached.pop("num_features", None)
+        if cached == key and num_features:
+            logging.info("Reusing %s (%d examples, %d features)", path, len(examples),
+                         num_features)
+            return num_features, path
     started = time.time()
     features = squad.convert_examples_to_features(
         examples, tokenizer, options.max_seq_length, options.doc_stride,
         options.max_query_length, is_training=True)
     write_train_record(features, path)
-    squad_postprocess.write_json_atomic(key, key_path, indent=1)
+    squad_postprocess.write_json_atomic(dict(key, num_features=len(features)), key_path,
+                                        indent=1)
     logging.info("train_file: %d questions, %d used (%d skipped: answer not at "
                  "answer_start; %d with several answers used the first); %d features "
                  "in %.1f s -> %s", stats["questions"], len(examples),
                  stats["skipped_answer_not_found"], stats["first_of_several_answers"],
                  len(features), time.time() - started, path)
-    return len(examples), path
+    return len(features), path
 
 
 def make_head_model(encoder):
@@ -168,7 +178,7 @@ def make_head_model(encoder):
 
 def train(options, strategy, tokenizer):
     """Fine-tunes (or resumes) on train_file; returns (model, global_step)."""
-    num_examples, path = prepare_train_record(options, tokenizer)
+    num_features, path = prepare_train_record(options, tokenizer)
 
     def dataset_fn(input_context):
         return inputs.tfrecord_dataset(
@@ -177,7 +187,7 @@ def train(options, strategy, tokenizer):
             shuffle_buffer_size=10000, drop_remainder=True)
 
     return finetuning.train(options, strategy, make_head_model, span_loss, dataset_fn,
-                            num_examples)
+                            num_features)
 
 
 def features_to_arrays(features, is_training):

@@ -1,0 +1,62 @@
+"""Seeds for the real checks, and our figures over them beside the reference's.
+
+The reference's figures are read from `../shared/bench/README.md` (its table "Reference
+fine-tuning"), never written here: Hugging Face transformers fine-tuning the same weights
+with the same recipe, 3 seeds on a GPU.
+"""
+
+import os
+import re
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_BENCH_README = os.path.join(REPO, "..", "shared", "bench", "README.md")
+
+
+def parse_seeds(text):
+    """"1,2,3" -> [1, 2, 3]; raises ValueError naming the flag on anything else."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds must be comma-separated integers, got {text!r}") from None
+    if not seeds:
+        raise ValueError("--seeds must name at least one seed")
+    return seeds
+
+
+def reference_figures(task, metric, readme=SHARED_BENCH_README):
+    """(mean, min, max) of the reference table's row `task` / `metric`, or None.
+
+    Args:
+      task: the table's first column up to any bracket, e.g. "mrpc", "mrpc4", "ner".
+      metric: its second column, e.g. "dev accuracy", "EM", "F1".
+    """
+    if not os.path.isfile(readme):
+        return None
+    with open(readme, encoding="utf-8") as file:
+        for line in file:
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if len(cells) < 6:
+                continue
+            if cells[0].split(" (")[0] == task and cells[1] == metric:
+                try:
+                    return float(cells[2]), float(cells[4]), float(cells[5])
+                except ValueError:
+                    return None
+    return None
+
+
+def summary_line(label, values, reference=None):
+    """`label: ours mean x [min, max] over n seeds; reference mean y [min, max]; gap`."""
+    values = np.asarray(values, dtype=float)
+    text = (f"{label}: ours mean {values.mean():.2f} [{values.min():.2f}, "
+            f"{values.max():.2f}] sd {values.std():.2f} over {len(values)} seed(s) "
+            f"({', '.join(f'{v:.2f}' for v in values)})")
+    if reference:
+        mean, low, high = reference
+        gap = values.mean() - mean
+        verdict = "within 1 point or above" if gap >= -1.0 else "BELOW the target"
+        text += (f"; reference mean {mean:.2f} [{low:.2f}, {high:.2f}]; "
+                 f"ours - reference = {gap:+.2f} ({verdict})")
+    return text
