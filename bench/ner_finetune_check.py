@@ -34,6 +34,8 @@ flags.DEFINE_integer("max_seq_length", 128, "Max sequence length.")
 flags.DEFINE_integer("batch_size", 32, "Training batch size.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_string("seeds", "1,2,3,4,5", "Comma-separated seeds, one run each.")
+flags.DEFINE_string("head_initializer", None, "truncated_normal or normal (default: the "
+                                              "runner's).")
 flags.DEFINE_string("output_dir", None, "Output folder (default: a temporary one).")
 FLAGS = flags.FLAGS
 
@@ -63,7 +65,8 @@ def run_seed(seed, data_dir, work_dir, checkpoint):
         doc_stride=64, train_batch_size=FLAGS.batch_size, eval_batch_size=64,
         predict_batch_size=64, learning_rate=FLAGS.learning_rate,
         num_train_epochs=FLAGS.epochs, warmup_proportion=0.1, save_checkpoints_steps=100000,
-        steps_per_loop=10, seed=seed)
+        steps_per_loop=10, seed=seed,
+        **({"head_initializer": FLAGS.head_initializer} if FLAGS.head_initializer else {}))
     started = time.time()
     results = ner_pipeline.run(options)
     results["seconds"] = time.time() - started

@@ -55,6 +55,8 @@ def parse_args():
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=1e-4)
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds, one run each")
+    parser.add_argument("--head_initializer", default=None,
+                        help="truncated_normal or normal (default: the runner's)")
     parser.add_argument("--output_dir", default=None, help="default: a temporary folder")
     return parser.parse_args()
 
@@ -105,7 +107,8 @@ def run_seed(args, seed, folder, train_file, heldout_file):
         max_query_length=args.max_query_length, train_batch_size=args.batch_size,
         predict_batch_size=32, learning_rate=args.learning_rate,
         num_train_epochs=args.epochs, save_checkpoints_steps=100000, steps_per_loop=20,
-        seed=seed)
+        seed=seed,
+        **({"head_initializer": args.head_initializer} if args.head_initializer else {}))
     squad_pipeline.check_squad_options(options)
     finetuning.set_seed(options.seed)
     tokenizer = finetuning.make_tokenizer(options)

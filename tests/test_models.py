@@ -207,7 +207,8 @@ def _task_models():
     return [BertEncoder(tiny_config()),
             BertPretrainer(BertEncoder(tiny_config(hidden_act="gelu_tanh"))),
             BertClassifier(BertEncoder(tiny_config()), num_classes=3, dropout_rate=0.2),
-            BertSpanLabeler(BertEncoder(tiny_config(hidden_act="relu"))),
+            BertSpanLabeler(BertEncoder(tiny_config(hidden_act="relu")),
+                            head_initializer="normal"),
             BertTokenClassifier(BertEncoder(tiny_config()), num_classes=5)]
 
 
@@ -285,3 +286,34 @@ def test_saved_model_round_trip(tmp_path, pretrainer):
     restored = tf.saved_model.load(export_path)
     np.testing.assert_allclose(restored.serve(inputs)["logits"], expected_logits,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("make_model, head", [
+    (lambda init: BertClassifier(BertEncoder(tiny_config()), 3, head_initializer=init),
+     "classifier"),
+    (lambda init: BertTokenClassifier(BertEncoder(tiny_config()), 3, head_initializer=init),
+     "token_classifier"),
+    (lambda init: BertSpanLabeler(BertEncoder(tiny_config()), head_initializer=init),
+     "span_head"),
+])
+def test_head_initializer_draws_the_named_distribution(make_model, head):
+    # truncated_normal (google-research) never exceeds 2 r and has std 0.88 r; normal
+    # (transformers) has std r with tails past 2 r. Kernels are [32, C], pooled over 20
+    # models per distribution so that the figures are not one draw's.
+    r = tiny_config().initializer_range
+    draws = {}
+    keras.utils.set_random_seed(7)
+    for init in ("truncated_normal", "normal"):
+        kernels = []
+        for _ in range(20):
+            model = make_model(init)
+            model.build()
+            kernels.append(model.head.dense.kernel.numpy().ravel())
+            assert model.head.name == head and not model.head.dense.bias.numpy().any()
+        draws[init] = np.concatenate(kernels)
+    assert np.abs(draws["truncated_normal"]).max() <= 2 * r + 1e-7
+    assert draws["truncated_normal"].std() == pytest.approx(0.88 * r, rel=0.05)
+    assert draws["normal"].std() == pytest.approx(r, rel=0.05)
+    assert np.abs(draws["normal"]).max() > 2 * r
+    with pytest.raises(ValueError, match="kernel distribution"):
+        make_model("uniform")

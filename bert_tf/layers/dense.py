@@ -6,6 +6,11 @@ import tensorflow as tf
 from bert_tf.layers import activations
 
 
+# "truncated_normal": google-research/bert's N(0, r) cut at 2r (its std is 0.88 r);
+# "normal": N(0, r), as Hugging Face transformers initialises new heads.
+KERNEL_DISTRIBUTIONS = ("truncated_normal", "normal")
+
+
 def truncated_normal(initializer_range):
     """A fresh truncated-normal initializer (stddev `initializer_range`, cut at 2 sd).
 
@@ -13,6 +18,16 @@ def truncated_normal(initializer_range):
     values on every call, so sharing one instance would give identical weights.
     """
     return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def kernel_initializer(initializer_range, distribution="truncated_normal"):
+    """A fresh initializer of `distribution` (see `KERNEL_DISTRIBUTIONS`), scale r."""
+    if distribution not in KERNEL_DISTRIBUTIONS:
+        raise ValueError(f"kernel distribution must be one of {KERNEL_DISTRIBUTIONS}, got "
+                         f"{distribution!r}")
+    if distribution == "normal":
+        return keras.initializers.RandomNormal(stddev=initializer_range)
+    return truncated_normal(initializer_range)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -28,16 +43,20 @@ class Projection(keras.layers.Layer):
         activation: A `hidden_act` name ("gelu", "gelu_tanh", "relu", "swish"),
             "tanh", or None for linear.
         use_bias: Whether to add a bias.
-        initializer_range: Stddev of the truncated-normal kernel initializer.
+        initializer_range: Scale r of the kernel initializer.
+        kernel_distribution: "truncated_normal" (N(0, r) cut at 2r, google-research)
+            or "normal" (N(0, r), Hugging Face transformers).
     """
 
     def __init__(self, units, activation=None, use_bias=True, initializer_range=0.02,
-                 **kwargs):
+                 kernel_distribution="truncated_normal", **kwargs):
         super().__init__(**kwargs)
+        kernel_initializer(initializer_range, kernel_distribution)  # validates the name
         self.units = units
         self.activation = activation
         self.use_bias = use_bias
         self.initializer_range = initializer_range
+        self.kernel_distribution = kernel_distribution
         self._activation_fn = tf.tanh if activation == "tanh" else (
             activations.get_activation(activation))
 
@@ -45,7 +64,7 @@ class Projection(keras.layers.Layer):
         input_width = input_shape[-1]
         self.kernel = self.add_weight(
             name="kernel", shape=(input_width, self.units),
-            initializer=truncated_normal(self.initializer_range))
+            initializer=kernel_initializer(self.initializer_range, self.kernel_distribution))
         self.bias = self.add_weight(
             name="bias", shape=(self.units,), initializer="zeros") if self.use_bias else None
         self.built = True
@@ -66,5 +85,6 @@ class Projection(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(units=self.units, activation=self.activation,
-                      use_bias=self.use_bias, initializer_range=self.initializer_range)
+                      use_bias=self.use_bias, initializer_range=self.initializer_range,
+                      kernel_distribution=self.kernel_distribution)
         return config

@@ -109,20 +109,24 @@ class ClassificationHead(_Head):
         num_classes: Output width (1 for regression).
         hidden_size: Input width H.
         dropout_rate: Dropout before the dense layer.
-        initializer_range: Stddev of the truncated-normal initializer.
+        initializer_range: Scale of the kernel initializer.
+        kernel_distribution: "truncated_normal" or "normal" (see `Projection`).
     """
 
-    _config_keys = ("num_classes", "hidden_size", "dropout_rate", "initializer_range")
+    _config_keys = ("num_classes", "hidden_size", "dropout_rate", "initializer_range",
+                    "kernel_distribution")
 
     def __init__(self, num_classes, hidden_size, dropout_rate=0.1, initializer_range=0.02,
-                 **kwargs):
+                 kernel_distribution="truncated_normal", **kwargs):
         super().__init__(**kwargs)
         self.num_classes = num_classes
         self.hidden_size = hidden_size
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
+        self.kernel_distribution = kernel_distribution
         self.dropout = Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
         self.dense = Projection(num_classes, initializer_range=initializer_range,
+                                kernel_distribution=kernel_distribution,
                                 name="dense", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
@@ -143,16 +147,20 @@ class SpanHead(_Head):
 
     Args:
         hidden_size: Input width H.
-        initializer_range: Stddev of the truncated-normal initializer.
+        initializer_range: Scale of the kernel initializer.
+        kernel_distribution: "truncated_normal" or "normal" (see `Projection`).
     """
 
-    _config_keys = ("hidden_size", "initializer_range")
+    _config_keys = ("hidden_size", "initializer_range", "kernel_distribution")
 
-    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, initializer_range=0.02,
+                 kernel_distribution="truncated_normal", **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
-        self.dense = Projection(2, initializer_range=initializer_range, name="dense",
+        self.kernel_distribution = kernel_distribution
+        self.dense = Projection(2, initializer_range=initializer_range,
+                                kernel_distribution=kernel_distribution, name="dense",
                                 dtype=self.dtype_policy)
 
     def build(self, input_shape=None):

@@ -45,16 +45,22 @@ class BertClassifier(_EncoderHeadModel):
         encoder: A `BertEncoder`.
         num_classes: Number of classes C (1 for regression).
         dropout_rate: Dropout on the pooled output.
+        head_initializer: Distribution of the new head's kernel, scale
+            `initializer_range`: "truncated_normal" (google-research) or "normal"
+            (Hugging Face transformers).
     """
 
-    def __init__(self, encoder, num_classes, dropout_rate=0.1, **kwargs):
+    def __init__(self, encoder, num_classes, dropout_rate=0.1,
+                 head_initializer="truncated_normal", **kwargs):
         super().__init__(encoder, **kwargs)
         if not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
+        self.head_initializer = head_initializer
         self.head = ClassificationHead(num_classes, encoder.config.hidden_size,
                                        dropout_rate, encoder.config.initializer_range,
+                                       kernel_distribution=head_initializer,
                                        name="classifier", dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):
@@ -63,7 +69,8 @@ class BertClassifier(_EncoderHeadModel):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate,
+                      head_initializer=self.head_initializer)
         return config
 
 
@@ -75,17 +82,25 @@ class BertSpanLabeler(_EncoderHeadModel):
 
     Args:
         encoder: A `BertEncoder`.
+        head_initializer: "truncated_normal" or "normal" (see `BertClassifier`).
     """
 
-    def __init__(self, encoder, **kwargs):
+    def __init__(self, encoder, head_initializer="truncated_normal", **kwargs):
         super().__init__(encoder, **kwargs)
+        self.head_initializer = head_initializer
         self.head = SpanHead(encoder.config.hidden_size, encoder.config.initializer_range,
+                             kernel_distribution=head_initializer,
                              name="span_head", dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):
         sequence = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]
         start_logits, end_logits = self.head(sequence)
         return {"start_logits": start_logits, "end_logits": end_logits}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(head_initializer=self.head_initializer)
+        return config
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -98,16 +113,20 @@ class BertTokenClassifier(_EncoderHeadModel):
         encoder: A `BertEncoder`.
         num_classes: Number of tags C.
         dropout_rate: Dropout on the sequence output.
+        head_initializer: "truncated_normal" or "normal" (see `BertClassifier`).
     """
 
-    def __init__(self, encoder, num_classes, dropout_rate=0.1, **kwargs):
+    def __init__(self, encoder, num_classes, dropout_rate=0.1,
+                 head_initializer="truncated_normal", **kwargs):
         super().__init__(encoder, **kwargs)
         if not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
+        self.head_initializer = head_initializer
         self.head = ClassificationHead(num_classes, encoder.config.hidden_size,
                                        dropout_rate, encoder.config.initializer_range,
+                                       kernel_distribution=head_initializer,
                                        name="token_classifier", dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):
@@ -116,5 +135,6 @@ class BertTokenClassifier(_EncoderHeadModel):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate,
+                      head_initializer=self.head_initializer)
         return config

@@ -153,7 +153,8 @@ def run(options: ClassifierOptions) -> dict:
     def make_head_model(encoder):
         from bert_tf.models import BertClassifier  # pylint: disable=import-outside-toplevel
         return BertClassifier(encoder, 1 if is_regression else len(label_list),
-                              dropout_rate=options.dropout_rate)
+                              dropout_rate=options.dropout_rate,
+                              head_initializer=options.head_initializer)
 
     holder = finetuning.ModelHolder(options, finetuning.make_strategy(options),
                                     make_head_model)

@@ -21,6 +21,7 @@ from absl import logging
 
 from bert_tf import checkpoints, distribute, optimization, tokenization, training
 from bert_tf.configs import BertConfig
+from bert_tf.layers.dense import KERNEL_DISTRIBUTIONS
 from bert_tf.tasks import text_files
 
 
@@ -58,6 +59,7 @@ class FinetuneOptions:
     tpu_zone: Optional[str] = None
     gcp_project: Optional[str] = None
     dropout_rate: float = 0.1
+    head_initializer: str = "truncated_normal"
     seed: Optional[int] = None
     export_dir: Optional[str] = None
     trim_padding: Optional[bool] = None  # None: on unless TPU or XLA
@@ -102,6 +104,9 @@ def check_options(options: FinetuneOptions) -> None:
     if options.lr_schedule not in optimization.LR_SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {', '.join(optimization.LR_SCHEDULES)}, "
                          f"got {options.lr_schedule!r}")
+    if options.head_initializer not in KERNEL_DISTRIBUTIONS:
+        raise ValueError(f"head_initializer must be one of {', '.join(KERNEL_DISTRIBUTIONS)}, "
+                         f"got {options.head_initializer!r}")
     config = load_config(options)
     if options.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"max_seq_length {options.max_seq_length} exceeds "
@@ -319,6 +324,10 @@ COMMON_FLAGS = [
     ("tpu_zone", "string", None, "Cloud TPU zone."),
     ("gcp_project", "string", None, "GCP project of the Cloud TPU."),
     ("dropout_rate", "float", 0.1, "Dropout before the task head."),
+    ("head_initializer", "string", "truncated_normal",
+     "Distribution of the new task head's kernel, scale initializer_range: "
+     "truncated_normal (google-research: N(0, r) cut at 2r) or normal (N(0, r), as "
+     "Hugging Face transformers)."),
     ("seed", "integer", None, "Random seed (weights of the head, dropout, shuffling)."),
     ("export_dir", "string", None, "Also export a SavedModel for TF Serving here."),
     ("trim_padding", "bool", None, "Cut each batch to its longest sequence (default: on "

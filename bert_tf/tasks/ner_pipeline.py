@@ -181,7 +181,8 @@ def run(options: NerOptions) -> dict:
 
     def make_head_model(encoder):
         from bert_tf.models import BertTokenClassifier  # pylint: disable=import-outside-toplevel
-        return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate)
+        return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate,
+                                   head_initializer=options.head_initializer)
 
     holder = finetuning.ModelHolder(options, finetuning.make_strategy(options),
                                     make_head_model)

@@ -171,9 +171,12 @@ def prepare_train_record(options, tokenizer):
     return len(features), path
 
 
-def make_head_model(encoder):
-    from bert_tf.models import BertSpanLabeler  # pylint: disable=import-outside-toplevel
-    return BertSpanLabeler(encoder)
+def head_model_builder(options):
+    """`encoder -> BertSpanLabeler` with the options' head initializer."""
+    def make_head_model(encoder):
+        from bert_tf.models import BertSpanLabeler  # pylint: disable=import-outside-toplevel
+        return BertSpanLabeler(encoder, head_initializer=options.head_initializer)
+    return make_head_model
 
 
 def train(options, strategy, tokenizer):
@@ -186,8 +189,8 @@ def train(options, strategy, tokenizer):
             input_context=input_context, compression="none", seed=options.seed,
             shuffle_buffer_size=10000, drop_remainder=True)
 
-    return finetuning.train(options, strategy, make_head_model, span_loss, dataset_fn,
-                            num_features)
+    return finetuning.train(options, strategy, head_model_builder(options), span_loss,
+                            dataset_fn, num_features)
 
 
 def features_to_arrays(features, is_training):
@@ -278,7 +281,7 @@ def predict(options, strategy, tokenizer, model=None, global_step=None):
         element_spec = predict_dataset_fn(arrays, options.predict_batch_size)(
             tf.distribute.InputContext()).element_spec
         model, global_step = finetuning.load_trained_model(
-            options, strategy, make_head_model, element_spec)
+            options, strategy, head_model_builder(options), element_spec)
     results = predict_logits(strategy, model, features, options.predict_batch_size)
     predictions, null_odds, _ = squad_postprocess.write_predictions(
         examples, features, results, options.output_dir,
