@@ -110,7 +110,7 @@ def main():
     records = make_records(args, work)
     rows = [run_seed(args, records, seed, work) for seed in seeds]
     print(seed_summary.summary_line("masked-LM accuracy",
-                                    [r["masked_lm_accuracy"] for r in rows]))
+                                    [r["masked_lm_accuracy"] for r in rows], digits=4))
     print(f"reference: {REFERENCE_RANGE}")
 
 

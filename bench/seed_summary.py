@@ -47,12 +47,12 @@ def reference_figures(task, metric, readme=SHARED_BENCH_README):
     return None
 
 
-def summary_line(label, values, reference=None):
+def summary_line(label, values, reference=None, digits=2):
     """`label: ours mean x [min, max] over n seeds; reference mean y [min, max]; gap`."""
     values = np.asarray(values, dtype=float)
-    text = (f"{label}: ours mean {values.mean():.2f} [{values.min():.2f}, "
-            f"{values.max():.2f}] sd {values.std():.2f} over {len(values)} seed(s) "
-            f"({', '.join(f'{v:.2f}' for v in values)})")
+    text = (f"{label}: ours mean {values.mean():.{digits}f} [{values.min():.{digits}f}, "
+            f"{values.max():.{digits}f}] sd {values.std():.{digits}f} over {len(values)} "
+            f"seed(s) ({', '.join(f'{v:.{digits}f}' for v in values)})")
     if reference:
         mean, low, high = reference
         gap = values.mean() - mean

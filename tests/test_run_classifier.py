@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.tasks import classification_pipeline
+from bert_tf.tasks import classification_pipeline, finetuning
 from bert_tf.tasks.classification_pipeline import ClassifierOptions
 
 WORDS = ["good", "bad", "movie", "film", "plot", "acting", "the", "a", "was", "is", "very",
@@ -151,3 +151,34 @@ def test_export_dir_serves_the_same_probabilities(tmp_path):
     np.testing.assert_allclose(outputs["probabilities"].numpy(), probabilities, atol=1e-5)
     assert [label.decode() for label in outputs["labels"].numpy()] == [
         str(int(p[1] > p[0])) for p in probabilities]
+
+
+def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path):
+    # The defaults that reach Hugging Face transformers' accuracy on the same weights
+    # (bench/*_check.py): N(0, r) heads, decay from the peak after warm-up, torch's Adam.
+    defaults = ClassifierOptions(task_name="SST-2", output_dir=str(tmp_path / "out"))
+    assert (defaults.head_initializer, defaults.lr_schedule, defaults.adam_bias_correction) \
+        == ("normal", "linear", True)
+    flag_defaults = {name: default for name, _, default, _ in finetuning.COMMON_FLAGS}
+    assert flag_defaults["head_initializer"] == "normal"
+    assert flag_defaults["lr_schedule"] == "linear"
+    assert flag_defaults["adam_bias_correction"] is True
+    write_sst2(tmp_path / "data")
+    for change, name in ((dict(head_initializer="uniform"), "head_initializer"),
+                         (dict(lr_schedule="cosine"), "lr_schedule")):
+        with pytest.raises(ValueError, match=name):
+            classification_pipeline.run(options(tmp_path, do_train=True, **change))
+    assert not (tmp_path / "out" / "train.tf_record").exists()
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(train_batch_size=0), "train_batch_size must be a positive integer"),
+    (dict(num_train_epochs=0.0), "num_train_epochs must be > 0"),
+    (dict(learning_rate=0.0), "learning_rate must be > 0"),
+    (dict(warmup_proportion=1.5), "warmup_proportion"),
+])
+def test_bad_numbers_are_refused_before_any_work(tmp_path, change, message):
+    write_sst2(tmp_path / "data")
+    with pytest.raises(ValueError, match=message):
+        classification_pipeline.run(options(tmp_path, do_train=True, **change))
+    assert not (tmp_path / "out" / "train.tf_record").exists()

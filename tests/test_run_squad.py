@@ -157,3 +157,13 @@ def test_predict_file_without_answers_is_not_evaluated(tmp_path):
     (tmp_path / "test.json").write_text(json.dumps(data))
     assert squad_pipeline.evaluate_predictions(str(tmp_path / "test.json"), predictions,
                                                None) is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(n_best_size=0), "n_best_size must be at least 1"),
+    (dict(max_answer_length=0), "max_answer_length must be at least 1"),
+])
+def test_settings_that_empty_every_answer_are_refused(tmp_path, change, message):
+    dev_file = write_squad(tmp_path / "dev.json", 3, seed=1)
+    with pytest.raises(ValueError, match=message):
+        squad_pipeline.run(options(tmp_path, do_predict=True, predict_file=dev_file, **change))

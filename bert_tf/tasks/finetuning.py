@@ -59,7 +59,7 @@ class FinetuneOptions:
     tpu_zone: Optional[str] = None
     gcp_project: Optional[str] = None
     dropout_rate: float = 0.1
-    head_initializer: str = "truncated_normal"
+    head_initializer: str = "normal"  # the new head's kernel: N(0, r), as transformers
     seed: Optional[int] = None
     export_dir: Optional[str] = None
     trim_padding: Optional[bool] = None  # None: on unless TPU or XLA
@@ -101,6 +101,7 @@ def check_options(options: FinetuneOptions) -> None:
             or options.init_checkpoint.endswith(".safetensors")):
         raise FileNotFoundError(f"init_checkpoint not found: {options.init_checkpoint} "
                                 "(expected a folder or a checkpoint prefix with .index)")
+    _check_numbers(options)
     if options.lr_schedule not in optimization.LR_SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {', '.join(optimization.LR_SCHEDULES)}, "
                          f"got {options.lr_schedule!r}")
@@ -113,6 +114,28 @@ def check_options(options: FinetuneOptions) -> None:
                          f"max_position_embeddings {config.max_position_embeddings} of "
                          f"{options.bert_config_file}")
     os.makedirs(options.output_dir, exist_ok=True)
+
+
+def _check_numbers(options: FinetuneOptions) -> None:
+    """Rejects sizes and rates that cannot work, before any data is read."""
+    batch_flags = [("train_batch_size", options.do_train),
+                   ("eval_batch_size", options.do_eval),
+                   ("predict_batch_size", options.do_predict)]
+    for name, used in batch_flags:
+        value = getattr(options, name)
+        if used and (isinstance(value, bool) or int(value) != value or value < 1):
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+    if options.do_train:
+        if not options.num_train_epochs > 0:
+            raise ValueError(f"num_train_epochs must be > 0, got {options.num_train_epochs}")
+        if not options.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {options.learning_rate}")
+        if not 0 <= options.warmup_proportion <= 1:
+            raise ValueError("warmup_proportion must be between 0 and 1, got "
+                             f"{options.warmup_proportion}")
+    if options.max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]), got "
+                         f"{options.max_seq_length}")
 
 
 def load_config(options: FinetuneOptions) -> BertConfig:
@@ -324,10 +347,11 @@ COMMON_FLAGS = [
     ("tpu_zone", "string", None, "Cloud TPU zone."),
     ("gcp_project", "string", None, "GCP project of the Cloud TPU."),
     ("dropout_rate", "float", 0.1, "Dropout before the task head."),
-    ("head_initializer", "string", "truncated_normal",
-     "Distribution of the new task head's kernel, scale initializer_range: "
-     "truncated_normal (google-research: N(0, r) cut at 2r) or normal (N(0, r), as "
-     "Hugging Face transformers)."),
+    ("head_initializer", "string", "normal",
+     "Distribution of the new task head's kernel, scale r = initializer_range: normal "
+     "(N(0, r), as Hugging Face transformers) or truncated_normal (the original: N(0, r) "
+     "cut at 2r, whose std is 0.88 r; on short fine-tuning recipes it reaches lower "
+     "accuracy)."),
     ("seed", "integer", None, "Random seed (weights of the head, dropout, shuffling)."),
     ("export_dir", "string", None, "Also export a SavedModel for TF Serving here."),
     ("trim_padding", "bool", None, "Cut each batch to its longest sequence (default: on "

@@ -69,6 +69,10 @@ def check_squad_options(options: SquadOptions) -> None:
                 and not os.path.isfile(path):
             raise FileNotFoundError(f"{name} not found: {path}")
     squad.check_lengths(options.max_seq_length, options.max_query_length)
+    for name in ("n_best_size", "max_answer_length"):
+        if options.do_predict and getattr(options, name) < 1:
+            raise ValueError(f"{name} must be at least 1, got {getattr(options, name)}: "
+                             "with none, every answer would be empty")
     if options.doc_stride <= 0:
         raise ValueError(f"doc_stride must be positive, got {options.doc_stride}")
     if options.doc_stride > options.max_seq_length - options.max_query_length - 3:
