@@ -77,7 +77,8 @@ def check_squad_options(options: SquadOptions) -> None:
         raise ValueError(f"doc_stride must be positive, got {options.doc_stride}")
     if options.doc_stride > options.max_seq_length - options.max_query_length - 3:
         logging.warning("doc_stride %d exceeds the context room of a window (%d): "
-                        "text between windows is skipped", options.doc_stride,
+                        "consecutive windows will start one window apart (no text is "
+                        "skipped, none overlaps)", options.doc_stride,
                         options.max_seq_length - options.max_query_length - 3)
     finetuning.check_options(options)
 
