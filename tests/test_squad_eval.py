@@ -141,6 +141,7 @@ def test_cli_bad_input_names_the_file(tmp_path):
     bad = _data([{"question": "?", "answers": []}], "1.1")
     completed = _run_cli(tmp_path, bad, {})
     assert 'data.json: data[0].paragraphs[0].qas[0]: missing "id"' in completed.stderr
+    assert "Traceback" not in completed.stderr and len(completed.stderr.splitlines()) == 1
     completed = _run_cli(tmp_path, V2_DATA, V2_PREDICTIONS, {"A": 0.5})
     assert "na.json: no score for 3 predicted questions" in completed.stderr
 

@@ -283,8 +283,11 @@ def main(argv=None):
     parser.add_argument("--version", choices=("1.1", "2.0"), default=None,
                         help="Evaluation script to follow (default: from the data).")
     args = parser.parse_args(argv)
-    version, result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file,
-                                     args.na_prob_thresh, args.version)
+    try:
+        version, result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file,
+                                         args.na_prob_thresh, args.version)
+    except ValueError as error:  # a data file that is not SQuAD-shaped, named by field
+        raise SystemExit(f"squad_eval: error: {error}") from None
     if args.out_file:
         temporary = f"{args.out_file}.tmp-{os.getpid()}"
         with open(temporary, "w", encoding="utf-8") as writer:
