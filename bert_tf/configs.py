@@ -20,6 +20,11 @@ _POSITIVE_INT_FIELDS = (
 _PROBABILITY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
+# Fields every bert_config.json must name: they fix the shapes of the weights.
+REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size")
+
+
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
     """Hyper-parameters of a BERT encoder, as in google-research's `bert_config.json`.
@@ -92,11 +97,12 @@ class BertConfig:
         """Builds a config from a dict of `bert_config.json` fields.
 
         Args:
-            values: Mapping of field name to value. `vocab_size` is required.
+            values: Mapping of field name to value. The shape fields (`REQUIRED_KEYS`)
+                are required.
             source: What to call the input in error messages (e.g. a file path).
 
         Raises:
-            ValueError: on unknown keys, a missing `vocab_size` or an invalid value.
+            ValueError: on unknown keys, a missing shape field or an invalid value.
         """
         if not isinstance(values, dict):
             raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}.")
@@ -107,8 +113,14 @@ class BertConfig:
                 f"{source}: unknown BERT config keys {unknown}; expected keys are "
                 f"{sorted(known)}."
             )
-        if "vocab_size" not in values:
-            raise ValueError(f"{source}: missing required key `vocab_size`.")
+        # The shape fields have no safe default: a missing one would silently build a
+        # model of another size (the original's defaults are BERT-base's).
+        missing = [key for key in REQUIRED_KEYS if key not in values]
+        if missing:
+            raise ValueError(f"{source}: missing required key(s) "
+                             f"{', '.join(f'`{key}`' for key in missing)}; a "
+                             "bert_config.json names every one of "
+                             f"{', '.join(REQUIRED_KEYS)}.")
         try:
             return cls(**values)
         except ValueError as e:

@@ -45,11 +45,15 @@ def test_unknown_keys_are_reported():
         BertConfig.from_dict({**tiny_config_dict(), "pooler_fc_size": 768}, source="my.json")
 
 
-def test_missing_vocab_size():
+@pytest.mark.parametrize("key", ["vocab_size", "hidden_size", "num_hidden_layers",
+                                 "num_attention_heads", "intermediate_size"])
+def test_missing_shape_field_is_refused(key):
+    # The original silently falls back to BERT-base's value (12 heads, ...): a model of
+    # another shape than the checkpoint's.
     values = tiny_config_dict()
-    del values["vocab_size"]
-    with pytest.raises(ValueError, match="vocab_size"):
-        BertConfig.from_dict(values)
+    del values[key]
+    with pytest.raises(ValueError, match=f"missing required key.*`{key}`"):
+        BertConfig.from_dict(values, source="my_config.json")
 
 
 def test_file_errors_name_the_file(tmp_path):
