@@ -182,3 +182,11 @@ def test_bad_numbers_are_refused_before_any_work(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
         classification_pipeline.run(options(tmp_path, do_train=True, **change))
     assert not (tmp_path / "out" / "train.tf_record").exists()
+
+
+def test_missing_init_checkpoint_is_named_before_config_and_vocab(tmp_path):
+    write_sst2(tmp_path / "data")
+    nope = str(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="init_checkpoint not found: .*nope"):
+        classification_pipeline.run(options(tmp_path, do_train=True, init_checkpoint=nope,
+                                            bert_config_file=None, vocab_file=None))

@@ -85,6 +85,12 @@ def check_options(options: FinetuneOptions) -> None:
         raise ValueError("at least one of do_train, do_eval or do_predict must be true")
     if not options.output_dir:
         raise ValueError("output_dir is required")
+    if options.init_checkpoint and not (
+            os.path.isdir(options.init_checkpoint)
+            or tf.io.gfile.exists(options.init_checkpoint + ".index")
+            or options.init_checkpoint.endswith(".safetensors")):
+        raise FileNotFoundError(f"init_checkpoint not found: {options.init_checkpoint} "
+                                "(expected a folder or a checkpoint prefix with .index)")
     options.bert_config_file = (options.bert_config_file
                                 or _folder_file(options, "bert_config.json")
                                 or _folder_file(options, "config.json"))
@@ -95,12 +101,6 @@ def check_options(options: FinetuneOptions) -> None:
             raise ValueError(f"{name} is required (or an init_checkpoint folder holding it)")
         if not os.path.isfile(value):
             raise FileNotFoundError(f"{name} not found: {value}")
-    if options.init_checkpoint and not (
-            os.path.isdir(options.init_checkpoint)
-            or tf.io.gfile.exists(options.init_checkpoint + ".index")
-            or options.init_checkpoint.endswith(".safetensors")):
-        raise FileNotFoundError(f"init_checkpoint not found: {options.init_checkpoint} "
-                                "(expected a folder or a checkpoint prefix with .index)")
     _check_numbers(options)
     if options.lr_schedule not in optimization.LR_SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {', '.join(optimization.LR_SCHEDULES)}, "
