@@ -7,6 +7,9 @@ import sys
 import numpy as np
 import pytest
 
+from bert_tf import checkpoints
+from bert_tf.configs import BertConfig
+from bert_tf.models import BertEncoder
 from bert_tf.tasks import classification_pipeline, finetuning
 from bert_tf.tasks.classification_pipeline import ClassifierOptions
 
@@ -190,3 +193,21 @@ def test_missing_init_checkpoint_is_named_before_config_and_vocab(tmp_path):
     with pytest.raises(FileNotFoundError, match="init_checkpoint not found: .*nope"):
         classification_pipeline.run(options(tmp_path, do_train=True, init_checkpoint=nope,
                                             bert_config_file=None, vocab_file=None))
+
+
+def test_predict_without_training_refuses_a_random_head(tmp_path):
+    # A released encoder checkpoint has no classifier weights: predicting from a fresh
+    # output_dir would serve a random head, so it is refused with the reason.
+    vocab_file, config_file = tiny_model_files(tmp_path)
+    released = tmp_path / "released"
+    released.mkdir()
+    encoder = BertEncoder(BertConfig.from_json_file(config_file))
+    encoder.build()
+    checkpoints.save_google_checkpoint(encoder, str(released / "bert_model.ckpt"),
+                                       write_config=True)
+    (released / "vocab.txt").write_text((tmp_path / "vocab.txt").read_text())
+    write_sst2(tmp_path / "data")
+    with pytest.raises(ValueError, match="task head would be random"):
+        classification_pipeline.run(options(tmp_path, do_predict=True,
+                                            init_checkpoint=str(released)))
+    assert not list((tmp_path / "out").glob("*.tsv"))

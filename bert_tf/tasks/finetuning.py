@@ -158,15 +158,22 @@ def make_strategy(options: FinetuneOptions):
                                    options.tpu_name, options.tpu_zone, options.gcp_project)
 
 
-def model_builder(options: FinetuneOptions, make_head_model, load_init: bool):
-    """A `model_fn`: encoder from the config + head; loads init_checkpoint when asked."""
+def model_builder(options: FinetuneOptions, make_head_model, load_init: bool,
+                  load_reports=None):
+    """A `model_fn`: encoder from the config + head; loads init_checkpoint when asked.
+
+    Args:
+      load_reports: a list that gets the `checkpoints.LoadReport` of each load.
+    """
     def model_fn():
         from bert_tf.models import BertEncoder  # pylint: disable=import-outside-toplevel
         model = make_head_model(BertEncoder(load_config(options)))
         model.build()
         if load_init and options.init_checkpoint:
             # The loader logs its report (loaded / newly initialised / unmatched).
-            checkpoints.load_pretrained_weights(model, options.init_checkpoint)
+            report = checkpoints.load_pretrained_weights(model, options.init_checkpoint)
+            if load_reports is not None:
+                load_reports.append(report)
         return model
     return model_fn
 
@@ -211,15 +218,26 @@ def load_trained_model(options, strategy, make_head_model, element_spec):
     """The model of the latest checkpoint in output_dir (else init_checkpoint) and its step.
 
     Raises:
-      ValueError: when there is neither a training checkpoint nor an init_checkpoint.
+      ValueError: when there is no training checkpoint and init_checkpoint is missing
+        or has no weights for the task head (predictions would come from a random head).
     """
     latest = tf.train.latest_checkpoint(options.output_dir)
     if latest is None and not options.init_checkpoint:
         raise ValueError(f"no training checkpoint in output_dir {options.output_dir} and no "
                          "init_checkpoint: train first (do_train) or pass init_checkpoint")
+    reports = []
     model = training.build_model(
-        strategy, model_builder(options, make_head_model, load_init=latest is None),
-        element_spec)
+        strategy, model_builder(options, make_head_model, load_init=latest is None,
+                                load_reports=reports), element_spec)
+    # Names outside "bert/" are the task head's (an unused pooler may be missing).
+    fresh = [name for report in reports for name in report.newly_initialized
+             if not name.startswith("bert/")]
+    if fresh:
+        raise ValueError(
+            f"no training checkpoint in output_dir {options.output_dir}, and init_checkpoint "
+            f"{options.init_checkpoint} has no weights for {', '.join(fresh)}: the task "
+            "head would be random. Train first (do_train), or set output_dir to a "
+            "fine-tuned run")
     step = training.restore_model(model, latest) if latest else 0
     logging.info("Evaluating %s (global_step %d)", latest or options.init_checkpoint, step)
     return model, step
