@@ -396,3 +396,18 @@ def test_real_dumps_through_workers(tmp_path, shared_data_dir):
     assert stats["skipped"]["non_article_pages"] >= 10 and stats["documents"] > 20
     features = read_records(paths, seq=128, pred=20)
     assert len(features["input_ids"]) == stats["instances"]
+
+
+def test_output_paths_that_cannot_be_files_are_refused_up_front(tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ValueError, match="is an existing directory"):
+        pp.resolve_output_files(str(tmp_path / "taken"))
+    with pytest.raises(ValueError, match="is a file, not a directory"):
+        pp.resolve_output_files(str(tmp_path / "a_file" / "out.tfrecord"))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        pp.resolve_output_files(str(tmp_path / "no_dir" / "out.tfrecord"))
+    # The stats file beside the records is a path of the output set too.
+    (tmp_path / "out.tfrecord.stats.json").mkdir()
+    with pytest.raises(ValueError, match="stats.json' is an existing directory"):
+        pp.resolve_output_files(str(tmp_path / "out.tfrecord"))
