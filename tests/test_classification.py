@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bert_tf import tokenization
-from bert_tf.tasks import classification
+from bert_tf.tasks import classification, text_files
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran",
          "a", "big", "##s", "on", "mat", "."]
@@ -254,3 +254,25 @@ def test_trim_padding_cuts_each_batch_to_its_longest(tmp_path, tokenizer):
     assert [batch["input_ids"].shape for batch in batches] == [(2, 8), (2, 4)]
     assert batches[1]["input_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
     assert batches[0]["label_ids"].shape == (2,)
+
+
+@pytest.mark.parametrize("name, header", [("train.tsv", b"text\tlabel\n"),
+                                          ("train.csv", b"text,label\n"),
+                                          ("train.jsonl", b"")])
+def test_undecodable_or_binary_files_name_file_line_and_byte(tmp_path, name, header):
+    good = {"train.tsv": b"fine\t1\n", "train.csv": b"fine,1\n",
+            "train.jsonl": b'{"text": "fine", "label": "1"}\n'}[name]
+    processor = text_files.GenericProcessor(labels=["0", "1"])
+    bad = good.replace(b"fine", b"caf\xe9")
+    (tmp_path / name).write_bytes(header + good + bad)
+    column = bad.index(b"\xe9") + 1
+    with pytest.raises(ValueError, match=rf"{name}:{3 if header else 2}: not UTF-8 text "
+                                         rf"\(byte 0xe9 at column {column}\)"):
+        processor.get_examples(str(tmp_path), "train")
+    (tmp_path / name).write_bytes(header + good + b"\x00\x01\x02binary\n")
+    with pytest.raises(ValueError, match=rf"{name}:{3 if header else 2}: NUL byte at "
+                                         "column 1: not a text file"):
+        processor.get_examples(str(tmp_path), "train")
+    # A byte-order mark is not part of the first column's name.
+    (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + header + good)
+    assert [e.text_a for e in processor.get_examples(str(tmp_path), "train")] == ["fine"]

@@ -173,3 +173,10 @@ def test_label_list_file_round_trip(tmp_path):
     assert ner.read_label_list(str(tmp_path / "labels.txt")) == ["O", "B-PER"]
     with pytest.raises(FileNotFoundError, match="output_dir"):
         ner.read_label_list(str(tmp_path / "none.txt"))
+
+
+def test_undecodable_conll_file_names_file_and_line(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_bytes(b"EU B-ORG\nrejects O\n\nCaf\xe9 B-LOC\n")
+    with pytest.raises(ValueError, match=r"train.txt:4: not UTF-8 text \(byte 0xe9"):
+        ner.read_tagged_file(str(path))

@@ -59,19 +59,18 @@ def read_tagged_file(path: str, tag_column: int = -1, word_column: int = 0,
                                       list(lines)))
         words.clear(), tags.clear(), lines.clear()
 
-    with open(path, encoding="utf-8-sig") as file:
-        for line_number, line in enumerate(file, start=1):
-            fields = line.split()
-            if not fields or fields[0] == DOCSTART:
-                close_sentence()
-                continue
-            words.append(_field(fields, word_column, path, line_number, "word"))
-            lines.append(line_number)
-            if has_tags:
-                if len(fields) < 2:
-                    raise ValueError(f"{path}:{line_number}: missing tag: the line holds only "
-                                     f"{fields[0]!r}; expected the tag in column {tag_column}")
-                tags.append(_field(fields, tag_column, path, line_number, "tag"))
+    for line_number, line in text_files.iter_text_lines(path):
+        fields = line.split()
+        if not fields or fields[0] == DOCSTART:
+            close_sentence()
+            continue
+        words.append(_field(fields, word_column, path, line_number, "word"))
+        lines.append(line_number)
+        if has_tags:
+            if len(fields) < 2:
+                raise ValueError(f"{path}:{line_number}: missing tag: the line holds only "
+                                 f"{fields[0]!r}; expected the tag in column {tag_column}")
+            tags.append(_field(fields, tag_column, path, line_number, "tag"))
     close_sentence()
     return sentences
 

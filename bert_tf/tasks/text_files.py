@@ -1,11 +1,14 @@
 """Reading labelled text files for classification: TSV rows, CSV/JSONL with named columns.
 
-`read_tsv` yields (line number, fields) and rejects a row whose column count differs
-from the first row's, naming file and line. `GenericProcessor` reads your own
+`iter_text_lines` is how every task reads a text file: UTF-8 (a byte-order mark is
+dropped), and a line that is not UTF-8 or holds a NUL byte (a binary file) is an error
+naming file, line and byte. `read_tsv` yields (line number, fields) and rejects a row
+whose column count differs from the first row's, naming file and line. `GenericProcessor` reads your own
 `train` / `dev` / `test` files (`.tsv`, `.csv`, `.jsonl`) with named text, optional
 text-pair, optional id and label columns.
 """
 
+import codecs
 import csv
 import dataclasses
 import json
@@ -48,6 +51,29 @@ def write_text_atomic(path: str, text: str) -> None:
     os.replace(temporary, path)
 
 
+def iter_text_lines(path: str):
+    """Yields (line_number, line) of a UTF-8 text file, line ends kept.
+
+    Raises:
+      ValueError: naming file, line and byte, for a line that is not UTF-8 or holds a
+        NUL byte (what binary files hold).
+    """
+    with open(path, "rb") as file:
+        for line_number, raw in enumerate(file, start=1):
+            if line_number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            nul = raw.find(b"\x00")
+            if nul >= 0:
+                raise ValueError(f"{path}:{line_number}: NUL byte at column {nul + 1}: not a "
+                                 "text file (expected UTF-8 text)")
+            try:
+                yield line_number, raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path}:{line_number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at "
+                    f"column {error.start + 1}); save the file as UTF-8") from None
+
+
 def read_tsv(path: str, header: bool = True):
     """Yields (line_number, fields) of the data rows of a tab-separated file.
 
@@ -55,20 +81,19 @@ def read_tsv(path: str, header: bool = True):
     lines skipped. Every row must have as many columns as the first line.
     """
     expected = None
-    with open(path, encoding="utf-8-sig") as file:
-        for line_number, line in enumerate(file, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
+    for line_number, line in iter_text_lines(path):
+        line = line.rstrip("\n").rstrip("\r")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if expected is None:
+            expected = len(fields)
+            if header:
                 continue
-            fields = line.split("\t")
-            if expected is None:
-                expected = len(fields)
-                if header:
-                    continue
-            elif len(fields) != expected:
-                raise ValueError(f"{path}:{line_number}: {len(fields)} tab-separated columns, "
-                                 f"expected {expected} as in the first line")
-            yield line_number, fields
+        elif len(fields) != expected:
+            raise ValueError(f"{path}:{line_number}: {len(fields)} tab-separated columns, "
+                             f"expected {expected} as in the first line")
+        yield line_number, fields
 
 
 def column(row: list, index: int, path: str, line_number: int, field: str) -> str:
@@ -91,17 +116,16 @@ def parse_float(value: str, path: str, line_number: int, field: str) -> float:
 def _read_records(path: str):
     """Yields (line_number, dict of column -> value) from a .tsv, .csv or .jsonl file."""
     if path.endswith((".jsonl", ".json")):
-        with open(path, encoding="utf-8-sig") as file:
-            for line_number, line in enumerate(file, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{line_number}: not a JSON object: {error}") from None
-                if not isinstance(record, dict):
-                    raise ValueError(f"{path}:{line_number}: expected a JSON object per line")
-                yield line_number, record
+        for line_number, line in iter_text_lines(path):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{line_number}: not a JSON object: {error}") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{line_number}: expected a JSON object per line")
+            yield line_number, record
         return
     if path.endswith(".tsv"):
         rows = read_tsv(path, header=False)
@@ -116,18 +140,17 @@ def _read_records(path: str):
 
 
 def _read_csv_rows(path: str):
-    with open(path, encoding="utf-8-sig", newline="") as file:
-        reader = csv.reader(file)
-        expected = None
-        for fields in reader:
-            if not fields:
-                continue
-            if expected is None:
-                expected = len(fields)
-            elif len(fields) != expected:
-                raise ValueError(f"{path}:{reader.line_num}: {len(fields)} comma-separated "
-                                 f"columns, expected {expected} as in the header")
-            yield reader.line_num, fields
+    reader = csv.reader(line for _, line in iter_text_lines(path))
+    expected = None
+    for fields in reader:
+        if not fields:
+            continue
+        if expected is None:
+            expected = len(fields)
+        elif len(fields) != expected:
+            raise ValueError(f"{path}:{reader.line_num}: {len(fields)} comma-separated "
+                             f"columns, expected {expected} as in the header")
+        yield reader.line_num, fields
 
 
 class GenericProcessor:
