@@ -75,12 +75,8 @@ def check_model_and_vocab(model, model_cls, vocab_file, max_seq_length, min_seq_
     if vocab_file is None:
         raise ValueError("vocab_file is required: the export tokenizes text in the graph")
     vocab = tokenization.load_vocab(vocab_file)
-    if len(vocab) > config.vocab_size:
-        raise ValueError(f"vocab file {vocab_file} has {len(vocab)} tokens but the config's "
-                         f"vocab_size is {config.vocab_size}: vocab and model do not match")
-    if len(vocab) < config.vocab_size:
-        logging.warning("vocab file %s has %d tokens, config vocab_size is %d",
-                        vocab_file, len(vocab), config.vocab_size)
+    tokenization.check_vocab_matches(len(vocab), vocab_file, config.vocab_size,
+                                     "the model's config")
     if not isinstance(max_seq_length, int) or not (
             min_seq_length <= max_seq_length <= config.max_position_embeddings):
         raise ValueError(f"max_seq_length must be an integer in [{min_seq_length}, "

@@ -21,6 +21,8 @@ import os
 import re
 import unicodedata
 
+from absl import logging
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200
@@ -81,6 +83,25 @@ def load_vocab(vocab_file):
         raise ValueError(f"vocab file is empty: {vocab_file}; expected one token per line")
     return vocab
 
+
+
+def check_vocab_matches(num_tokens, vocab_file, vocab_size, config_source="the config"):
+    """Refuses a vocab that cannot belong to a model with `vocab_size` embedding rows.
+
+    More tokens than rows would index past the table; fewer than half the rows means a
+    vocab of another model (a few spare rows, as padded tables have, only warn).
+
+    Raises:
+      ValueError: naming both files and both sizes.
+    """
+    if num_tokens > vocab_size or num_tokens < vocab_size // 2:
+        raise ValueError(f"vocab_file {vocab_file} has {num_tokens} tokens but "
+                         f"{config_source} has vocab_size {vocab_size}: the vocab and the "
+                         "model come from different checkpoints; pass the vocab.txt that "
+                         "was released with the checkpoint")
+    if num_tokens < vocab_size:
+        logging.warning("vocab_file %s has %d tokens, %s has vocab_size %d (spare "
+                        "embedding rows)", vocab_file, num_tokens, config_source, vocab_size)
 
 def check_vocab_has_unk(vocab, vocab_file):
     """Raises ValueError naming `vocab_file` when `vocab` lacks `[UNK]`."""

@@ -211,3 +211,17 @@ def test_predict_without_training_refuses_a_random_head(tmp_path):
         classification_pipeline.run(options(tmp_path, do_predict=True,
                                             init_checkpoint=str(released)))
     assert not list((tmp_path / "out").glob("*.tsv"))
+
+
+def test_vocab_of_another_model_is_refused(tmp_path):
+    # A 20-token vocab with a 99-row model: ids would mean other words, or run past
+    # the table; refused naming both files, before any work.
+    write_sst2(tmp_path / "data")
+    small_vocab = tmp_path / "small_vocab.txt"
+    small_vocab.write_text("".join(f"{t}\n" for t in
+                                   ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS))
+    with pytest.raises(ValueError, match="has 20 tokens but .*bert_config.json has "
+                                         "vocab_size 99"):
+        classification_pipeline.run(options(tmp_path, do_train=True,
+                                            vocab_file=str(small_vocab)))
+    assert not (tmp_path / "out" / "train.tf_record").exists()

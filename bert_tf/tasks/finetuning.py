@@ -109,6 +109,9 @@ def check_options(options: FinetuneOptions) -> None:
         raise ValueError(f"head_initializer must be one of {', '.join(KERNEL_DISTRIBUTIONS)}, "
                          f"got {options.head_initializer!r}")
     config = load_config(options)
+    tokenization.check_vocab_matches(len(tokenization.load_vocab(options.vocab_file)),
+                                     options.vocab_file, config.vocab_size,
+                                     options.bert_config_file)
     if options.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"max_seq_length {options.max_seq_length} exceeds "
                          f"max_position_embeddings {config.max_position_embeddings} of "
