@@ -1,8 +1,48 @@
-"""TFRecord shards written under temporary names and renamed when complete."""
+"""TFRecord shards written under temporary names and renamed when complete.
 
+An output set is replaced as a whole: when a run commits, shards of an earlier run into
+the same prefix with another shard count (`<prefix>-NNNNN-of-MMMMM`), and temporary files
+left by killed runs (`.tmp-<pid>` of a process that no longer runs), are removed, so that
+`<prefix>-*` matches exactly this run's shards.
+"""
+
+import glob
 import json
 import os
+import re
 from typing import Dict, Iterable, Sequence
+
+_SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
+_SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
+
+
+def _pid_is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_outputs(paths: Sequence[str]) -> list:
+    """Files of earlier runs into the prefixes of `paths` that are not this output set.
+
+    Shards named like `paths` but with another shard count, and `*.tmp-<pid>` files of
+    processes that no longer run.
+    """
+    keep = {os.path.abspath(path) for path in paths}
+    stale = set()
+    for prefix in {_SHARD_SUFFIX.sub("", path) for path in paths}:
+        for path in glob.glob(glob.escape(prefix) + _SHARD_GLOB):
+            if os.path.abspath(path) not in keep:
+                stale.add(path)
+        for path in glob.glob(glob.escape(prefix) + "*.tmp-*"):
+            pid = path.rsplit(".tmp-", 1)[1]
+            if pid.isdigit() and int(pid) != os.getpid() and not _pid_is_running(int(pid)):
+                stale.add(path)
+    return sorted(stale)
 
 
 class ShardedWriter:
@@ -44,6 +84,8 @@ class ShardedWriter:
         if stats_path is not None:
             os.replace(temp_stats, stats_path)
         self._committed = True
+        for path in stale_outputs(self.paths):
+            os.remove(path)
 
     def __enter__(self):
         return self

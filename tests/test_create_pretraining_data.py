@@ -4,6 +4,8 @@ import collections
 import json
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from bert_tf import tokenization
 from data_prep import example_encoding
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_pipeline as pp
+from data_prep import record_writing
 from data_prep import wikipedia
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -411,3 +414,24 @@ def test_output_paths_that_cannot_be_files_are_refused_up_front(tmp_path):
     (tmp_path / "out.tfrecord.stats.json").mkdir()
     with pytest.raises(ValueError, match="stats.json' is an existing directory"):
         pp.resolve_output_files(str(tmp_path / "out.tfrecord"))
+
+
+def test_a_rerun_replaces_the_whole_output_set(tmp_path):
+    # An earlier run into the same prefix with 3 shards, and a killed run's temporary
+    # shard (pid of a process that has ended): after a 2-shard run, `prefix-*` matches
+    # exactly the new shards.
+    prefix = str(tmp_path / "wiki.tfrecord")
+    for index in range(3):
+        (tmp_path / f"wiki.tfrecord-{index:05d}-of-00003").write_bytes(b"old")
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    (tmp_path / f"wiki.tfrecord-00000-of-00002.tmp-{ended.pid}").write_bytes(b"half")
+    (tmp_path / "other.tfrecord-00000-of-00001").write_bytes(b"not ours")
+    paths = pp.resolve_output_files(prefix, 2)
+    with record_writing.ShardedWriter(paths) as writer:
+        writer.write_all([b"a", b"b", b"c"])
+        writer.commit(prefix + pp.STATS_SUFFIX, {"instances": 3})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "other.tfrecord-00000-of-00001", "wiki.tfrecord-00000-of-00002",
+        "wiki.tfrecord-00001-of-00002", "wiki.tfrecord.stats.json"]
+    assert sum(1 for path in paths for _ in tf.data.TFRecordDataset(path)) == 3
