@@ -70,9 +70,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         step = keras.ops.minimum(keras.ops.cast(step, "float32"), float(self.num_train_steps))
         decay_start = float(self.num_warmup_steps) if self.decay_from == "warmup_end" else 0.0
         decay_length = max(float(self.num_train_steps) - decay_start, 1.0)
-        decayed = self.peak_learning_rate * keras.ops.maximum(
-            float(self.num_train_steps) - keras.ops.maximum(step, decay_start), 0.0) \
-            / decay_length
+        # step <= num_train_steps and decay_start <= num_train_steps: never negative.
+        decayed = self.peak_learning_rate * (
+            float(self.num_train_steps) - keras.ops.maximum(step, decay_start)) / decay_length
         if self.num_warmup_steps == 0:
             return decayed
         warmup = self.peak_learning_rate * step / float(self.num_warmup_steps)

@@ -84,7 +84,6 @@ def load_vocab(vocab_file):
     return vocab
 
 
-
 def check_vocab_matches(num_tokens, vocab_file, vocab_size, config_source="the config"):
     """Refuses a vocab that cannot belong to a model with `vocab_size` embedding rows.
 
@@ -102,6 +101,7 @@ def check_vocab_matches(num_tokens, vocab_file, vocab_size, config_source="the c
     if num_tokens < vocab_size:
         logging.warning("vocab_file %s has %d tokens, %s has vocab_size %d (spare "
                         "embedding rows)", vocab_file, num_tokens, config_source, vocab_size)
+
 
 def check_vocab_has_unk(vocab, vocab_file):
     """Raises ValueError naming `vocab_file` when `vocab` lacks `[UNK]`."""

@@ -102,12 +102,12 @@ def check_options(options: FinetuneOptions) -> None:
         if not os.path.isfile(value):
             raise FileNotFoundError(f"{name} not found: {value}")
     _check_numbers(options)
-    if options.lr_schedule not in optimization.LR_SCHEDULES:
-        raise ValueError(f"lr_schedule must be one of {', '.join(optimization.LR_SCHEDULES)}, "
-                         f"got {options.lr_schedule!r}")
-    if options.head_initializer not in KERNEL_DISTRIBUTIONS:
-        raise ValueError(f"head_initializer must be one of {', '.join(KERNEL_DISTRIBUTIONS)}, "
-                         f"got {options.head_initializer!r}")
+    # Also checked where they are used; here so that a typo stops the run before any work.
+    for name, choices in (("lr_schedule", optimization.LR_SCHEDULES),
+                          ("head_initializer", KERNEL_DISTRIBUTIONS)):
+        if getattr(options, name) not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}, "
+                             f"got {getattr(options, name)!r}")
     config = load_config(options)
     tokenization.check_vocab_matches(len(tokenization.load_vocab(options.vocab_file)),
                                      options.vocab_file, config.vocab_size,
