@@ -2,7 +2,7 @@
 
 Loads weights from a fine-tuning `--output_dir` (the latest `ckpt-<step>` of
 run_classifier / run_squad / run_ner), a google-research checkpoint (folder or prefix)
-or a Hugging Face folder, and writes the signatures of `bert_tf.export`:
+or a Hugging Face folder, and writes the signatures of `bert_tf.serving.export`:
 `serving_default` (raw text), `serve_ids` and `serve_examples`. Example:
 
     bert-export-model --model_type=classifier --init_checkpoint=/tmp/mrpc \
@@ -18,7 +18,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_tf import export_checkpoint
+from bert_tf.serving import export_checkpoint
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("model_type", None, ["classifier", "span_labeler", "squad",

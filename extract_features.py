@@ -22,7 +22,8 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_tf import feature_extraction, tokenization
+from bert_tf.tasks import feature_extraction
+from bert_tf.text import tokenization
 from bert_tf.models import BertEncoder
 
 FLAGS = flags.FLAGS

@@ -11,12 +11,14 @@ settings, `export_dir`, and the columns of the generic task. Example:
 
 from absl import app, flags
 
-from bert_tf.tasks import classification, classification_pipeline, finetuning
+from bert_tf.tasks.classification import data as classification_data
+from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks import base
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("task_name", None,
-                    f"One of: {', '.join(classification.TASK_NAMES)} (generic: your own "
+                    f"One of: {', '.join(classification_data.TASK_NAMES)} (generic: your own "
                     "train/dev/test .tsv/.csv/.jsonl files).")
 flags.DEFINE_string("data_dir", None, "Folder with the task's files.")
 flags.DEFINE_string("text_column", "text", "generic task: column of the text.")
@@ -27,15 +29,15 @@ flags.DEFINE_list("labels", None, "generic task: class names in id order (defaul
                                   "sorted labels of the train file).")
 flags.DEFINE_bool("is_regression", False, "generic task: the label is a number.")
 flags.DEFINE_string("xnli_language", "zh", "xnli task: language of train/dev/test.")
-for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
+for _name, _kind, _default, _help in base.COMMON_FLAGS:
     getattr(flags, f"DEFINE_{_kind}")(_name, _default, _help)
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    options = finetuning.options_from_values(classification_pipeline.ClassifierOptions, FLAGS)
-    finetuning.run_reporting_bad_input("run_classifier", classification_pipeline.run, options)
+    options = base.options_from_values(classification_task.ClassifierOptions, FLAGS)
+    base.run_reporting_bad_input("run_classifier", classification_task.run, options)
 
 
 def run_main():

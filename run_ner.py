@@ -8,13 +8,14 @@ flags) plus the data files and their columns. Example:
       --max_seq_length=128 --doc_stride=64 --train_batch_size=32 \
       --learning_rate=5e-5 --num_train_epochs=3
 
-`python -m bert_tf.tasks.conlleval < /tmp/ner/test_predictions.txt` prints conlleval's
+`python -m bert_tf.tasks.ner.conlleval < /tmp/ner/test_predictions.txt` prints conlleval's
 report of the predictions.
 """
 
 from absl import app, flags
 
-from bert_tf.tasks import finetuning, ner_pipeline
+from bert_tf.tasks import base
+from bert_tf.tasks.ner import task as ner_task
 
 FLAGS = flags.FLAGS
 
@@ -28,15 +29,15 @@ flags.DEFINE_integer("tag_column", -1, "Column of the tag (negative: from the en
 flags.DEFINE_integer("word_column", 0, "Column of the word.")
 flags.DEFINE_integer("doc_stride", 64, "Sub-tokens between the starts of the overlapping "
                                        "windows of a sentence longer than max_seq_length.")
-for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
+for _name, _kind, _default, _help in base.COMMON_FLAGS:
     getattr(flags, f"DEFINE_{_kind}")(_name, _default, _help)
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    options = finetuning.options_from_values(ner_pipeline.NerOptions, FLAGS)
-    finetuning.run_reporting_bad_input("run_ner", ner_pipeline.run, options)
+    options = base.options_from_values(ner_task.NerOptions, FLAGS)
+    base.run_reporting_bad_input("run_ner", ner_task.run, options)
 
 
 def run_main():

@@ -19,7 +19,10 @@ import keras
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import distribute, inputs, optimization, training
+from bert_tf.train import distribute
+from bert_tf.train import records
+from bert_tf.train import optimization
+from bert_tf.train import loop
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
 
@@ -69,7 +72,7 @@ flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16", "float16"],
                   "Mixed precision (float16 uses dynamic loss scaling).")
 flags.DEFINE_bool("use_xla", False, "XLA-compile the forward and backward pass.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Training checkpoints kept.")
-flags.DEFINE_enum("input_compression", "auto", list(inputs.COMPRESSION_TYPES),
+flags.DEFINE_enum("input_compression", "auto", list(records.COMPRESSION_TYPES),
                   "TFRecord compression (auto detects gzip).")
 flags.DEFINE_integer("seed", None, "Seed for shuffling and initialisation.")
 
@@ -124,7 +127,7 @@ def check_options(options, strategy):
                                            "eval_batch_size")
     if options.init_checkpoint:
         check_init_checkpoint_config(options.init_checkpoint, config)
-    inputs.expand_input_files(options.input_file)
+    records.expand_input_files(options.input_file)
 
 
 def check_init_checkpoint_config(init_checkpoint, config):
@@ -146,7 +149,7 @@ def check_init_checkpoint_config(init_checkpoint, config):
 
 
 def pretraining_metrics(features, outputs):
-    """The original's eval metrics as (values, weights) for `training.evaluate`."""
+    """The original's eval metrics as (values, weights) for `loop.evaluate`."""
     logits = tf.cast(outputs["masked_lm_logits"], tf.float32)  # [B, P, V]
     ids = tf.cast(features["masked_lm_ids"], tf.int32)  # [B, P]
     weights = tf.cast(features["masked_lm_weights"], tf.float32)  # [B, P]
@@ -182,7 +185,7 @@ def _dataset_fn(options, is_training):
     batch = options.train_batch_size if is_training else options.eval_batch_size
 
     def dataset_fn(input_context):
-        return inputs.pretraining_dataset(
+        return records.pretraining_dataset(
             options.input_file, options.max_seq_length, options.max_predictions_per_seq,
             batch, is_training, input_context, compression=options.input_compression,
             seed=options.seed, drop_remainder=is_training)
@@ -217,7 +220,7 @@ def run_pretraining(options, strategy):
             optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
             lr_schedule=options.lr_schedule,
             adam_bias_correction=options.adam_bias_correction)
-        result["train"] = _train_explaining_bad_records(options, lambda: training.train(
+        result["train"] = _train_explaining_bad_records(options, lambda: loop.train(
             strategy, _model_fn(options), pretraining_losses_and_accuracy,
             _dataset_fn(options, True),
             optimizer_fn=optimizer_fn, output_dir=options.output_dir,
@@ -244,9 +247,9 @@ def _train_explaining_bad_records(options, train_fn):
     except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
         logging.error("Training failed (%s); scanning the input files for a bad record",
                       error.message.splitlines()[0])
-        inputs.explain_parse_error(
+        records.explain_parse_error(
             options.input_file,
-            inputs.pretraining_features(options.max_seq_length,
+            records.pretraining_features(options.max_seq_length,
                                         options.max_predictions_per_seq),
             options.input_compression)
         raise
@@ -254,20 +257,20 @@ def _train_explaining_bad_records(options, train_fn):
 
 def _evaluate(options, strategy, model, global_step):
     if model is None:
-        with training.dtype_policy(options.mixed_precision):
-            model = training.build_model(
+        with loop.dtype_policy(options.mixed_precision):
+            model = loop.build_model(
                 strategy, _model_fn(options),
                 _dataset_fn(options, False)(None).element_spec)
         latest = tf.train.latest_checkpoint(options.output_dir)
         if latest:
-            global_step = training.restore_model(model, latest)
+            global_step = loop.restore_model(model, latest)
         elif options.init_checkpoint:
-            training.initialize_from_checkpoint(model, options.init_checkpoint)
+            loop.initialize_from_checkpoint(model, options.init_checkpoint)
             global_step = 0
         else:
             raise ValueError(f"--do_eval: no checkpoint in --output_dir={options.output_dir} "
                              "and no --init_checkpoint")
-    results = training.evaluate(strategy, model, _dataset_fn(options, False),
+    results = loop.evaluate(strategy, model, _dataset_fn(options, False),
                                 pretraining_metrics, num_steps=options.max_eval_steps)
     results["global_step"] = global_step
     results.pop("eval_steps")

@@ -17,7 +17,8 @@ eval_results.json, the JSON of the official evaluate-v1.1.py / evaluate-v2.0.py.
 
 from absl import app, flags
 
-from bert_tf.tasks import finetuning, squad_pipeline
+from bert_tf.tasks import base
+from bert_tf.tasks.squad import task as squad_task
 
 FLAGS = flags.FLAGS
 
@@ -44,7 +45,7 @@ _SQUAD_DEFAULTS = {"max_seq_length": 384, "train_batch_size": 32,
                    "predict_batch_size": 8, "learning_rate": 5e-5,
                    "num_train_epochs": 3.0}
 _NOT_USED = ("do_eval", "eval_batch_size", "dropout_rate")
-for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
+for _name, _kind, _default, _help in base.COMMON_FLAGS:
     if _name not in _NOT_USED:
         getattr(flags, f"DEFINE_{_kind}")(_name, _SQUAD_DEFAULTS.get(_name, _default),
                                           _help)
@@ -53,8 +54,8 @@ for _name, _kind, _default, _help in finetuning.COMMON_FLAGS:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    options = finetuning.options_from_values(squad_pipeline.SquadOptions, FLAGS)
-    finetuning.run_reporting_bad_input("run_squad", squad_pipeline.run, options)
+    options = base.options_from_values(squad_task.SquadOptions, FLAGS)
+    base.run_reporting_bad_input("run_squad", squad_task.run, options)
 
 
 def run_main():

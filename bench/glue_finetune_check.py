@@ -26,7 +26,8 @@ import time
 from absl import app, flags, logging
 
 import seed_summary
-from bert_tf.tasks import classification, classification_pipeline
+from bert_tf.tasks.classification import data as classification_data
+from bert_tf.tasks.classification import task as classification_task
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
@@ -62,7 +63,7 @@ def _subset_data_dir(task_dir, count, work_dir):
 
 
 def run_seed(seed, data_dir, work_dir, checkpoint):
-    options = classification_pipeline.ClassifierOptions(
+    options = classification_task.ClassifierOptions(
         task_name=FLAGS.task, data_dir=data_dir, init_checkpoint=checkpoint,
         output_dir=os.path.join(work_dir, f"seed{seed}"), do_lower_case=True, do_train=True,
         do_eval=True, max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.batch_size,
@@ -71,7 +72,7 @@ def run_seed(seed, data_dir, work_dir, checkpoint):
         steps_per_loop=10, seed=seed, trim_padding=FLAGS.trim_padding,
         **({"head_initializer": FLAGS.head_initializer} if FLAGS.head_initializer else {}))
     started = time.time()
-    results = classification_pipeline.run(options)
+    results = classification_task.run(options)
     results["seconds"] = time.time() - started
     return results
 
@@ -103,7 +104,7 @@ def main(argv):
     data_dir = task_dir
     if FLAGS.train_examples:
         data_dir = _subset_data_dir(task_dir, FLAGS.train_examples, work_dir)
-    processor = classification.get_processor(FLAGS.task)
+    processor = classification_data.get_processor(FLAGS.task)
     dev = processor.get_examples(data_dir, "dev")
     train = processor.get_examples(data_dir, "train")
     majority_label, majority_count = collections.Counter(e.label for e in dev).most_common(1)[0]

@@ -19,7 +19,8 @@ import time
 from absl import app, flags, logging
 
 import seed_summary
-from bert_tf.tasks import ner, ner_pipeline
+from bert_tf.tasks.ner import data as ner_data
+from bert_tf.tasks.ner import task as ner_task
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
@@ -43,10 +44,10 @@ FLAGS = flags.FLAGS
 def write_first_sentences(source, target, count):
     """Writes the first `count` sentences of a CoNLL file (0: all), without -DOCSTART-.
 
-    Sentences are what `bert_tf.tasks.ner.read_tagged_file` reads, so the training set is
+    Sentences are what `bert_tf.tasks.ner.data.read_tagged_file` reads, so the training set is
     the reference's `conll(path)[:count]`. Returns the number written.
     """
-    sentences = ner.read_tagged_file(source)
+    sentences = ner_data.read_tagged_file(source)
     if count:
         sentences = sentences[:count]
     with open(target, "w", encoding="utf-8") as out:
@@ -58,7 +59,7 @@ def write_first_sentences(source, target, count):
 
 
 def run_seed(seed, data_dir, work_dir, checkpoint):
-    options = ner_pipeline.NerOptions(
+    options = ner_task.NerOptions(
         data_dir=data_dir, init_checkpoint=checkpoint,
         output_dir=os.path.join(work_dir, f"seed{seed}"), do_lower_case=True, do_train=True,
         do_eval=True, do_predict=FLAGS.predict_test, max_seq_length=FLAGS.max_seq_length,
@@ -68,7 +69,7 @@ def run_seed(seed, data_dir, work_dir, checkpoint):
         steps_per_loop=10, seed=seed,
         **({"head_initializer": FLAGS.head_initializer} if FLAGS.head_initializer else {}))
     started = time.time()
-    results = ner_pipeline.run(options)
+    results = ner_task.run(options)
     results["seconds"] = time.time() - started
     return results
 

@@ -34,7 +34,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import run_pretraining  # noqa: E402
-from bert_tf import distribute, optimization  # noqa: E402
+from bert_tf.train import distribute  # noqa: E402
+from bert_tf.train import optimization  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses  # noqa: E402
 

@@ -29,7 +29,7 @@ from absl import logging  # noqa: E402
 import pretraining_data_bench  # noqa: E402
 import run_pretraining  # noqa: E402
 import seed_summary  # noqa: E402
-from bert_tf import distribute  # noqa: E402
+from bert_tf.train import distribute  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"

@@ -32,7 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import logging  # noqa: E402  (after the TF log level)
 
 import seed_summary  # noqa: E402
-from bert_tf.tasks import finetuning, squad_pipeline  # noqa: E402
+from bert_tf.tasks import base  # noqa: E402
+from bert_tf.tasks.squad import task as squad_task  # noqa: E402
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -100,7 +101,7 @@ def write_split(args, folder):
 
 def run_seed(args, seed, folder, train_file, heldout_file):
     """Trains and predicts with one seed; returns the official metrics and timings."""
-    options = squad_pipeline.SquadOptions(
+    options = squad_task.SquadOptions(
         output_dir=os.path.join(folder, f"seed{seed}"), init_checkpoint=args.checkpoint,
         train_file=train_file, predict_file=heldout_file, do_train=True, do_predict=True,
         max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
@@ -109,15 +110,15 @@ def run_seed(args, seed, folder, train_file, heldout_file):
         num_train_epochs=args.epochs, save_checkpoints_steps=100000, steps_per_loop=20,
         seed=seed,
         **({"head_initializer": args.head_initializer} if args.head_initializer else {}))
-    squad_pipeline.check_squad_options(options)
-    finetuning.set_seed(options.seed)
-    tokenizer = finetuning.make_tokenizer(options)
-    strategy = finetuning.make_strategy(options)
+    squad_task.check_squad_options(options)
+    base.set_seed(options.seed)
+    tokenizer = base.make_tokenizer(options)
+    strategy = base.make_strategy(options)
     started = time.time()
-    model, global_step = squad_pipeline.train(options, strategy, tokenizer)
+    model, global_step = squad_task.train(options, strategy, tokenizer)
     train_seconds = time.time() - started
     started = time.time()
-    _, evaluation = squad_pipeline.predict(options, strategy, tokenizer, model, global_step)
+    _, evaluation = squad_task.predict(options, strategy, tokenizer, model, global_step)
     predict_seconds = time.time() - started
     sequences = global_step * args.batch_size
     print(f"seed {seed}: held-out EM {evaluation['exact_match']:.2f}  F1 "

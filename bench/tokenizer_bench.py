@@ -32,7 +32,7 @@ import tensorflow as tf  # pylint: disable=wrong-import-position
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bert_tf import tokenization  # pylint: disable=wrong-import-position
+from bert_tf.text import tokenization  # pylint: disable=wrong-import-position
 
 VOCAB = "checkpoints/uncased_L-6_H-384_A-12/vocab.txt"
 

@@ -6,7 +6,7 @@ Example:
 
 Inputs: one-sentence-per-line text (blank lines between documents), WikiExtractor
 output, or a MediaWiki XML dump (see data_prep/wikipedia.py). Words are split with the
-original BERT rules (`bert_tf.tokenization.BasicTokenizer`, cased or uncased), so the
+original BERT rules (`bert_tf.text.tokenization.BasicTokenizer`, cased or uncased), so the
 vocab fits the tokenizer that will use it. The file starts with
 `[PAD] [UNK] [CLS] [SEP] [MASK]` and `[unused0]` ... `[unused<N-1>]`, then the learned
 single characters and word pieces; when the learner stops short of --vocab_size (it
@@ -22,7 +22,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _LOG_EVERY_SENTENCES = 100_000

@@ -17,7 +17,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
 from data_prep import wikipedia

@@ -203,7 +203,7 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     """Writes the pre-training TFRecords and the stats JSON; returns the stats.
 
     Args:
-      tokenizer: a bert_tf.tokenization.FullTokenizer (its `convert_texts_to_ids` is
+      tokenizer: a bert_tf.text.tokenization.FullTokenizer (its `convert_texts_to_ids` is
         the batched fast path).
       options: instance shaping (max_seq_length, masking, dupe_factor, ...).
       config: files, seed, format, workers, compression, chunk size.

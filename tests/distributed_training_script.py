@@ -43,13 +43,14 @@ def run_mirrored(record_dir, out_dir, result_path):
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import run_pretraining  # pylint: disable=import-outside-toplevel
-    from bert_tf import distribute, inputs  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import records  # pylint: disable=import-outside-toplevel
 
     # In-order data (no shuffling), so that the two replicas' halves of each global
     # batch are exactly the one-device batch.
     def ordered_dataset(options, is_training):
         def dataset_fn(context):
-            return inputs.pretraining_dataset(
+            return records.pretraining_dataset(
                 options.input_file, 16, 3, options.train_batch_size, is_training=False,
                 input_context=context, repeat=True)
         return dataset_fn
@@ -70,7 +71,8 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from bert_tf import distribute, training  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
     from training_helper import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
                                  optimizer_fn, regression_loss)
     import keras  # pylint: disable=import-outside-toplevel
@@ -86,7 +88,7 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
     for name, extra in runs.items():
         strategy = distribute.get_strategy(name)
         extra.setdefault("optimizer_fn", optimizer_fn())
-        result = training.train(
+        result = loop.train(
             strategy, TinyRegressor, regression_loss, dataset_fn_factory(8, shuffle=False),
             output_dir=os.path.join(out_dir, name),
             num_train_steps=16, global_batch_size=8, save_checkpoints_steps=16,
@@ -100,11 +102,12 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
 
 
 def run_worker(out_dir, result_path):
-    from bert_tf import distribute, training  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
     from training_helper import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
                                  optimizer_fn, regression_loss)
     strategy = distribute.get_strategy("multi_worker_mirrored")
-    result = training.train(
+    result = loop.train(
         strategy, TinyRegressor, regression_loss, dataset_fn_factory(8),
         optimizer_fn=optimizer_fn(), output_dir=out_dir, num_train_steps=4,
         global_batch_size=8, save_checkpoints_steps=4, steps_per_loop=2)

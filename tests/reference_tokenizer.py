@@ -1,6 +1,6 @@
 """An independent pure-Python statement of the original BERT tokenization rules.
 
-Used only by the tests, as the yardstick for `bert_tf.tokenization`. It is written from
+Used only by the tests, as the yardstick for `bert_tf.text.tokenization`. It is written from
 the rules (google-research/bert `tokenization.py`), not from our module, and favours
 plainness over speed:
 

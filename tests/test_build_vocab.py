@@ -6,7 +6,7 @@ import os
 import pytest
 from absl import flags
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 from data_prep import build_vocab
 
 WORDS = ["the", "The", "running", "runner", "runs", "unwanted", "wanted", "want", "café",

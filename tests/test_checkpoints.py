@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
+from bert_tf.weights import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier)

@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from bert_tf import tokenization
-from bert_tf.tasks import classification, text_files
+from bert_tf.text import tokenization
+from bert_tf.tasks import text_files
+from bert_tf.tasks.classification import data as classification_data
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran",
          "a", "big", "##s", "on", "mat", "."]
@@ -69,7 +70,7 @@ def test_glue_processors_read_their_layout(tmp_path, task_name):
     files, split, expected = GLUE_CASES[task_name]
     for name, rows in files.items():
         write_tsv(tmp_path / name, rows)
-    examples = classification.get_processor(task_name).get_examples(str(tmp_path), split)
+    examples = classification_data.get_processor(task_name).get_examples(str(tmp_path), split)
     assert [(e.text_a, e.text_b, e.label) for e in examples] == expected
     assert examples[0].guid == f"{split}-0"
 
@@ -77,24 +78,24 @@ def test_glue_processors_read_their_layout(tmp_path, task_name):
 def test_glue_test_files_keep_their_index(tmp_path):
     write_tsv(tmp_path / "test.tsv", [["index", "#1 ID", "#2 ID", "#1 String", "#2 String"],
                                       ["7", "1", "2", "A cat.", "A dog."]])
-    processor = classification.get_processor("MRPC")
+    processor = classification_data.get_processor("MRPC")
     [example] = processor.get_examples(str(tmp_path), "test")
     assert (example.guid, example.text_a, example.text_b, example.label) == (
         "test-7", "A cat.", "A dog.", None)
     write_tsv(tmp_path / "cola" / "test.tsv", [["id", "sentence"], ["3", "The cat."]])
-    [example] = classification.get_processor("cola").get_examples(str(tmp_path / "cola"),
+    [example] = classification_data.get_processor("cola").get_examples(str(tmp_path / "cola"),
                                                                   "test")
     assert (example.guid, example.text_a) == ("test-3", "The cat.")
 
 
 def test_labels_metrics_and_aliases():
-    assert classification.get_processor("sts-b").get_labels() is None
-    assert classification.get_processor("STSB").is_regression
-    assert classification.get_processor("mnli").get_labels() == [
+    assert classification_data.get_processor("sts-b").get_labels() is None
+    assert classification_data.get_processor("STSB").is_regression
+    assert classification_data.get_processor("mnli").get_labels() == [
         "contradiction", "entailment", "neutral"]
-    assert classification.get_processor("cola").metric_names[0] == "matthews_corrcoef"
-    assert classification.get_processor("mrpc").metric_names == ("acc_and_f1",)
-    assert classification.get_processor("mnli_mismatched").submission_name == "MNLI-mm.tsv"
+    assert classification_data.get_processor("cola").metric_names[0] == "matthews_corrcoef"
+    assert classification_data.get_processor("mrpc").metric_names == ("acc_and_f1",)
+    assert classification_data.get_processor("mnli_mismatched").submission_name == "MNLI-mm.tsv"
 
 
 def test_xnli_filters_language_and_maps_contradictory(tmp_path):
@@ -104,7 +105,7 @@ def test_xnli_filters_language_and_maps_contradictory(tmp_path):
     write_tsv(tmp_path / "xnli.dev.tsv", [header,
                                           ["de", "neutral", "", "", "", "", "A.", "B."],
                                           ["fr", "entailment", "", "", "", "", "C.", "D."]])
-    processor = classification.get_processor("xnli", language="de")
+    processor = classification_data.get_processor("xnli", language="de")
     [train] = processor.get_examples(str(tmp_path), "train")
     assert (train.text_a, train.label) == ("Ein Hund.", "contradiction")
     [dev] = processor.get_examples(str(tmp_path), "dev")
@@ -126,7 +127,7 @@ def test_generic_processor_named_columns(tmp_path, extension):
                 ",".join(f'"{r[k]}"' for k in kept) + "\n" for r in rows))
         else:
             write_tsv(path, [kept] + [[r[k] for k in kept] for r in rows])
-    processor = classification.get_processor(
+    processor = classification_data.get_processor(
         "generic", text_column="review", text_pair_column="other", label_column="stars",
         id_column="id")
     assert processor.get_labels(str(tmp_path)) == ["neg", "pos"]
@@ -140,7 +141,7 @@ def test_generic_processor_named_columns(tmp_path, extension):
 
 def test_generic_regression_and_missing_column(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"text": "a", "score": 0.5}\n{"text": "b"}\n')
-    processor = classification.get_processor("generic", label_column="score",
+    processor = classification_data.get_processor("generic", label_column="score",
                                              is_regression=True)
     with pytest.raises(ValueError, match=r"train.jsonl:2: no label column 'score'"):
         processor.get_examples(str(tmp_path), "train")
@@ -154,8 +155,8 @@ def test_generic_regression_and_missing_column(tmp_path):
 def test_bad_input_names_file_line_and_label(tmp_path):
     with pytest.raises(ValueError, match="unknown task_name 'glue'; known tasks: cola, "
                                          "generic, mnli, mnli-mm, mrpc, qnli, qqp, rte"):
-        classification.get_processor("glue")
-    processor = classification.get_processor("rte")
+        classification_data.get_processor("glue")
+    processor = classification_data.get_processor("rte")
     with pytest.raises(FileNotFoundError, match=r"train file was expected at .*train.tsv"):
         processor.get_examples(str(tmp_path), "train")
     write_tsv(tmp_path / "train.tsv", [["index", "sentence1", "sentence2", "label"],
@@ -169,24 +170,24 @@ def test_bad_input_names_file_line_and_label(tmp_path):
         processor.get_examples(str(tmp_path), "train")
     write_tsv(tmp_path / "dev.tsv", [["index"] * 10, ["0"] * 9 + ["high"]])
     with pytest.raises(ValueError, match=r"dev.tsv:2: score 'high' is not a number"):
-        classification.get_processor("sts-b").get_examples(str(tmp_path), "dev")
+        classification_data.get_processor("sts-b").get_examples(str(tmp_path), "dev")
 
 
 def test_truncate_longest_first():
     a, b = list("abcdef"), list("xyz")
-    classification.truncate_seq_pair(a, b, 6)
+    classification_data.truncate_seq_pair(a, b, 6)
     # a is popped until it is no longer longer than b, then ties pop b.
     assert (a, b) == (list("abc"), list("xyz"))
     a, b = list("abcd"), list("wxyz")
-    classification.truncate_seq_pair(a, b, 5)
+    classification_data.truncate_seq_pair(a, b, 5)
     assert (a, b) == (list("abc"), list("wx"))
 
 
 def test_features_pair_and_single(tokenizer):
     ids = {token: index for index, token in enumerate(VOCAB)}
-    examples = [classification.InputExample("dev-0", "The cats sat on the mat.", "A dog.", "1"),
-                classification.InputExample("dev-1", "big dog", None, "0")]
-    pair, single = classification.convert_examples_to_features(examples, ["0", "1"], 12,
+    examples = [classification_data.InputExample("dev-0", "The cats sat on the mat.", "A dog.", "1"),
+                classification_data.InputExample("dev-1", "big dog", None, "0")]
+    pair, single = classification_data.convert_examples_to_features(examples, ["0", "1"], 12,
                                                                 tokenizer)
     # a: the cat ##s sat on the mat . (8) b: a dog . (3); 12 - 3 = 9 -> a loses 2 tokens.
     expected = ["[CLS]", "the", "cat", "##s", "sat", "on", "the", "[SEP]", "a", "dog", ".",
@@ -196,44 +197,44 @@ def test_features_pair_and_single(tokenizer):
     assert pair.label_id == 1
     assert single.input_ids == [ids[t] for t in ["[CLS]", "big", "dog", "[SEP]"]] + [0] * 8
     assert single.input_mask == [1] * 4 + [0] * 8 and single.label_id == 0
-    bad = [classification.InputExample("x", "a", None, "2", "f.tsv:9")]
+    bad = [classification_data.InputExample("x", "a", None, "2", "f.tsv:9")]
     with pytest.raises(ValueError, match="f.tsv:9: label '2'"):
-        classification.convert_examples_to_features(bad, ["0", "1"], 8, tokenizer)
+        classification_data.convert_examples_to_features(bad, ["0", "1"], 8, tokenizer)
 
 
 def test_cache_features_round_trip(tmp_path, tokenizer):
     data_file = tmp_path / "dev.tsv"
     data_file.write_text("x\n")
-    examples = [classification.InputExample(f"dev-{i}", "the cat sat", "a dog", 0.5 * i)
+    examples = [classification_data.InputExample(f"dev-{i}", "the cat sat", "a dog", 0.5 * i)
                 for i in range(3)]
     record = str(tmp_path / "dev.tf_record")
     args = (examples, None, 8, tokenizer, record, [str(data_file)])
-    assert classification.cache_features(*args) is True
-    assert classification.cache_features(*args) is False  # reused
-    assert classification.cache_features(examples, None, 10, tokenizer, record,
+    assert classification_data.cache_features(*args) is True
+    assert classification_data.cache_features(*args) is False  # reused
+    assert classification_data.cache_features(examples, None, 10, tokenizer, record,
                                           [str(data_file)]) is True  # new length: rewritten
-    dataset = classification.classifier_dataset(record, 10, 2, is_training=False,
+    dataset = classification_data.classifier_dataset(record, 10, 2, is_training=False,
                                                 is_regression=True)
     batches = list(dataset.as_numpy_iterator())
     labels = np.concatenate([batch["label_ids"] for batch in batches])
     np.testing.assert_allclose(labels, [0.0, 0.5, 1.0])
-    features = classification.convert_examples_to_features(examples, None, 10, tokenizer)
+    features = classification_data.convert_examples_to_features(examples, None, 10, tokenizer)
     np.testing.assert_array_equal(batches[0]["input_ids"][0], features[0].input_ids)
     assert batches[0]["input_ids"].dtype == np.int32
 
 
 def test_prediction_files(tmp_path):
-    examples = [classification.InputExample("test-7", "a"),
-                classification.InputExample("test-9", "b")]
+    examples = [classification_data.InputExample("test-7", "a"),
+                classification_data.InputExample("test-9", "b")]
     probabilities = np.array([[0.9, 0.1], [0.25, 0.75]])
-    classification.write_test_results(str(tmp_path / "test_results.tsv"), probabilities, False)
+    classification_data.write_test_results(str(tmp_path / "test_results.tsv"), probabilities, False)
     assert (tmp_path / "test_results.tsv").read_text() == (
         "0.900000\t0.100000\n0.250000\t0.750000\n")
-    classification.write_submission(str(tmp_path / "RTE.tsv"), examples, probabilities,
+    classification_data.write_submission(str(tmp_path / "RTE.tsv"), examples, probabilities,
                                     ["entailment", "not_entailment"])
     assert (tmp_path / "RTE.tsv").read_text() == (
         "index\tprediction\n7\tentailment\n9\tnot_entailment\n")
-    classification.write_submission(str(tmp_path / "STS-B.tsv"), examples,
+    classification_data.write_submission(str(tmp_path / "STS-B.tsv"), examples,
                                     np.array([[3.14159], [0.5]]), None)
     assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n7\t3.142\n9\t0.500\n"
 
@@ -242,12 +243,12 @@ def test_trim_padding_cuts_each_batch_to_its_longest(tmp_path, tokenizer):
     data_file = tmp_path / "train.tsv"
     data_file.write_text("x\n")
     texts = ["the cat", "the cat sat on the mat", "a dog", "dog"]
-    examples = [classification.InputExample(f"dev-{i}", text, None, "0")
+    examples = [classification_data.InputExample(f"dev-{i}", text, None, "0")
                 for i, text in enumerate(texts)]
     record = str(tmp_path / "dev.tf_record")
-    classification.cache_features(examples, ["0", "1"], 12, tokenizer, record,
+    classification_data.cache_features(examples, ["0", "1"], 12, tokenizer, record,
                                   [str(data_file)])
-    batches = list(classification.classifier_dataset(
+    batches = list(classification_data.classifier_dataset(
         record, 12, 2, is_training=False, is_regression=False,
         trim_padding=True).as_numpy_iterator())
     # [CLS] the cat sat on the mat [SEP] = 8; [CLS] a dog [SEP] = 4.

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bert_tf.tasks import conlleval
+from bert_tf.tasks.ner import conlleval
 
 # token gold predicted; chunks worked out by hand in the comments.
 MIXED = """\
@@ -127,16 +127,16 @@ def test_command_line_prints_the_report(tmp_path):
     path = tmp_path / "output.txt"
     path.write_text(MIXED)
     with path.open() as stdin:
-        result = subprocess.run([sys.executable, "-m", "bert_tf.tasks.conlleval"],
+        result = subprocess.run([sys.executable, "-m", "bert_tf.tasks.ner.conlleval"],
                                 stdin=stdin, capture_output=True, text=True, check=True)
     assert result.stdout == MIXED_REPORT
     with path.open() as stdin:
-        latex = subprocess.run([sys.executable, "-m", "bert_tf.tasks.conlleval", "-l"],
+        latex = subprocess.run([sys.executable, "-m", "bert_tf.tasks.ner.conlleval", "-l"],
                                stdin=stdin, capture_output=True, text=True, check=True)
     assert "Overall &   50.00\\% &  50.00\\% &  50.00 \\\\\\hline" in latex.stdout
     bad = tmp_path / "bad.txt"
     bad.write_text("a O O\nb O\n")
     with bad.open() as stdin:
-        result = subprocess.run([sys.executable, "-m", "bert_tf.tasks.conlleval"],
+        result = subprocess.run([sys.executable, "-m", "bert_tf.tasks.ner.conlleval"],
                                 stdin=stdin, capture_output=True, text=True)
     assert result.returncode == 1 and "line 2" in result.stderr

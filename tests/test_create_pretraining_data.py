@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 from data_prep import example_encoding
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_pipeline as pp

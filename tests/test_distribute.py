@@ -1,4 +1,4 @@
-"""Tests for bert_tf.distribute: strategy choice, TPU resolver, mirrored, multi-worker."""
+"""Tests for bert_tf.train.distribute: strategy choice, TPU resolver, mirrored, multi-worker."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import distribute
+from bert_tf.train import distribute
 from pretraining_records_helper import write_records
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "distributed_training_script.py")

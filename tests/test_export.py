@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export
-from bert_tf import serving_signatures as sig
+from bert_tf.serving import export
+from bert_tf.serving import signatures as sig
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenization import FullTokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "the",
          "un", "##aff", "##able", ",", ".", "!", "?", "cafe", "ca", "##fe", "中", "国",

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, feature_extraction
+from bert_tf.weights import checkpoints
+from bert_tf.tasks import feature_extraction
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenization import FullTokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "the",
          ",", ".", "!", "cafe", "中", "国", "привет", "мир", "a", "b", "##c"]

@@ -1,4 +1,4 @@
-"""Tests for bert_tf.inputs: parsing, gzip detection, sharding, shape errors."""
+"""Tests for bert_tf.train.records: parsing, gzip detection, sharding, shape errors."""
 
 import os
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import inputs
+from bert_tf.train import records
 from pretraining_records_helper import is_gzip, write_records
 
 SEQ, PRED = 16, 3
@@ -28,7 +28,7 @@ def _raw_examples(paths, compression=""):
 def test_eval_pipeline_reads_every_record_once_in_order(tmp_path, gzip_files):
     paths, _ = write_records(tmp_path, 2, 5, SEQ, PRED, gzip_files=gzip_files)
     assert is_gzip(paths[0]) == gzip_files
-    dataset = inputs.pretraining_dataset(",".join(paths), SEQ, PRED, 4, is_training=False,
+    dataset = records.pretraining_dataset(",".join(paths), SEQ, PRED, 4, is_training=False,
                                          drop_remainder=False)
     batches = _read_all(dataset)
     assert [len(b["input_ids"]) for b in batches] == [4, 4, 2]
@@ -46,7 +46,7 @@ def test_eval_pipeline_reads_every_record_once_in_order(tmp_path, gzip_files):
 
 def test_training_pipeline_repeats_shuffles_and_drops_remainder(tmp_path):
     paths, _ = write_records(tmp_path, 3, 5, SEQ, PRED)
-    dataset = inputs.pretraining_dataset(paths, SEQ, PRED, 4, is_training=True, seed=1)
+    dataset = records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=True, seed=1)
     batches = _read_all(dataset.take(10))  # 40 examples from 15 records: repeated
     assert all(b["input_ids"].shape == (4, SEQ) for b in batches)
     seen = {tuple(row) for b in batches for row in b["input_ids"]}
@@ -65,7 +65,7 @@ def test_training_pipeline_sees_every_record_once_per_epoch(tmp_path, num_files,
     count = num_files * per_file
     want = sorted(tuple(e.features.feature["input_ids"].int64_list.value)
                   for e in _raw_examples(paths))
-    dataset = inputs.pretraining_dataset(paths, SEQ, PRED, 1, is_training=True, seed=3,
+    dataset = records.pretraining_dataset(paths, SEQ, PRED, 1, is_training=True, seed=3,
                                          shuffle_buffer_size=10000)
     rows = [tuple(b["input_ids"][0]) for b in _read_all(dataset.take(3 * count))]
     epochs = [rows[i * count:(i + 1) * count] for i in range(3)]
@@ -81,7 +81,7 @@ def test_file_level_sharding_gives_disjoint_files_per_pipeline(tmp_path):
         context = tf.distribute.InputContext(num_input_pipelines=2,
                                              input_pipeline_id=pipeline_id,
                                              num_replicas_in_sync=2)
-        dataset = inputs.pretraining_dataset(paths, SEQ, PRED, 4, is_training=False,
+        dataset = records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=False,
                                              input_context=context, drop_remainder=False)
         batches = _read_all(dataset)
         assert all(len(b["input_ids"]) <= 2 for b in batches)  # per-replica batch
@@ -95,7 +95,7 @@ def test_record_level_sharding_when_fewer_files_than_pipelines(tmp_path):
     rows = []
     for pipeline_id in range(2):
         context = tf.distribute.InputContext(2, pipeline_id, 2)
-        dataset = inputs.pretraining_dataset(paths, SEQ, PRED, 2, is_training=False,
+        dataset = records.pretraining_dataset(paths, SEQ, PRED, 2, is_training=False,
                                              input_context=context, drop_remainder=False)
         rows.append([tuple(r) for b in _read_all(dataset) for r in b["input_ids"]])
     assert len(rows[0]) == len(rows[1]) == 3
@@ -105,7 +105,7 @@ def test_record_level_sharding_when_fewer_files_than_pipelines(tmp_path):
 def test_shape_mismatch_names_file_feature_and_flag(tmp_path):
     paths, _ = write_records(tmp_path, 2, 2, seq_length=32, max_predictions=PRED)
     with pytest.raises(ValueError) as error:
-        inputs.pretraining_dataset(paths, SEQ, PRED, 2, is_training=True)
+        records.pretraining_dataset(paths, SEQ, PRED, 2, is_training=True)
     message = str(error.value)
     assert paths[0] in message and "'input_ids'" in message
     assert "max_seq_length=16" in message and "32" in message
@@ -118,36 +118,36 @@ def test_missing_feature_is_named(tmp_path):
     with tf.io.TFRecordWriter(path) as writer:
         writer.write(example.SerializeToString())
     with pytest.raises(ValueError, match="bad.tfrecord.*no feature 'input_mask'"):
-        inputs.pretraining_dataset(path, SEQ, PRED, 2, is_training=False)
+        records.pretraining_dataset(path, SEQ, PRED, 2, is_training=False)
 
 
 def test_globs_skip_stats_and_temporary_files(tmp_path):
     for name in ("wiki.tfrecord-0", "wiki.tfrecord-1", "wiki.tfrecord-0.stats.json",
                  "wiki.tfrecord-1.tmp-123"):
         (tmp_path / name).write_bytes(b"")
-    files = inputs.expand_input_files(str(tmp_path / "wiki.tfrecord*"))
+    files = records.expand_input_files(str(tmp_path / "wiki.tfrecord*"))
     assert [os.path.basename(f) for f in files] == ["wiki.tfrecord-0", "wiki.tfrecord-1"]
     named = str(tmp_path / "wiki.tfrecord-1.tmp-123")
-    assert inputs.expand_input_files(named) == [named]
+    assert records.expand_input_files(named) == [named]
 
 
 def test_unmatched_pattern_and_mixed_compression_are_errors(tmp_path):
     with pytest.raises(ValueError, match="matches no file"):
-        inputs.expand_input_files(str(tmp_path / "nothing-*.tfrecord"))
+        records.expand_input_files(str(tmp_path / "nothing-*.tfrecord"))
     plain, _ = write_records(tmp_path, 1, 1, prefix="plain")
     gz, _ = write_records(tmp_path, 1, 1, gzip_files=True, prefix="gz")
     with pytest.raises(ValueError, match="mix compressions"):
-        inputs.resolve_compression(plain + gz)
-    assert inputs.resolve_compression(gz) == "GZIP"
-    assert inputs.resolve_compression(plain) == ""
-    assert inputs.resolve_compression(plain, "none") == ""
+        records.resolve_compression(plain + gz)
+    assert records.resolve_compression(gz) == "GZIP"
+    assert records.resolve_compression(plain) == ""
+    assert records.resolve_compression(plain, "none") == ""
 
 
 def test_unreadable_file_is_named(tmp_path):
     path = tmp_path / "garbage.tfrecord"
     path.write_bytes(b"this is not a tfrecord file at all" * 4)
     with pytest.raises(ValueError, match="garbage.tfrecord: not a readable TFRecord"):
-        inputs.pretraining_dataset(str(path), SEQ, PRED, 2, is_training=False)
+        records.pretraining_dataset(str(path), SEQ, PRED, 2, is_training=False)
 
 
 def _write_with_bad_record(path, bad_index, good_length=SEQ, bad_length=SEQ + 4):
@@ -169,12 +169,12 @@ def test_bad_record_after_the_first_is_found_by_the_full_scan(tmp_path):
     good, _ = write_records(tmp_path, 1, 3, SEQ, PRED)
     bad = tmp_path / "late-bad.tfrecord"
     _write_with_bad_record(bad, bad_index=3)
-    spec = inputs.pretraining_features(SEQ, PRED)
+    spec = records.pretraining_features(SEQ, PRED)
     patterns = ",".join(good + [str(bad)])
-    dataset = inputs.pretraining_dataset(patterns, SEQ, PRED, 4, is_training=False)
+    dataset = records.pretraining_dataset(patterns, SEQ, PRED, 4, is_training=False)
     with pytest.raises(tf.errors.InvalidArgumentError):  # tf.data alone names no file
         _read_all(dataset)
     with pytest.raises(ValueError, match="late-bad.tfrecord: record 3, feature 'input_ids' "
                                          "has 20 values, expected 16"):
-        inputs.explain_parse_error(patterns, spec)
-    inputs.explain_parse_error(good, spec)  # clean files: no error
+        records.explain_parse_error(patterns, spec)
+    records.explain_parse_error(good, spec)  # clean files: no error

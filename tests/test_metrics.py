@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bert_tf.tasks import metrics
+from bert_tf.tasks.classification import metrics
 
 PREDICTIONS = [1, 0, 1, 1, 0, 1, 0, 0]
 LABELS = [1, 1, 1, 0, 0, 1, 0, 1]

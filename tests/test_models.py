@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.checkpoints import google_variable_map
+from bert_tf.weights.checkpoints import google_variable_map
 from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier, pretraining_losses)

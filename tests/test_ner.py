@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from bert_tf import tokenization
-from bert_tf.tasks import conlleval, ner
+from bert_tf.text import tokenization
+from bert_tf.tasks.ner import conlleval
+from bert_tf.tasks.ner import data as ner_data
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "eu", "rejects", "german", "call",
          "to", "boy", "##cott", "##s", "brit", "##ish", "lamb", ".", "peter", "black"]
@@ -44,15 +45,15 @@ def conll_file(tmp_path):
 
 
 def test_reader_skips_docstart_and_splits_sentences(conll_file):
-    sentences = ner.read_tagged_file(conll_file)
+    sentences = ner_data.read_tagged_file(conll_file)
     assert [s.words[:2] for s in sentences] == [["EU", "rejects"], ["Peter", "Black"]]
     assert sentences[0].tags[:3] == ["I-ORG", "O", "I-MISC"]
     assert sentences[1].tags == ["I-PER", "I-PER", "B-PER"]
     assert sentences[1].lines == [13, 14, 15]
     # Another column as the tag: the chunk column (index 2).
-    chunks = ner.read_tagged_file(conll_file, tag_column=2)
+    chunks = ner_data.read_tagged_file(conll_file, tag_column=2)
     assert chunks[0].tags[:2] == ["I-NP", "I-VP"]
-    words_only = ner.read_tagged_file(conll_file, has_tags=False)
+    words_only = ner_data.read_tagged_file(conll_file, has_tags=False)
     assert words_only[1].tags is None and words_only[1].words == ["Peter", "Black", "Black"]
 
 
@@ -61,21 +62,21 @@ def test_reader_errors_name_file_and_line(tmp_path):
     path.write_text("EU B-ORG\nrejects\n")
     with pytest.raises(ValueError, match=r"bad.txt:2: missing tag: the line holds only "
                                          r"'rejects'"):
-        ner.read_tagged_file(str(path))
+        ner_data.read_tagged_file(str(path))
     path.write_text("EU NNP B-ORG\n")
     with pytest.raises(ValueError, match=r"bad.txt:1: tag column 5 is outside the line, "
                                          r"which has 3 columns"):
-        ner.read_tagged_file(str(path), tag_column=5)
+        ner_data.read_tagged_file(str(path), tag_column=5)
     with pytest.raises(FileNotFoundError, match="missing.txt"):
-        ner.read_tagged_file(str(tmp_path / "missing.txt"))
+        ner_data.read_tagged_file(str(tmp_path / "missing.txt"))
 
 
 def test_iob_conversions_by_hand():
     iob1 = ["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG", "B-ORG", "I-ORG"]
     iob2 = ["B-PER", "I-PER", "B-PER", "O", "B-LOC", "B-ORG", "B-ORG", "I-ORG"]
-    assert ner.to_iob2(iob1) == iob2
-    assert ner.to_iob2(iob2) == iob2
-    assert ner.to_iob1(iob2) == iob1
+    assert ner_data.to_iob2(iob1) == iob2
+    assert ner_data.to_iob2(iob2) == iob2
+    assert ner_data.to_iob1(iob2) == iob1
     # conlleval finds the same chunks in both schemes.
     # Chunks: PER(0-1) PER(2) LOC(4) ORG(5) ORG(6-7).
     counts = conlleval.evaluate_sequences([iob1], [iob2])
@@ -83,17 +84,17 @@ def test_iob_conversions_by_hand():
 
 
 def test_scheme_and_label_list(conll_file):
-    sentences = ner.read_tagged_file(conll_file)
-    assert ner.detect_scheme(sentences) == "iob1"
+    sentences = ner_data.read_tagged_file(conll_file)
+    assert ner_data.detect_scheme(sentences) == "iob1"
     for sentence in sentences:
-        sentence.tags = ner.to_iob2(sentence.tags)
-    assert ner.detect_scheme(sentences) == "iob2"
-    assert ner.build_label_list(sentences) == ["O", "B-MISC", "B-ORG", "B-PER", "I-PER"]
+        sentence.tags = ner_data.to_iob2(sentence.tags)
+    assert ner_data.detect_scheme(sentences) == "iob2"
+    assert ner_data.build_label_list(sentences) == ["O", "B-MISC", "B-ORG", "B-PER", "I-PER"]
 
 
 def test_plan_windows_by_hand():
     # Sub-tokens per word: 2 1 3 1 1 2 ; offsets 0 2 3 6 7 8 10
-    windows, owner = ner.plan_windows([2, 1, 3, 1, 1, 2], max_tokens=5, stride=2)
+    windows, owner = ner_data.plan_windows([2, 1, 3, 1, 1, 2], max_tokens=5, stride=2)
     # Window 0: words 0-1 (3 tokens; adding word 2 makes 6). Next start: first word at
     # offset >= 0 + 2 -> word 1. Window 1: words 1-3 (1+3+1 = 5). Next start: first word
     # at offset >= 2 + 2 -> word 3. Window 2: words 3-5 (1+1+2 = 4), the end.
@@ -102,18 +103,18 @@ def test_plan_windows_by_hand():
     # word 1: w0 min(2, 0) = 0, w1 min(0, 4) = 0 -> w0. word 2: w1 min(1, 1) -> w1.
     # word 3: w1 min(4, 0) = 0, w2 min(0, 3) = 0 -> w1. words 4, 5: only in w2.
     assert owner == [0, 0, 1, 1, 2, 2]
-    assert ner.plan_windows([1, 1], max_tokens=5, stride=2) == ([(0, 2)], [0, 0])
+    assert ner_data.plan_windows([1, 1], max_tokens=5, stride=2) == ([(0, 2)], [0, 0])
 
 
 def test_alignment_labels_first_sub_token_only(conll_file, tokenizer):
-    sentences = ner.read_tagged_file(conll_file)
-    labels = ner.build_label_list(sentences)
-    features = ner.convert_sentences_to_features(sentences[1:], labels, 16, tokenizer)
+    sentences = ner_data.read_tagged_file(conll_file)
+    labels = ner_data.build_label_list(sentences)
+    features = ner_data.convert_sentences_to_features(sentences[1:], labels, 16, tokenizer)
     assert features.input_ids.shape == (1, 16)
     row = features.input_ids[0]
     # Peter Black Black -> peter black black: one sub-token each.
     assert list(row[:5]) == [IDS[t] for t in ["[CLS]", "peter", "black", "black", "[SEP]"]]
-    first = ner.convert_sentences_to_features(sentences[:1], labels, 16, tokenizer)
+    first = ner_data.convert_sentences_to_features(sentences[:1], labels, 16, tokenizer)
     # EU rejects German call to boy ##cott ##s brit ##ish lamb .
     tokens = ["[CLS]", "eu", "rejects", "german", "call", "to", "boy", "##cott", "##s",
               "brit", "##ish", "lamb", ".", "[SEP]"]
@@ -127,10 +128,10 @@ def test_alignment_labels_first_sub_token_only(conll_file, tokenizer):
 
 
 def test_long_sentence_windows_give_every_word_one_tag(conll_file, tokenizer):
-    sentences = ner.read_tagged_file(conll_file)
-    labels = ner.build_label_list(sentences)
+    sentences = ner_data.read_tagged_file(conll_file)
+    labels = ner_data.build_label_list(sentences)
     # 12 sub-tokens, 6 per window: several overlapping windows.
-    features = ner.convert_sentences_to_features(sentences[:1], labels, 8, tokenizer,
+    features = ner_data.convert_sentences_to_features(sentences[:1], labels, 8, tokenizer,
                                                  doc_stride=3)
     assert len(features.input_ids) > 2
     assert np.all(features.sentence_index == 0)
@@ -143,13 +144,13 @@ def test_long_sentence_windows_give_every_word_one_tag(conll_file, tokenizer):
     for row, length in zip(features.input_ids, lengths):
         assert row[0] == IDS["[CLS]"] and row[length - 1] == IDS["[SEP]"]
     # Decoding gold label ids back gives the IOB2 gold tags.
-    tags = ner.decode_predictions(features, features.label_ids, sentences[:1], labels)
-    assert tags == [ner.to_iob2(sentences[0].tags)]
+    tags = ner_data.decode_predictions(features, features.label_ids, sentences[:1], labels)
+    assert tags == [ner_data.to_iob2(sentences[0].tags)]
 
 
 def test_decode_rejects_unknown_ids_and_reports_unknown_gold(conll_file, tokenizer):
-    sentences = ner.read_tagged_file(conll_file)
-    features = ner.convert_sentences_to_features(sentences, ["O", "B-PER", "I-PER"], 16,
+    sentences = ner_data.read_tagged_file(conll_file)
+    features = ner_data.convert_sentences_to_features(sentences, ["O", "B-PER", "I-PER"], 16,
                                                  tokenizer)
     # ORG and MISC are unknown to this label list: left out of the loss, listed.
     assert [(line, tag) for _, line, tag in features.unknown_tags] == [
@@ -157,26 +158,26 @@ def test_decode_rejects_unknown_ids_and_reports_unknown_gold(conll_file, tokeniz
     assert features.label_weights.sum() == 12 - 3
     predictions = np.full(features.input_ids.shape, 7)
     with pytest.raises(ValueError, match="predicted label id 7 is not in the label list of 3"):
-        ner.decode_predictions(features, predictions, sentences, ["O", "B-PER", "I-PER"])
+        ner_data.decode_predictions(features, predictions, sentences, ["O", "B-PER", "I-PER"])
 
 
 def test_format_predictions_in_the_gold_scheme(conll_file):
-    sentences = ner.read_tagged_file(conll_file)[1:]
-    text = ner.format_predictions(sentences, [["B-PER", "I-PER", "B-PER"]], scheme="iob1")
+    sentences = ner_data.read_tagged_file(conll_file)[1:]
+    text = ner_data.format_predictions(sentences, [["B-PER", "I-PER", "B-PER"]], scheme="iob1")
     assert text == "Peter I-PER I-PER\nBlack I-PER I-PER\nBlack B-PER B-PER\n\n"
     counts = conlleval.evaluate_lines(text.splitlines())
     assert counts.correct_chunks == counts.found_correct == 2
 
 
 def test_label_list_file_round_trip(tmp_path):
-    ner.write_label_list(str(tmp_path / "labels.txt"), ["O", "B-PER"])
-    assert ner.read_label_list(str(tmp_path / "labels.txt")) == ["O", "B-PER"]
+    ner_data.write_label_list(str(tmp_path / "labels.txt"), ["O", "B-PER"])
+    assert ner_data.read_label_list(str(tmp_path / "labels.txt")) == ["O", "B-PER"]
     with pytest.raises(FileNotFoundError, match="output_dir"):
-        ner.read_label_list(str(tmp_path / "none.txt"))
+        ner_data.read_label_list(str(tmp_path / "none.txt"))
 
 
 def test_undecodable_conll_file_names_file_and_line(tmp_path):
     path = tmp_path / "train.txt"
     path.write_bytes(b"EU B-ORG\nrejects O\n\nCaf\xe9 B-LOC\n")
     with pytest.raises(ValueError, match=r"train.txt:4: not UTF-8 text \(byte 0xe9"):
-        ner.read_tagged_file(str(path))
+        ner_data.read_tagged_file(str(path))

@@ -1,11 +1,11 @@
-"""Tests for bert_tf.optimization: schedule, weight-decay exclusions, clipping."""
+"""Tests for bert_tf.train.optimization: schedule, weight-decay exclusions, clipping."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization
+from bert_tf.train import optimization
 
 
 def _original_schedule(step, peak, total, warmup):

@@ -109,7 +109,9 @@ def test_check_readme_rewrites_outputs_and_overrides_pod_flags():
 
 def test_check_readme_stand_ins_parse_with_the_readers(tmp_path):
     """The dump, MRPC, CoNLL and SQuAD stand-ins are what the runners' readers accept."""
-    from bert_tf.tasks import classification, ner, squad
+    from bert_tf.tasks.classification import data as classification_data
+    from bert_tf.tasks.ner import data as ner_data
+    from bert_tf.tasks.squad import data as squad_data
     from data_prep import wikipedia
     check = _check_readme_module()
     documents = check._corpus_documents()
@@ -118,15 +120,15 @@ def test_check_readme_stand_ins_parse_with_the_readers(tmp_path):
     parsed = list(wikipedia.iter_documents(str(dump)))
     assert len(parsed) == 5 and parsed[0][0].startswith(documents[0][0][:20])
     check._write_mrpc(str(tmp_path / "MRPC"))
-    processor = classification.get_processor("MRPC")
+    processor = classification_data.get_processor("MRPC")
     train = processor.get_examples(str(tmp_path / "MRPC"), "train")
     assert len(train) == 48 and {e.label for e in train} == {"0", "1"}
     assert len(processor.get_examples(str(tmp_path / "MRPC"), "test")) == 16
     check._write_conll(documents, str(tmp_path / "conll"))
-    sentences = ner.read_tagged_file(str(tmp_path / "conll" / "eng.train"))
+    sentences = ner_data.read_tagged_file(str(tmp_path / "conll" / "eng.train"))
     assert len(sentences) > 30 and any("I-LOC" in s.tags for s in sentences)
     check._write_squad(documents[:4], str(tmp_path / "dev-v2.0.json"), v2=True)
-    examples = squad.read_squad_examples(str(tmp_path / "dev-v2.0.json"), is_training=True,
+    examples = squad_data.read_squad_examples(str(tmp_path / "dev-v2.0.json"), is_training=True,
                                          version_2_with_negative=True)
     assert any(e.is_impossible for e in examples) and not all(e.is_impossible
                                                                for e in examples)

@@ -7,11 +7,12 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints
+from bert_tf.weights import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import classification_pipeline, finetuning
-from bert_tf.tasks.classification_pipeline import ClassifierOptions
+from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks import base
+from bert_tf.tasks.classification.task import ClassifierOptions
 
 WORDS = ["good", "bad", "movie", "film", "plot", "acting", "the", "a", "was", "is", "very",
          "quite", "story", "music", "really"]
@@ -64,7 +65,7 @@ def options(tmp_path, **changes):
 
 def test_train_eval_predict_sst2(tmp_path):
     write_sst2(tmp_path / "data")
-    results = classification_pipeline.run(options(tmp_path, do_train=True, do_eval=True,
+    results = classification_task.run(options(tmp_path, do_train=True, do_eval=True,
                                                   do_predict=True))
     out = tmp_path / "out"
     # 64 examples / 16 * 30 epochs = 120 steps; the "good"/"bad" rule is learnt.
@@ -85,13 +86,13 @@ def test_train_eval_predict_sst2(tmp_path):
 @pytest.mark.slow
 def test_resume_then_eval_only_restores_the_checkpoint(tmp_path):
     write_sst2(tmp_path / "data")
-    first = classification_pipeline.run(options(tmp_path, do_train=True, num_train_epochs=2.0))
+    first = classification_task.run(options(tmp_path, do_train=True, num_train_epochs=2.0))
     assert first == {}  # no eval asked
     # More epochs: resumes from step 8 to 12; eval-only then restores step 12's weights.
-    resumed = classification_pipeline.run(options(tmp_path, do_train=True, do_eval=True,
+    resumed = classification_task.run(options(tmp_path, do_train=True, do_eval=True,
                                                   num_train_epochs=3.0))
     assert resumed["global_step"] == 12
-    again = classification_pipeline.run(options(tmp_path, do_eval=True))
+    again = classification_task.run(options(tmp_path, do_eval=True))
     assert again["global_step"] == 12
     assert again["eval_loss"] == pytest.approx(resumed["eval_loss"], rel=1e-5)
 
@@ -102,7 +103,7 @@ def test_generic_jsonl_regression_and_bad_flags(tmp_path):
     rows = [{"q": " ".join(["good"] * (i % 4 + 1)), "score": float(i % 4)} for i in range(8)]
     for split in ("train", "dev"):
         (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    results = classification_pipeline.run(options(
+    results = classification_task.run(options(
         tmp_path, task_name="generic", text_column="q", label_column="score",
         is_regression=True, do_train=True, do_eval=True, num_train_epochs=2.0,
         train_batch_size=4))
@@ -114,16 +115,16 @@ def test_generic_jsonl_regression_and_bad_flags(tmp_path):
 def test_bad_input_is_reported_before_any_work(tmp_path):
     write_sst2(tmp_path / "data")
     with pytest.raises(ValueError, match="unknown task_name 'sst3'; known tasks: cola"):
-        classification_pipeline.run(options(tmp_path, task_name="sst3", do_train=True))
+        classification_task.run(options(tmp_path, task_name="sst3", do_train=True))
     with pytest.raises(ValueError, match="max_seq_length 32 exceeds max_position_embeddings"):
-        classification_pipeline.run(options(tmp_path, max_seq_length=32, do_eval=True))
+        classification_task.run(options(tmp_path, max_seq_length=32, do_eval=True))
     with pytest.raises(FileNotFoundError, match=r"dev file was expected at .*empty/dev.tsv"):
-        classification_pipeline.run(options(tmp_path, task_name="rte", do_eval=True,
+        classification_task.run(options(tmp_path, task_name="rte", do_eval=True,
                                              data_dir=str(tmp_path / "empty")))
     # Checked before training starts, not after it.
     (tmp_path / "data" / "test.tsv").unlink()
     with pytest.raises(FileNotFoundError, match=r"test file was expected at .*test.tsv"):
-        classification_pipeline.run(options(tmp_path, do_train=True, do_predict=True))
+        classification_task.run(options(tmp_path, do_train=True, do_predict=True))
     assert not (tmp_path / "out" / "train.tf_record").exists()
 
 
@@ -145,7 +146,7 @@ def test_export_dir_serves_the_same_probabilities(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     write_sst2(tmp_path / "data")
     export_dir = tmp_path / "export"
-    classification_pipeline.run(options(tmp_path, do_train=True, do_predict=True,
+    classification_task.run(options(tmp_path, do_train=True, do_predict=True,
                                         num_train_epochs=2.0, export_dir=str(export_dir)))
     probabilities = np.loadtxt(tmp_path / "out" / "test_results.tsv", delimiter="\t")
     serving = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
@@ -162,7 +163,7 @@ def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path)
     defaults = ClassifierOptions(task_name="SST-2", output_dir=str(tmp_path / "out"))
     assert (defaults.head_initializer, defaults.lr_schedule, defaults.adam_bias_correction) \
         == ("normal", "linear", True)
-    flag_defaults = {name: default for name, _, default, _ in finetuning.COMMON_FLAGS}
+    flag_defaults = {name: default for name, _, default, _ in base.COMMON_FLAGS}
     assert flag_defaults["head_initializer"] == "normal"
     assert flag_defaults["lr_schedule"] == "linear"
     assert flag_defaults["adam_bias_correction"] is True
@@ -170,7 +171,7 @@ def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path)
     for change, name in ((dict(head_initializer="uniform"), "head_initializer"),
                          (dict(lr_schedule="cosine"), "lr_schedule")):
         with pytest.raises(ValueError, match=name):
-            classification_pipeline.run(options(tmp_path, do_train=True, **change))
+            classification_task.run(options(tmp_path, do_train=True, **change))
     assert not (tmp_path / "out" / "train.tf_record").exists()
 
 
@@ -183,7 +184,7 @@ def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path)
 def test_bad_numbers_are_refused_before_any_work(tmp_path, change, message):
     write_sst2(tmp_path / "data")
     with pytest.raises(ValueError, match=message):
-        classification_pipeline.run(options(tmp_path, do_train=True, **change))
+        classification_task.run(options(tmp_path, do_train=True, **change))
     assert not (tmp_path / "out" / "train.tf_record").exists()
 
 
@@ -191,7 +192,7 @@ def test_missing_init_checkpoint_is_named_before_config_and_vocab(tmp_path):
     write_sst2(tmp_path / "data")
     nope = str(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="init_checkpoint not found: .*nope"):
-        classification_pipeline.run(options(tmp_path, do_train=True, init_checkpoint=nope,
+        classification_task.run(options(tmp_path, do_train=True, init_checkpoint=nope,
                                             bert_config_file=None, vocab_file=None))
 
 
@@ -208,7 +209,7 @@ def test_predict_without_training_refuses_a_random_head(tmp_path):
     (released / "vocab.txt").write_text((tmp_path / "vocab.txt").read_text())
     write_sst2(tmp_path / "data")
     with pytest.raises(ValueError, match="task head would be random"):
-        classification_pipeline.run(options(tmp_path, do_predict=True,
+        classification_task.run(options(tmp_path, do_predict=True,
                                             init_checkpoint=str(released)))
     assert not list((tmp_path / "out").glob("*.tsv"))
 
@@ -222,6 +223,6 @@ def test_vocab_of_another_model_is_refused(tmp_path):
                                    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS))
     with pytest.raises(ValueError, match="has 20 tokens but .*bert_config.json has "
                                          "vocab_size 99"):
-        classification_pipeline.run(options(tmp_path, do_train=True,
+        classification_task.run(options(tmp_path, do_train=True,
                                             vocab_file=str(small_vocab)))
     assert not (tmp_path / "out" / "train.tf_record").exists()

@@ -7,8 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.tasks import conlleval, ner, ner_pipeline
-from bert_tf.tasks.ner_pipeline import NerOptions
+from bert_tf.tasks.ner import conlleval
+from bert_tf.tasks.ner import data as ner_data
+from bert_tf.tasks.ner import task as ner_task
+from bert_tf.tasks.ner.task import NerOptions
 
 FILLER = ["the", "a", "went", "to", "from", "saw", "met", "and", "."]
 PEOPLE = [["john"], ["mary"], ["johnson"]]  # johnson -> john ##son
@@ -75,7 +77,7 @@ def test_train_eval_predict_conll_layout(tmp_path):
     write_conll(data / "eng.train", 64, 0)
     write_conll(data / "eng.testa", 12, 1, length=14)  # 14+ words: split into windows
     write_conll(data / "eng.testb", 4, 2, with_tags=False)
-    results = ner_pipeline.run(options(tmp_path, do_train=True, do_eval=True,
+    results = ner_task.run(options(tmp_path, do_train=True, do_eval=True,
                                        do_predict=True))
     out = tmp_path / "out"
     assert (out / "label_list.txt").read_text().split() == ["O", "B-LOC", "B-PER", "I-LOC"]
@@ -84,7 +86,7 @@ def test_train_eval_predict_conll_layout(tmp_path):
     # The predictions file is conlleval input in the gold file's (IOB1) scheme, one line
     # per word of the eval file.
     predictions = (out / "eval_predictions.txt").read_text()
-    gold = ner.read_tagged_file(str(data / "eng.testa"))
+    gold = ner_data.read_tagged_file(str(data / "eng.testa"))
     lines = [line for line in predictions.splitlines() if line]
     assert len(lines) == sum(len(s.words) for s in gold)
     assert all(line.split()[1] == line.split()[2] for line in lines)
@@ -94,7 +96,7 @@ def test_train_eval_predict_conll_layout(tmp_path):
     # Predict file without tags: `word predicted` per line.
     tagged = [line.split() for line in (out / "test_predictions.txt").read_text().splitlines()
               if line]
-    words = ner.read_tagged_file(str(data / "eng.testb"), has_tags=False)
+    words = ner_data.read_tagged_file(str(data / "eng.testb"), has_tags=False)
     assert [w for w, _ in tagged] == [w for s in words for w in s.words]
     expected = {"john": "B-PER", "johnson": "B-PER", "mary": "B-PER", "paris": "B-LOC",
                 "london": "B-LOC", "new": "B-LOC", "york": "I-LOC"}
@@ -106,13 +108,13 @@ def test_bad_input(tmp_path):
     data.mkdir()
     (data / "train.txt").write_text("John NNP B-PER\nwent\n")
     with pytest.raises(ValueError, match=r"train.txt:2: missing tag"):
-        ner_pipeline.run(options(tmp_path, do_train=True))
+        ner_task.run(options(tmp_path, do_train=True))
     with pytest.raises(ValueError, match=r"train.txt:1: tag column 7 is outside the line"):
-        ner_pipeline.run(options(tmp_path, do_train=True, tag_column=7))
+        ner_task.run(options(tmp_path, do_train=True, tag_column=7))
     with pytest.raises(FileNotFoundError, match=r"no eval file: expected one of .*eng.testa"):
-        ner_pipeline.run(options(tmp_path, do_eval=True, output_dir=str(data)))
+        ner_task.run(options(tmp_path, do_eval=True, output_dir=str(data)))
     with pytest.raises(FileNotFoundError, match=r"label list not found: .*label_list.txt"):
-        ner_pipeline.run(options(tmp_path, do_eval=True, eval_file=str(data / "train.txt")))
+        ner_task.run(options(tmp_path, do_eval=True, eval_file=str(data / "train.txt")))
 
 
 def test_command_line_bad_tag_line(tmp_path):

@@ -14,7 +14,9 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
-from bert_tf import checkpoints, distribute, inputs
+from bert_tf.weights import checkpoints
+from bert_tf.train import distribute
+from bert_tf.train import records
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
 from pretraining_records_helper import write_records
@@ -94,8 +96,8 @@ def test_eval_from_google_checkpoint_uses_its_weights(tmp_path):
                        init_checkpoint=str(tmp_path / "released"))
     got = run_pretraining.run_pretraining(options, distribute.get_strategy())["eval"]
     # The same metrics computed directly from the model that wrote the checkpoint.
-    records = inputs.pretraining_dataset(options.input_file, 16, 3, 40, is_training=False)
-    features = next(iter(records))
+    dataset = records.pretraining_dataset(options.input_file, 16, 3, 40, is_training=False)
+    features = next(iter(dataset))
     outputs = source(features, training=False)
     predictions = np.argmax(outputs["masked_lm_logits"].numpy(), -1)
     weights = features["masked_lm_weights"].numpy()

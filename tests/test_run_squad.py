@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import squad_pipeline
-from bert_tf.tasks.squad_pipeline import SquadOptions
+from bert_tf.tasks.squad import task as squad_task
+from bert_tf.tasks.squad.task import SquadOptions
 
 WORDS = ["red", "green", "blue", "house", "tree", "river", "stone", "bird", "road", "hill"]
 
@@ -65,7 +65,7 @@ def options(tmp_path, **changes):
 def test_train_predict_evaluate_and_resume(tmp_path):
     train_file = write_squad(tmp_path / "train.json", 40, seed=0)
     dev_file = write_squad(tmp_path / "dev.json", 12, seed=1)
-    evaluation = squad_pipeline.run(options(tmp_path, do_train=True, do_predict=True,
+    evaluation = squad_task.run(options(tmp_path, do_train=True, do_predict=True,
                                             train_file=train_file, predict_file=dev_file))
     out = tmp_path / "out"
     predictions = json.loads((out / "predictions.json").read_text())
@@ -83,12 +83,12 @@ def test_train_predict_evaluate_and_resume(tmp_path):
     assert results == {"exact_match": 100.0, "f1": 100.0, "global_step": num_windows}
     # The evaluator CLI prints the same metrics for the written files.
     completed = subprocess.run(
-        [sys.executable, "-m", "bert_tf.tasks.squad_eval", dev_file,
+        [sys.executable, "-m", "bert_tf.tasks.squad.evaluate", dev_file,
          str(out / "predictions.json")], capture_output=True, text=True, check=True)
     assert json.loads(completed.stdout) == evaluation
     # Predicting again restores the trained checkpoint.
     (out / "predictions.json").unlink()
-    again = squad_pipeline.run(options(tmp_path, do_predict=True, predict_file=dev_file))
+    again = squad_task.run(options(tmp_path, do_predict=True, predict_file=dev_file))
     assert again == evaluation
     assert json.loads((out / "predictions.json").read_text()) == predictions
 
@@ -96,7 +96,7 @@ def test_train_predict_evaluate_and_resume(tmp_path):
 @pytest.mark.slow
 def test_export_dir_answers_raw_text(tmp_path):
     train_file = write_squad(tmp_path / "train.json", 40, seed=0)
-    squad_pipeline.run(options(tmp_path, do_train=True, train_file=train_file,
+    squad_task.run(options(tmp_path, do_train=True, train_file=train_file,
                                export_dir=str(tmp_path / "export")))
     # The exported SavedModel answers raw text with plain TensorFlow.
     serving = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
@@ -108,7 +108,7 @@ def test_export_dir_answers_raw_text(tmp_path):
 def test_version_2_writes_null_odds(tmp_path):
     train_file = write_squad(tmp_path / "train.json", 40, seed=0, impossible_every=3)
     dev_file = write_squad(tmp_path / "dev.json", 9, seed=1, impossible_every=3)
-    evaluation = squad_pipeline.run(options(
+    evaluation = squad_task.run(options(
         tmp_path, do_train=True, do_predict=True, train_file=train_file,
         predict_file=dev_file, version_2_with_negative=True, num_train_epochs=1.0))
     out = tmp_path / "out"
@@ -127,12 +127,12 @@ def test_version_2_writes_null_odds(tmp_path):
 
 def test_bad_options(tmp_path):
     with pytest.raises(ValueError, match="do_train needs train_file"):
-        squad_pipeline.run(options(tmp_path, do_train=True))
+        squad_task.run(options(tmp_path, do_train=True))
     with pytest.raises(FileNotFoundError, match="predict_file not found: .*missing.json"):
-        squad_pipeline.run(options(tmp_path, do_predict=True,
+        squad_task.run(options(tmp_path, do_predict=True,
                                    predict_file=str(tmp_path / "missing.json")))
     with pytest.raises(ValueError, match="max_query_length"):
-        squad_pipeline.run(options(tmp_path, do_predict=True, max_query_length=13,
+        squad_task.run(options(tmp_path, do_predict=True, max_query_length=13,
                                    predict_file=write_squad(tmp_path / "d.json", 2, 0)))
 
 
@@ -151,11 +151,11 @@ def test_predict_file_without_answers_is_not_evaluated(tmp_path):
     dev_file = write_squad(tmp_path / "dev.json", 2, seed=1)
     data = json.loads(open(dev_file).read())
     predictions = {"q1_0": "Café", "q1_1": "red"}
-    assert squad_pipeline.evaluate_predictions(dev_file, predictions, None) == {
+    assert squad_task.evaluate_predictions(dev_file, predictions, None) == {
         "exact_match": 50.0, "f1": 50.0}
     del data["data"][0]["paragraphs"][1]["qas"][0]["answers"]
     (tmp_path / "test.json").write_text(json.dumps(data))
-    assert squad_pipeline.evaluate_predictions(str(tmp_path / "test.json"), predictions,
+    assert squad_task.evaluate_predictions(str(tmp_path / "test.json"), predictions,
                                                None) is None
 
 
@@ -166,4 +166,4 @@ def test_predict_file_without_answers_is_not_evaluated(tmp_path):
 def test_settings_that_empty_every_answer_are_refused(tmp_path, change, message):
     dev_file = write_squad(tmp_path / "dev.json", 3, seed=1)
     with pytest.raises(ValueError, match=message):
-        squad_pipeline.run(options(tmp_path, do_predict=True, predict_file=dev_file, **change))
+        squad_task.run(options(tmp_path, do_predict=True, predict_file=dev_file, **change))

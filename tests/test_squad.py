@@ -6,8 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from bert_tf import tokenization
-from bert_tf.tasks import squad, squad_eval, squad_postprocess
+from bert_tf.text import tokenization
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import evaluate as squad_evaluate
+from bert_tf.tasks.squad import postprocess as squad_postprocess
 
 CAFE = "The Café Procope (1686–1872) opened in Paris."
 XS = " ".join(f"x{i}" for i in range(20))
@@ -40,7 +42,7 @@ def _qa(qid, question, answer=None, start=None, context=CAFE):
 
 
 def test_split_context_words_and_offsets():
-    doc_tokens, offsets = squad.split_context("Le  café\u202fbleu.\n")
+    doc_tokens, offsets = squad_data.split_context("Le  café\u202fbleu.\n")
     assert doc_tokens == ["Le", "café", "bleu."]
     # L e ' ' ' ' c a f é U+202F b l e u . \n
     assert offsets == [0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]
@@ -51,12 +53,12 @@ def test_answers_projected_and_tightened(tmp_path, tokenizer):
         _qa("q1", "When did the Café Procope open?", "1686"),
         _qa("q2", "Where?", "Paris"),
         _qa("q3", "What opened?", "Café Procope")]}])
-    examples = squad.read_squad_examples(path, is_training=True)
+    examples = squad_data.read_squad_examples(path, is_training=True)
     assert examples[0].doc_tokens == ["The", "Café", "Procope", "(1686–1872)", "opened",
                                       "in", "Paris."]
     assert [(e.start_position, e.end_position) for e in examples] == [
         (3, 3), (6, 6), (1, 2)]
-    features = squad.convert_examples_to_features(examples, tokenizer, 32, 128, 16, True)
+    features = squad_data.convert_examples_to_features(examples, tokenizer, 32, 128, 16, True)
     assert len(features) == 3
     first = features[0]
     assert first.tokens == [
@@ -82,13 +84,13 @@ def _x_example(answer_words, qid="qx"):
     doc_tokens = XS.split()
     start = doc_tokens.index(answer_words[0])
     end = doc_tokens.index(answer_words[-1])
-    return squad.SquadExample(qid, "what is ?", doc_tokens, " ".join(answer_words),
+    return squad_data.SquadExample(qid, "what is ?", doc_tokens, " ".join(answer_words),
                               start, end)
 
 
 def test_windows_max_context_and_answers_across_borders(tokenizer):
     # 16 tokens - 3 question tokens - 3 = 10 context tokens per window, stride 4.
-    features = squad.convert_examples_to_features(
+    features = squad_data.convert_examples_to_features(
         [_x_example(["x8", "x9", "x10", "x11"]), _x_example(["x17", "x18"])],
         tokenizer, max_seq_length=16, doc_stride=4, max_query_length=8,
         is_training=True)
@@ -115,23 +117,23 @@ def test_windows_max_context_and_answers_across_borders(tokenizer):
 def test_question_truncated_and_lengths_checked(tokenizer):
     example = _x_example(["x1"])
     example.question_text = "what is the cafe ?"
-    feature = squad.convert_examples_to_features([example], tokenizer, 32, 8, 2, False)[0]
+    feature = squad_data.convert_examples_to_features([example], tokenizer, 32, 8, 2, False)[0]
     assert feature.tokens[:4] == ["[CLS]", "what", "is", "[SEP]"]
     assert feature.start_position is None
     with pytest.raises(ValueError, match="max_query_length"):
-        squad.convert_examples_to_features([example], tokenizer, 10, 8, 7, False)
+        squad_data.convert_examples_to_features([example], tokenizer, 10, 8, 7, False)
 
 
 def test_version_2_impossible_points_at_cls(tmp_path, tokenizer):
     qa = _qa("q1", "Who?")
     qa["is_impossible"] = True
     path = _write_squad(tmp_path, [{"context": CAFE, "qas": [qa]}], version="v2.0")
-    examples = squad.read_squad_examples(path, True, version_2_with_negative=True)
+    examples = squad_data.read_squad_examples(path, True, version_2_with_negative=True)
     assert examples[0].is_impossible and examples[0].start_position == -1
-    with pytest.raises(squad.SquadFormatError,
+    with pytest.raises(squad_data.SquadFormatError,
                        match=r'qas\[0\]: "answers" is empty.*version_2_with_negative'):
-        squad.read_squad_examples(path, True, version_2_with_negative=False)
-    feature = squad.convert_examples_to_features(examples, tokenizer, 32, 8, 8, True)[0]
+        squad_data.read_squad_examples(path, True, version_2_with_negative=False)
+    feature = squad_data.convert_examples_to_features(examples, tokenizer, 32, 8, 8, True)[0]
     assert (feature.start_position, feature.end_position, feature.is_impossible) == (
         0, 0, True)
 
@@ -142,11 +144,11 @@ def test_answer_not_at_start_counted_and_skipped(tmp_path):
         _qa("shifted", "When?", "1686", start=CAFE.index("opened")),
         _qa("outside", "When?", "1686", start=len(CAFE) - 2)]}])
     stats = collections.Counter()
-    examples = squad.read_squad_examples(path, True, stats=stats)
+    examples = squad_data.read_squad_examples(path, True, stats=stats)
     assert [e.qas_id for e in examples] == ["good"]
     assert stats["skipped_answer_not_found"] == 2 and stats["questions"] == 3
     # Prediction does not look at answers.
-    assert len(squad.read_squad_examples(path, False)) == 3
+    assert len(squad_data.read_squad_examples(path, False)) == 3
 
 
 def test_several_answers_use_the_first(tmp_path):
@@ -154,7 +156,7 @@ def test_several_answers_use_the_first(tmp_path):
     qa["answers"].append({"text": "in Paris", "answer_start": CAFE.index("in Paris")})
     path = _write_squad(tmp_path, [{"context": CAFE, "qas": [qa]}])
     stats = collections.Counter()
-    example = squad.read_squad_examples(path, True, stats=stats)[0]
+    example = squad_data.read_squad_examples(path, True, stats=stats)[0]
     assert example.orig_answer_text == "Paris" and stats["first_of_several_answers"] == 1
 
 
@@ -168,22 +170,22 @@ def test_several_answers_use_the_first(tmp_path):
 ])
 def test_bad_json_names_the_element(tmp_path, qa, message):
     path = _write_squad(tmp_path, [{"context": CAFE, "qas": [_qa("a", "q", "Paris"), qa]}])
-    with pytest.raises(squad.SquadFormatError,
+    with pytest.raises(squad_data.SquadFormatError,
                        match=r"data\.json: data\[0\]\.paragraphs\[0\]\." + message):
-        squad.read_squad_examples(path, is_training=True)
+        squad_data.read_squad_examples(path, is_training=True)
 
 
 def test_bad_json_shapes(tmp_path):
     path = _write_squad(tmp_path, [{"qas": []}])
-    with pytest.raises(squad.SquadFormatError, match=r'paragraphs\[0\]: missing "context"'):
-        squad.read_squad_examples(path, False)
+    with pytest.raises(squad_data.SquadFormatError, match=r'paragraphs\[0\]: missing "context"'):
+        squad_data.read_squad_examples(path, False)
     path = tmp_path / "broken.json"
     path.write_text('{"data": [', encoding="utf-8")
-    with pytest.raises(squad.SquadFormatError, match="broken.json: not valid"):
-        squad.read_squad_examples(str(path), False)
+    with pytest.raises(squad_data.SquadFormatError, match="broken.json: not valid"):
+        squad_data.read_squad_examples(str(path), False)
     path.write_text('{"articles": []}', encoding="utf-8")
-    with pytest.raises(squad.SquadFormatError, match='top level: missing "data"'):
-        squad.read_squad_examples(str(path), False)
+    with pytest.raises(squad_data.SquadFormatError, match='top level: missing "data"'):
+        squad_data.read_squad_examples(str(path), False)
 
 
 @pytest.mark.parametrize("pred, orig, lower, expected", [
@@ -206,7 +208,7 @@ def test_compute_softmax():
 
 def _x_windows(tokenizer):
     example = _x_example(["x9"])
-    features = squad.convert_examples_to_features([example], tokenizer, 16, 4, 8, False)
+    features = squad_data.convert_examples_to_features([example], tokenizer, 16, 4, 8, False)
     logits = [(np.full(16, -10.0, np.float32), np.full(16, -10.0, np.float32))
               for _ in features]
     return [example], features, logits
@@ -285,8 +287,8 @@ def test_end_to_end_hand_made_gold_logits(tmp_path, tokenizer):
 
 def _gold_predictions(path, tokenizer, max_seq_length, doc_stride):
     """Features of a file, logits peaked at the gold sub-tokens, decoded predictions."""
-    examples = squad.read_squad_examples(path, is_training=True)
-    features = squad.convert_examples_to_features(examples, tokenizer, max_seq_length,
+    examples = squad_data.read_squad_examples(path, is_training=True)
+    features = squad_data.convert_examples_to_features(examples, tokenizer, max_seq_length,
                                                   doc_stride, 16, is_training=True)
     results = []
     for feature in features:
@@ -319,7 +321,7 @@ def test_dev_gold_spans_round_trip(shared_data_dir, tmp_path):
     """Two dev articles through features -> gold logits -> decoding -> official EM."""
     dev_file, data, tokenizer = _dev_subset(shared_data_dir, tmp_path, 2)
     predictions = _gold_predictions(dev_file, tokenizer, 192, 64)
-    result = squad_eval.evaluate_v1(data, predictions)
+    result = squad_evaluate.evaluate_v1(data, predictions)
     assert len(predictions) > 400
     assert result["exact_match"] > 95.0 and result["f1"] > 95.0
 
@@ -329,5 +331,5 @@ def test_dev_gold_spans_round_trip_full(shared_data_dir, tmp_path):
     """All of dev-v1.1.json, at the original's lengths (384 / 128)."""
     dev_file, data, tokenizer = _dev_subset(shared_data_dir, tmp_path, 0)
     predictions = _gold_predictions(dev_file, tokenizer, 384, 128)
-    result = squad_eval.evaluate_v1(data, predictions)
+    result = squad_evaluate.evaluate_v1(data, predictions)
     assert result["exact_match"] > 95.0 and result["f1"] > 95.0

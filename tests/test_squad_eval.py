@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bert_tf.tasks import squad_eval
+from bert_tf.tasks.squad import evaluate as squad_evaluate
 
 
 def _data(qas, version):
@@ -43,11 +43,11 @@ V2_NA_PROBS = {"A": 0.1, "B": 0.2, "C": 0.9, "D": 0.95}
     ("theatre", "theatre"),  # articles only as whole words
 ])
 def test_normalize_answer(text, expected):
-    assert squad_eval.normalize_answer(text) == expected
+    assert squad_evaluate.normalize_answer(text) == expected
 
 
 def test_v1_scores_by_hand(capsys):
-    result = squad_eval.evaluate_v1(V1_DATA["data"], V1_PREDICTIONS)
+    result = squad_evaluate.evaluate_v1(V1_DATA["data"], V1_PREDICTIONS)
     # q1: exact after normalisation; q2: "in santa clara" vs "santa clara california":
     # 2 common tokens, precision 2/3, recall 2/3, F1 2/3; q3: missing, scores 0.
     assert result == {"exact_match": 100.0 * 1 / 3,
@@ -57,12 +57,12 @@ def test_v1_scores_by_hand(capsys):
 
 def test_v1_empty_prediction_scores_zero():
     data = _data([{"id": "q", "question": "?", "answers": _answers("x")}], "1.1")
-    assert squad_eval.evaluate_v1(data["data"], {"q": ""}) == {"exact_match": 0.0,
+    assert squad_evaluate.evaluate_v1(data["data"], {"q": ""}) == {"exact_match": 0.0,
                                                                 "f1": 0.0}
 
 
 def test_v2_scores_by_hand():
-    result = squad_eval.evaluate_v2(V2_DATA["data"], V2_PREDICTIONS)
+    result = squad_evaluate.evaluate_v2(V2_DATA["data"], V2_PREDICTIONS)
     # EM: A 1, B 0, C 1 ("" for no answer), D 0. F1: A 1; B "in 1686 ad" vs "1686":
     # precision 1/3, recall 1, F1 0.5 (vs "year 1686": 1/3, 1/2 -> 0.4); C 1; D 0.
     assert dict(result) == {
@@ -72,7 +72,7 @@ def test_v2_scores_by_hand():
 
 
 def test_v2_best_thresholds_by_hand():
-    result = squad_eval.evaluate_v2(V2_DATA["data"], V2_PREDICTIONS, V2_NA_PROBS)
+    result = squad_evaluate.evaluate_v2(V2_DATA["data"], V2_PREDICTIONS, V2_NA_PROBS)
     # Start with every question "no answer": 2 correct (C, D). By rising na prob:
     # EM: A +1 -> 3 (thresh 0.1), B +0, C +0 (already ""), D -1. Best 3/4.
     # F1: A +1 -> 3, B +0.5 -> 3.5 (thresh 0.2), C +0, D -1. Best 3.5/4.
@@ -82,7 +82,7 @@ def test_v2_best_thresholds_by_hand():
 
 
 def test_v2_na_prob_threshold_switches_to_no_answer():
-    result = squad_eval.evaluate_v2(V2_DATA["data"], V2_PREDICTIONS, V2_NA_PROBS,
+    result = squad_evaluate.evaluate_v2(V2_DATA["data"], V2_PREDICTIONS, V2_NA_PROBS,
                                     na_prob_thresh=0.5)
     # C and D are above 0.5: both count as "no answer", which is right for both.
     assert (result["exact"], result["f1"]) == (75.0, 87.5)
@@ -94,7 +94,7 @@ def _run_cli(tmp_path, data, predictions, na_probs=None, extra=()):
     data_file.write_text(json.dumps(data), encoding="utf-8")
     pred_file = tmp_path / "pred.json"
     pred_file.write_text(json.dumps(predictions), encoding="utf-8")
-    argv = [sys.executable, "-m", "bert_tf.tasks.squad_eval", str(data_file),
+    argv = [sys.executable, "-m", "bert_tf.tasks.squad.evaluate", str(data_file),
             str(pred_file), *extra]
     if na_probs is not None:
         na_file = tmp_path / "na.json"
@@ -151,5 +151,5 @@ def test_cli_out_file(tmp_path):
     completed = _run_cli(tmp_path, V2_DATA, V2_PREDICTIONS, extra=("-o", str(out_file)))
     assert completed.returncode == 0 and completed.stdout == ""
     # evaluate-v2.0.py: json.dump(out_eval, f), no indent.
-    assert out_file.read_text() == json.dumps(dict(squad_eval.evaluate_v2(
+    assert out_file.read_text() == json.dumps(dict(squad_evaluate.evaluate_v2(
         V2_DATA["data"], V2_PREDICTIONS)))

@@ -11,7 +11,7 @@ import unicodedata
 
 import pytest
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 import reference_tokenizer  # pylint: disable=wrong-import-position

@@ -1,4 +1,4 @@
-"""Tests for bert_tf.training on a tiny regression model: resume, accumulation, kill."""
+"""Tests for bert_tf.train.loop on a tiny regression model: resume, accumulation, kill."""
 
 import glob
 import os
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import training
+from bert_tf.train import loop
 from training_helper import (TinyRegressor, dataset_fn_factory, make_arrays,
                              optimizer_fn, train_tiny)
 
@@ -106,7 +106,7 @@ def test_bad_arguments_fail_before_training(tmp_path, kwargs, match):
 
 def test_evaluate_and_predict_match_numpy(tmp_path):
     strategy = tf.distribute.get_strategy()
-    model = training.build_model(strategy, TinyRegressor,
+    model = loop.build_model(strategy, TinyRegressor,
                                  dataset_fn_factory(8)(tf.distribute.InputContext()).element_spec)
     x, target = make_arrays()
 
@@ -117,15 +117,15 @@ def test_evaluate_and_predict_match_numpy(tmp_path):
         error = outputs["y"] - features["target"]
         return {"mse": error ** 2, "weighted": (error, features["x"][:, 0] > 0)}
 
-    got = training.evaluate(strategy, model, eval_fn, metrics_fn)
+    got = loop.evaluate(strategy, model, eval_fn, metrics_fn)
     predictions = model({"x": x}, training=False)["y"].numpy()
     error = predictions - target
     assert got["eval_steps"] == 7  # 64 examples, batches of 10
     assert got["mse"] == pytest.approx(float(np.mean(error ** 2)), rel=1e-5)
     assert got["weighted"] == pytest.approx(float(error[x[:, 0] > 0].mean()), rel=1e-4)
-    capped = training.evaluate(strategy, model, eval_fn, metrics_fn, num_steps=2)
+    capped = loop.evaluate(strategy, model, eval_fn, metrics_fn, num_steps=2)
     assert capped["eval_steps"] == 2
-    batches = list(training.predict(strategy, model, eval_fn, passthrough_keys=("target",)))
+    batches = list(loop.predict(strategy, model, eval_fn, passthrough_keys=("target",)))
     np.testing.assert_allclose(np.concatenate([b["y"] for b in batches]), predictions,
                                rtol=1e-5)
     np.testing.assert_array_equal(np.concatenate([b["target"] for b in batches]), target)
@@ -155,7 +155,7 @@ def test_sigkill_mid_run_then_restart_finishes_like_an_uninterrupted_run(tmp_pat
 
 def test_loss_fn_must_give_total_loss(tmp_path):
     with pytest.raises(ValueError, match="total_loss"):
-        training.train(tf.distribute.get_strategy(), TinyRegressor,
+        loop.train(tf.distribute.get_strategy(), TinyRegressor,
                        lambda f, o: {"mse": tf.reduce_mean(o["y"])}, dataset_fn_factory(8),
                        optimizer_fn=optimizer_fn(), output_dir=str(tmp_path),
                        num_train_steps=2, global_batch_size=8)
@@ -171,7 +171,7 @@ class _IdsRegressor(keras.Model):
 
 
 def test_resume_after_the_input_files_changed_starts_a_fresh_input_pass(tmp_path):
-    from bert_tf import inputs  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import records  # pylint: disable=import-outside-toplevel
     from pretraining_records_helper import write_records  # pylint: disable=import-outside-toplevel
     paths, _ = write_records(tmp_path / "records", 3, 16)
 
@@ -180,9 +180,9 @@ def test_resume_after_the_input_files_changed_starts_a_fresh_input_pass(tmp_path
         return tf.reduce_mean((outputs["y"] - target) ** 2)
 
     def run(files, steps):
-        return training.train(
+        return loop.train(
             tf.distribute.get_strategy(), _IdsRegressor, loss_fn,
-            lambda context: inputs.pretraining_dataset(files, 16, 3, 4, True, context, seed=0),
+            lambda context: records.pretraining_dataset(files, 16, 3, 4, True, context, seed=0),
             optimizer_fn=optimizer_fn(), output_dir=str(tmp_path / "out"),
             num_train_steps=steps, global_batch_size=4, save_checkpoints_steps=2,
             steps_per_loop=2)

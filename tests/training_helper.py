@@ -1,4 +1,4 @@
-"""A tiny regression problem for exercising bert_tf.training quickly (no BERT needed).
+"""A tiny regression problem for exercising bert_tf.train.loop quickly (no BERT needed).
 
 Also runnable as a script (used by the kill-and-resume test):
     python training_helper.py OUTPUT_DIR NUM_STEPS SAVE_STEPS [SLEEP_SECONDS]
@@ -55,12 +55,12 @@ def dataset_fn_factory(global_batch_size, seed=0, shuffle=True):
 
 
 def optimizer_fn(num_steps=1000):
-    from bert_tf import optimization  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import optimization  # pylint: disable=import-outside-toplevel
     return lambda: optimization.create_optimizer(0.05, num_steps, 2)
 
 
 def train_tiny(output_dir, num_steps, save_steps, sleep_seconds=0.0, **kwargs):
-    from bert_tf import training  # pylint: disable=import-outside-toplevel
+    from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
     loss_fn = regression_loss
     if sleep_seconds:
         def loss_fn(features, outputs):  # slows each step down, for the kill test
@@ -71,7 +71,7 @@ def train_tiny(output_dir, num_steps, save_steps, sleep_seconds=0.0, **kwargs):
     # process and one in a subprocess (the kill test) see the same data whatever seed
     # earlier tests in this process set.
     tf.random.set_seed(1234)
-    return training.train(
+    return loop.train(
         tf.distribute.get_strategy(), TinyRegressor, loss_fn, dataset_fn_factory(8),
         optimizer_fn=optimizer_fn(), output_dir=output_dir, num_train_steps=num_steps,
         global_batch_size=8, save_checkpoints_steps=save_steps, **kwargs)

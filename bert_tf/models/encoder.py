@@ -41,7 +41,7 @@ def standardize_inputs(inputs):
 
 
 class PretrainedMixin:
-    """`from_pretrained` for every BERT model class (see bert_tf.checkpoints)."""
+    """`from_pretrained` for every BERT model class (see bert_tf.weights.checkpoints)."""
 
     @classmethod
     def from_pretrained(cls, path, config=None, return_report=False, **head_kwargs):
@@ -60,7 +60,7 @@ class PretrainedMixin:
             The model, or (model, report) when `return_report`.
         """
         # Imported here: checkpoints sits above models in the dependency order.
-        from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+        from bert_tf.weights import checkpoints  # pylint: disable=import-outside-toplevel
         return checkpoints.from_pretrained(cls, path, config=config,
                                            return_report=return_report, **head_kwargs)
 

@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import inputs
+from bert_tf.train import records
 from bert_tf.tasks import text_files
 from bert_tf.tasks.text_files import InputExample, check_label  # noqa: F401 (re-exported)
 
@@ -335,7 +335,7 @@ def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_
     With `trim_padding` each batch is cut to its longest sequence (dynamic shapes: faster
     on CPU/GPU; keep it off for TPU and XLA).
     """
-    dataset = inputs.tfrecord_dataset(
+    dataset = records.tfrecord_dataset(
         record_path, feature_spec(max_seq_length, is_regression), batch_size, is_training,
         input_context=input_context, compression="none", seed=seed,
         shuffle_buffer_size=shuffle_buffer_size,

@@ -7,7 +7,7 @@
         versioned=False)
 
 `init_checkpoint`: a fine-tuning output_dir or `ckpt-<step>` prefix (object-based, as
-`bert_tf.training` writes them; needs `bert_config_file` unless one lies beside it), a
+`bert_tf.train.loop` writes them; needs `bert_config_file` unless one lies beside it), a
 google-research checkpoint (folder or prefix) or a Hugging Face folder.
 """
 
@@ -16,7 +16,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, export
+from bert_tf.weights import checkpoints
+from bert_tf.serving import export
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 

@@ -22,8 +22,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.tasks import classification, conlleval, finetuning, ner, text_files
-from bert_tf.tasks.finetuning import FinetuneOptions
+from bert_tf.tasks import text_files
+from bert_tf.tasks.classification import data as classification_data
+from bert_tf.tasks.ner import conlleval
+from bert_tf.tasks import base
+from bert_tf.tasks.ner import data as ner_data
+from bert_tf.tasks.base import FinetuneOptions
 
 LABEL_LIST_FILE = "label_list.txt"
 DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
@@ -65,7 +69,7 @@ def file_has_tags(path: str) -> bool:
     with open(path, encoding="utf-8-sig") as file:
         for line in file:
             fields = line.split()
-            if fields and fields[0] != ner.DOCSTART:
+            if fields and fields[0] != ner_data.DOCSTART:
                 return len(fields) > 1
     return False
 
@@ -78,7 +82,7 @@ def _loss_fn(features, outputs):
     return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
-def _dataset_fn(features: ner.NerFeatures, batch_size, is_training, seed, trim=False):
+def _dataset_fn(features: ner_data.NerFeatures, batch_size, is_training, seed, trim=False):
     arrays = dict(features.model_inputs(), label_ids=features.label_ids,
                   label_weights=features.label_weights)
 
@@ -94,7 +98,7 @@ def _dataset_fn(features: ner.NerFeatures, batch_size, is_training, seed, trim=F
             dataset = dataset.shuffle(len(features.input_ids), seed=seed).repeat()
         dataset = dataset.batch(per_replica, drop_remainder=is_training)
         if trim:
-            dataset = dataset.map(lambda batch: classification.trim_to_longest(
+            dataset = dataset.map(lambda batch: classification_data.trim_to_longest(
                 batch, ("input_ids", "input_mask", "segment_ids", "label_ids",
                         "label_weights")))
         return dataset.prefetch(tf.data.AUTOTUNE)
@@ -103,7 +107,7 @@ def _dataset_fn(features: ner.NerFeatures, batch_size, is_training, seed, trim=F
 
 def _read(options, split, has_tags=True):
     path = data_file(options, split)
-    sentences = ner.read_tagged_file(path, options.tag_column, options.word_column, has_tags)
+    sentences = ner_data.read_tagged_file(path, options.tag_column, options.word_column, has_tags)
     if not sentences:
         raise ValueError(f"{path}: no sentences")
     return path, sentences
@@ -113,15 +117,15 @@ def _label_list(options):
     path = os.path.join(options.output_dir, LABEL_LIST_FILE)
     if options.do_train:
         _, sentences = _read(options, "train")
-        labels = ner.build_label_list(sentences)
-        ner.write_label_list(path, labels)
+        labels = ner_data.build_label_list(sentences)
+        ner_data.write_label_list(path, labels)
         logging.info("Label list from the training data: %s", labels)
         return labels, sentences
-    return ner.read_label_list(path), None
+    return ner_data.read_label_list(path), None
 
 
 def _evaluate(sentences, predicted, path, scheme):
-    text = ner.format_predictions(sentences, predicted, scheme)
+    text = ner_data.format_predictions(sentences, predicted, scheme)
     text_files.write_text_atomic(path, text)
     counts = conlleval.evaluate_lines(text.splitlines())
     logging.info("conlleval on %s:\n%s", path, conlleval.format_report(counts))
@@ -136,7 +140,7 @@ def _evaluate(sentences, predicted, path, scheme):
 
 def _check(options):
     """Rejects bad settings and missing files before any work."""
-    finetuning.check_options(options)
+    base.check_options(options)
     if options.doc_stride < 1:
         raise ValueError(f"doc_stride must be at least 1, got {options.doc_stride}")
     for split in ("train", "eval", "predict"):
@@ -149,25 +153,25 @@ def _predict_split(options, holder, split, label_list, tokenizer, batch_size):
     path = data_file(options, split)
     has_tags = split == "eval" or file_has_tags(path)
     _, sentences = _read(options, split, has_tags)
-    features = ner.convert_sentences_to_features(sentences, label_list, options.max_seq_length,
+    features = ner_data.convert_sentences_to_features(sentences, label_list, options.max_seq_length,
                                                  tokenizer, options.doc_stride)
     predicted_ids = []
     for batch_logits in holder.predict_batches(
             _dataset_fn(features, batch_size, False, None, options.use_trim_padding)):
         ids = np.argmax(batch_logits, axis=-1)  # [B, S'] with S' <= max_seq_length
         predicted_ids.append(np.pad(ids, [(0, 0), (0, options.max_seq_length - ids.shape[1])]))
-    predicted = ner.decode_predictions(features, np.concatenate(predicted_ids), sentences,
+    predicted = ner_data.decode_predictions(features, np.concatenate(predicted_ids), sentences,
                                        label_list)
     name = "eval" if split == "eval" else "test"
     output = os.path.join(options.output_dir, f"{name}_predictions.txt")
     if not has_tags:
-        text_files.write_text_atomic(output, ner.format_predictions(sentences, predicted))
+        text_files.write_text_atomic(output, ner_data.format_predictions(sentences, predicted))
         logging.info("Wrote %s (%d sentences)", output, len(sentences))
         return {}
-    scores = _evaluate(sentences, predicted, output, ner.detect_scheme(sentences))
+    scores = _evaluate(sentences, predicted, output, ner_data.detect_scheme(sentences))
     results = {f"{name}_{key}": value for key, value in scores.items()}
     results["global_step"] = holder.global_step
-    finetuning.write_eval_results(
+    base.write_eval_results(
         os.path.join(options.output_dir, f"{name}_results.txt"), results)
     return results
 
@@ -175,8 +179,8 @@ def _predict_split(options, holder, split, label_list, tokenizer, batch_size):
 def run(options: NerOptions) -> dict:
     """Runs do_train / do_eval / do_predict; returns the eval (and test) results."""
     _check(options)
-    finetuning.set_seed(options.seed)
-    tokenizer = finetuning.make_tokenizer(options)
+    base.set_seed(options.seed)
+    tokenizer = base.make_tokenizer(options)
     label_list, train_sentences = _label_list(options)
 
     def make_head_model(encoder):
@@ -184,10 +188,10 @@ def run(options: NerOptions) -> dict:
         return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate,
                                    head_initializer=options.head_initializer)
 
-    holder = finetuning.ModelHolder(options, finetuning.make_strategy(options),
+    holder = base.ModelHolder(options, base.make_strategy(options),
                                     make_head_model)
     if options.do_train:
-        features = ner.convert_sentences_to_features(
+        features = ner_data.convert_sentences_to_features(
             train_sentences, label_list, options.max_seq_length, tokenizer, options.doc_stride)
         logging.info("Training: %d sentences in %d windows", len(train_sentences),
                      len(features.input_ids))
@@ -202,6 +206,6 @@ def run(options: NerOptions) -> dict:
         results.update(_predict_split(options, holder, "predict", label_list, tokenizer,
                                       options.predict_batch_size))
     if options.export_dir and holder.model is not None:
-        finetuning.export_model(options, holder.model, "token_classifier",
+        base.export_model(options, holder.model, "token_classifier",
                                 label_names=label_list)
     return results

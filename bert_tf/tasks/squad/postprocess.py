@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 API (stable; the runners call it with their own model, loss and data)::
 
     result = training.train(
-        strategy,                      # from bert_tf.distribute.get_strategy
+        strategy,                      # from bert_tf.train.distribute.get_strategy
         model_fn,                      # () -> keras.Model; called inside strategy.scope()
         loss_fn,                       # (features, outputs) -> scalar or dict with
                                        #   "total_loss" (+ other scalars to log)
@@ -59,7 +59,9 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import distribute, optimization, training_steps
+from bert_tf.train import distribute
+from bert_tf.train import optimization
+from bert_tf.train import steps
 
 MIXED_PRECISION = (None, "none", "bfloat16", "float16")
 
@@ -123,7 +125,7 @@ def initialize_from_checkpoint(model, init_checkpoint):
             encoder weights (`bert/...`) are missing on one side (e.g. another
             num_hidden_layers).
     """
-    from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+    from bert_tf.weights import checkpoints  # pylint: disable=import-outside-toplevel
     report = checkpoints.load_pretrained_weights(model, init_checkpoint)
     missing = [n for n in report.newly_initialized if n.startswith("bert/")]
     extra = [n for n in report.unmatched if n.startswith("bert/")]
@@ -254,7 +256,7 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     with dtype_policy(mixed_precision):
         model = build_model(strategy, model_fn, element_spec)
     with strategy.scope():
-        names = training_steps.loss_names(model, loss_fn, element_spec)
+        names = steps.loss_names(model, loss_fn, element_spec)
         optimizer = optimizer_fn()
         if mixed_precision == "float16" and not isinstance(
                 optimizer, keras.optimizers.LossScaleOptimizer):
@@ -273,7 +275,7 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(**tracked), checkpoint_dir, keep_checkpoint_max,
         step_counter=global_step, checkpoint_name="ckpt")
-    train_loop = training_steps.make_train_loop(
+    train_loop = steps.make_train_loop(
         strategy, model, loss_fn, optimizer, global_step, names,
         gradient_accumulation_steps=gradient_accumulation_steps, use_xla=use_xla,
         host_iterator=host_iterator)
@@ -283,7 +285,7 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     result.model = model
     distribute.cleanup_worker_dir(strategy, checkpoint_dir)
     if google_checkpoint_prefix and distribute.is_chief(strategy):
-        from bert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+        from bert_tf.weights import checkpoints  # pylint: disable=import-outside-toplevel
         checkpoints.save_google_checkpoint(model, google_checkpoint_prefix,
                                            write_config=True)
     return result
@@ -343,27 +345,27 @@ def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None):
         {name: float} weighted means, plus "eval_steps".
     """
     dataset = strategy.distribute_datasets_from_function(eval_dataset_fn)
-    eval_step = training_steps.make_eval_step(strategy, model, metrics_fn)
-    totals, steps = {}, 0
+    eval_step = steps.make_eval_step(strategy, model, metrics_fn)
+    totals, num_batches = {}, 0
     for features in dataset:
-        if num_steps is not None and steps >= num_steps:
+        if num_steps is not None and num_batches >= num_steps:
             break
         sums = eval_step(features)
         for name, (value, weight) in sums.items():
             total = totals.setdefault(name, [0.0, 0.0])
             total[0] += float(value)
             total[1] += float(weight)
-        steps += 1
+        num_batches += 1
     results = {name: value / weight if weight else 0.0
                for name, (value, weight) in totals.items()}
-    results["eval_steps"] = steps
+    results["eval_steps"] = num_batches
     return results
 
 
 def predict(strategy, model, dataset_fn, passthrough_keys=()):
     """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch."""
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    predict_step = training_steps.make_predict_step(strategy, model, passthrough_keys)
+    predict_step = steps.make_predict_step(strategy, model, passthrough_keys)
     for features in dataset:
         per_replica = predict_step(features)
         yield {name: tf.concat(strategy.experimental_local_results(value), axis=0).numpy()

@@ -8,7 +8,7 @@ script's own chunk start/end rules, stray `I-` tags included.
 
 Command line, same options and report as the Perl script::
 
-    python -m bert_tf.tasks.conlleval [-l] [-r] [-d DELIM] [-o OTAG] < FILE
+    python -m bert_tf.tasks.ner.conlleval [-l] [-r] [-d DELIM] [-o OTAG] < FILE
 
 Library use::
 
@@ -279,7 +279,7 @@ def _parse_args(argv: Sequence[str]) -> dict:
             raise SystemExit(f"conlleval: unknown argument {flag}")
     if args:
         raise SystemExit("conlleval: unexpected command line argument (input is read "
-                         "from stdin: python -m bert_tf.tasks.conlleval < FILE)")
+                         "from stdin: python -m bert_tf.tasks.ner.conlleval < FILE)")
     return options
 
 

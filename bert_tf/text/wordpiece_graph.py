@@ -2,7 +2,7 @@
 
 The text rules (cleaning, CJK splitting, lowercasing with Python's final-sigma rule, NFD
 and accent stripping, punctuation splitting) run on code points through the tables of
-`bert_tf.wordpiece_tables`, derived from Python's `unicodedata`; only the WordPiece step
+`bert_tf.text.wordpiece_tables`, derived from Python's `unicodedata`; only the WordPiece step
 is `tensorflow_text.FastWordpieceTokenizer` (run on words that are already split, so its
 own ICU-based pre-tokenization and normalisation, which differ from the original, are
 never used). Words of more than 200 characters become `[UNK]` as in the original (the
@@ -18,9 +18,9 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import tokenization
-from bert_tf import wordpiece_fast
-from bert_tf import wordpiece_tables as tables
+from bert_tf.text import tokenization
+from bert_tf.text import wordpiece_fast
+from bert_tf.text import wordpiece_tables as tables
 
 _MAX_BYTES_PER_WORD = 4 * tokenization.MAX_INPUT_CHARS_PER_WORD
 _TOO_LONG_WORD = "x" * (_MAX_BYTES_PER_WORD + 1)  # FastWordpiece maps it to [UNK]

@@ -30,9 +30,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import inputs, training
-from bert_tf.tasks import finetuning, squad, squad_eval, squad_postprocess
-from bert_tf.tasks.finetuning import FinetuneOptions
+from bert_tf.train import records
+from bert_tf.train import loop
+from bert_tf.tasks import base
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import evaluate as squad_evaluate
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.base import FinetuneOptions
 
 
 @dataclasses.dataclass
@@ -68,7 +72,7 @@ def check_squad_options(options: SquadOptions) -> None:
         if path and (options.do_train if name == "train_file" else options.do_predict) \
                 and not os.path.isfile(path):
             raise FileNotFoundError(f"{name} not found: {path}")
-    squad.check_lengths(options.max_seq_length, options.max_query_length)
+    squad_data.check_lengths(options.max_seq_length, options.max_query_length)
     for name in ("n_best_size", "max_answer_length"):
         if options.do_predict and getattr(options, name) < 1:
             raise ValueError(f"{name} must be at least 1, got {getattr(options, name)}: "
@@ -80,7 +84,7 @@ def check_squad_options(options: SquadOptions) -> None:
                         "consecutive windows will start one window apart (no text is "
                         "skipped, none overlaps)", options.doc_stride,
                         options.max_seq_length - options.max_query_length - 3)
-    finetuning.check_options(options)
+    base.check_options(options)
 
 
 def span_loss(features, outputs):
@@ -140,7 +144,7 @@ def prepare_train_record(options, tokenizer):
       (number of features, record path).
     """
     stats = collections.Counter()
-    examples = squad.read_squad_examples(options.train_file, True,
+    examples = squad_data.read_squad_examples(options.train_file, True,
                                          options.version_2_with_negative, stats)
     if not examples:
         raise ValueError(f"train_file {options.train_file}: no usable training question")
@@ -162,7 +166,7 @@ def prepare_train_record(options, tokenizer):
                          num_features)
             return num_features, path
     started = time.time()
-    features = squad.convert_examples_to_features(
+    features = squad_data.convert_examples_to_features(
         examples, tokenizer, options.max_seq_length, options.doc_stride,
         options.max_query_length, is_training=True)
     write_train_record(features, path)
@@ -189,12 +193,12 @@ def train(options, strategy, tokenizer):
     num_features, path = prepare_train_record(options, tokenizer)
 
     def dataset_fn(input_context):
-        return inputs.tfrecord_dataset(
+        return records.tfrecord_dataset(
             path, record_spec(options.max_seq_length), options.train_batch_size, True,
             input_context=input_context, compression="none", seed=options.seed,
             shuffle_buffer_size=10000, drop_remainder=True)
 
-    return finetuning.train(options, strategy, head_model_builder(options), span_loss,
+    return base.train(options, strategy, head_model_builder(options), span_loss,
                             dataset_fn, num_features)
 
 
@@ -238,7 +242,7 @@ def predict_logits(strategy, model, features, batch_size):
     arrays = features_to_arrays(features, is_training=False)
     results, started, done = [], time.time(), 0
     last_log = started
-    for batch in training.predict(strategy, model, predict_dataset_fn(arrays, batch_size),
+    for batch in loop.predict(strategy, model, predict_dataset_fn(arrays, batch_size),
                                   passthrough_keys=("unique_ids",)):
         start_logits = batch["start_logits"].astype(np.float32)
         end_logits = batch["end_logits"].astype(np.float32)
@@ -259,7 +263,7 @@ def evaluate_predictions(predict_file, predictions, null_odds):
     answers in the file."""
     with open(predict_file, encoding="utf-8") as reader:
         data_json = json.load(reader)
-    version_2 = squad_eval.is_version_2(data_json)
+    version_2 = squad_evaluate.is_version_2(data_json)
     # v1.1 scores need a gold answer for every question; v2.0 takes [] as "no answer".
     if not all(isinstance(qa.get("answers"), list) and (version_2 or qa["answers"])
                for entry in data_json["data"] for paragraph in entry["paragraphs"]
@@ -267,17 +271,17 @@ def evaluate_predictions(predict_file, predictions, null_odds):
         logging.info("%s has questions without answers: not evaluated", predict_file)
         return None
     if version_2:
-        return squad_eval.evaluate_v2(data_json["data"], predictions,
+        return squad_evaluate.evaluate_v2(data_json["data"], predictions,
                                       null_odds if null_odds else None)
-    return squad_eval.evaluate_v1(data_json["data"], predictions)
+    return squad_evaluate.evaluate_v1(data_json["data"], predictions)
 
 
 def predict(options, strategy, tokenizer, model=None, global_step=None):
     """Predicts predict_file, writes the prediction files and, when it has answers,
     eval_results.json; returns (model, the evaluation dict or {})."""
-    examples = squad.read_squad_examples(options.predict_file, False,
+    examples = squad_data.read_squad_examples(options.predict_file, False,
                                          options.version_2_with_negative)
-    features = squad.convert_examples_to_features(
+    features = squad_data.convert_examples_to_features(
         examples, tokenizer, options.max_seq_length, options.doc_stride,
         options.max_query_length, is_training=False)
     logging.info("predict_file: %d questions, %d features", len(examples), len(features))
@@ -285,7 +289,7 @@ def predict(options, strategy, tokenizer, model=None, global_step=None):
         arrays = features_to_arrays(features[:1], is_training=False)
         element_spec = predict_dataset_fn(arrays, options.predict_batch_size)(
             tf.distribute.InputContext()).element_spec
-        model, global_step = finetuning.load_trained_model(
+        model, global_step = base.load_trained_model(
             options, strategy, head_model_builder(options), element_spec)
     results = predict_logits(strategy, model, features, options.predict_batch_size)
     predictions, null_odds, _ = squad_postprocess.write_predictions(
@@ -310,16 +314,16 @@ def predict(options, strategy, tokenizer, model=None, global_step=None):
 def run(options: SquadOptions) -> dict:
     """Runs do_train / do_predict; returns the evaluation of predict_file (or {})."""
     check_squad_options(options)
-    finetuning.set_seed(options.seed)
-    tokenizer = finetuning.make_tokenizer(options)
-    strategy = finetuning.make_strategy(options)
+    base.set_seed(options.seed)
+    tokenizer = base.make_tokenizer(options)
+    strategy = base.make_strategy(options)
     model, global_step, evaluation = None, None, {}
     if options.do_train:
         model, global_step = train(options, strategy, tokenizer)
     if options.do_predict:
         model, evaluation = predict(options, strategy, tokenizer, model, global_step)
     if options.export_dir and model is not None:
-        from bert_tf import export  # pylint: disable=import-outside-toplevel
+        from bert_tf.serving import export  # pylint: disable=import-outside-toplevel
         path = export.export_span_labeler(
             model, options.vocab_file, options.do_lower_case, options.max_seq_length,
             options.export_dir, max_query_length=options.max_query_length,

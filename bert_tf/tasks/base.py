@@ -1,5 +1,5 @@
 """What the fine-tuning pipelines (classification, NER) share: options, model set-up,
-training through `bert_tf.training`, restoring for evaluation, result files.
+training through `bert_tf.train.loop`, restoring for evaluation, result files.
 
 `FinetuneOptions` holds the flags common to run_classifier and run_ner (names as the
 original google-research scripts, plus strategy / precision / optimizer settings).
@@ -19,7 +19,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, distribute, optimization, tokenization, training
+from bert_tf.weights import checkpoints
+from bert_tf.train import distribute
+from bert_tf.train import optimization
+from bert_tf.text import tokenization
+from bert_tf.train import loop
 from bert_tf.configs import BertConfig
 from bert_tf.layers.dense import KERNEL_DISTRIBUTIONS
 from bert_tf.tasks import text_files
@@ -205,7 +209,7 @@ def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_features)
             weight_decay_rate=options.weight_decay_rate, lr_schedule=options.lr_schedule,
             adam_bias_correction=options.adam_bias_correction)
 
-    result = training.train(
+    result = loop.train(
         strategy, model_builder(options, make_head_model, load_init=fresh), loss_fn,
         dataset_fn, optimizer_fn=optimizer_fn, output_dir=options.output_dir,
         num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
@@ -229,7 +233,7 @@ def load_trained_model(options, strategy, make_head_model, element_spec):
         raise ValueError(f"no training checkpoint in output_dir {options.output_dir} and no "
                          "init_checkpoint: train first (do_train) or pass init_checkpoint")
     reports = []
-    model = training.build_model(
+    model = loop.build_model(
         strategy, model_builder(options, make_head_model, load_init=latest is None,
                                 load_reports=reports), element_spec)
     # Names outside "bert/" are the task head's (an unused pooler may be missing).
@@ -241,7 +245,7 @@ def load_trained_model(options, strategy, make_head_model, element_spec):
             f"{options.init_checkpoint} has no weights for {', '.join(fresh)}: the task "
             "head would be random. Train first (do_train), or set output_dir to a "
             "fine-tuned run")
-    step = training.restore_model(model, latest) if latest else 0
+    step = loop.restore_model(model, latest) if latest else 0
     logging.info("Evaluating %s (global_step %d)", latest or options.init_checkpoint, step)
     return model, step
 
@@ -271,7 +275,7 @@ class ModelHolder:
     def predict_batches(self, dataset_fn, output_key="logits"):
         """Yields `output_key` per batch (batches may differ in sequence length)."""
         self._ensure_model(dataset_fn)
-        for batch in training.predict(self.strategy, self.model, dataset_fn):
+        for batch in loop.predict(self.strategy, self.model, dataset_fn):
             yield batch[output_key]
 
 
@@ -279,7 +283,7 @@ def predict_outputs(strategy, model, dataset_fn, output_key="logits", keys=()):
     """Concatenated float32 numpy outputs (and passthrough features) over a dataset."""
     outputs = {name: [] for name in (output_key,) + tuple(keys)}
     started, count = time.time(), 0
-    for batch in training.predict(strategy, model, dataset_fn, passthrough_keys=keys):
+    for batch in loop.predict(strategy, model, dataset_fn, passthrough_keys=keys):
         for name in outputs:
             outputs[name].append(batch[name])
         count += len(batch[output_key])
@@ -306,12 +310,12 @@ def export_model(options, model, kind: str, **kwargs) -> Optional[str]:
     """Exports a SavedModel for TF Serving to options.export_dir (when set).
 
     Args:
-      kind: "classifier" or "token_classifier" (see `bert_tf.export`).
+      kind: "classifier" or "token_classifier" (see `bert_tf.serving.export`).
       **kwargs: passed to the exporter (label_names, is_regression, text_pair).
     """
     if not options.export_dir:
         return None
-    from bert_tf import export  # pylint: disable=import-outside-toplevel
+    from bert_tf.serving import export  # pylint: disable=import-outside-toplevel
     path = export.export_finetuned_model(model, options.export_dir, kind,
                                          options.vocab_file, options.do_lower_case,
                                          options.max_seq_length, **kwargs)

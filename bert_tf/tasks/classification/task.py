@@ -19,8 +19,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.tasks import classification, finetuning, metrics
-from bert_tf.tasks.finetuning import FinetuneOptions
+from bert_tf.tasks.classification import data as classification_data
+from bert_tf.tasks import base
+from bert_tf.tasks.classification import metrics
+from bert_tf.tasks.base import FinetuneOptions
 
 
 @dataclasses.dataclass
@@ -50,13 +52,13 @@ def make_processor(options: ClassifierOptions):
                 os.path.isfile(saved):
             with open(saved, encoding="utf-8") as file:
                 labels = [line.rstrip("\n") for line in file if line.strip()]
-        return classification.get_processor(
+        return classification_data.get_processor(
             name, text_column=options.text_column, text_pair_column=options.text_pair_column,
             label_column=options.label_column, id_column=options.id_column, labels=labels,
             is_regression=options.is_regression)
     if name == "xnli":
-        return classification.get_processor(name, language=options.xnli_language)
-    return classification.get_processor(name)
+        return classification_data.get_processor(name, language=options.xnli_language)
+    return classification_data.get_processor(name)
 
 
 def _loss_fn(is_regression):
@@ -76,7 +78,7 @@ def _cached_record(options, processor, split, label_list, tokenizer):
         raise ValueError(f"task {processor.name}: no examples in "
                          f"{processor.data_files(options.data_dir, split)[0]}")
     path = os.path.join(options.output_dir, f"{split}.tf_record")
-    rewritten = classification.cache_features(
+    rewritten = classification_data.cache_features(
         examples, label_list, options.max_seq_length, tokenizer, path,
         processor.data_files(options.data_dir, split), {"task": processor.name})
     logging.info("%s: %d examples, features %s %s", split, len(examples),
@@ -86,7 +88,7 @@ def _cached_record(options, processor, split, label_list, tokenizer):
 
 def _dataset_fn(options, path, batch_size, is_training, is_regression):
     def dataset_fn(input_context):
-        return classification.classifier_dataset(
+        return classification_data.classifier_dataset(
             path, options.max_seq_length, batch_size, is_training, is_regression,
             seed=options.seed, input_context=input_context,
             trim_padding=options.use_trim_padding)
@@ -99,7 +101,7 @@ def _score(processor, logits, label_ids, label_list):
         loss = float(np.mean(np.square(predictions - label_ids)))
     else:
         predictions = np.argmax(logits, axis=-1)
-        log_probs = np.log(np.clip(finetuning.softmax(logits.astype(np.float64)), 1e-30, None))
+        log_probs = np.log(np.clip(base.softmax(logits.astype(np.float64)), 1e-30, None))
         loss = float(-np.mean(log_probs[np.arange(len(label_ids)), label_ids]))
     results = metrics.compute_metrics(processor.metric_names, predictions, label_ids)
     return {f"eval_{name}": value for name, value in results.items()}, loss
@@ -107,7 +109,7 @@ def _score(processor, logits, label_ids, label_list):
 
 def _has_pairs(processor) -> bool:
     """True when the task's examples are sentence pairs."""
-    if isinstance(processor, classification.GlueProcessor) and processor.task.layouts:
+    if isinstance(processor, classification_data.GlueProcessor) and processor.task.layouts:
         return processor.task.layouts["train"].text_b is not None
     return getattr(processor, "text_pair_column", True) is not None
 
@@ -117,7 +119,7 @@ def _check_files(options, processor):
     for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
         if getattr(options, flag):
             for path in processor.data_files(options.data_dir, split):
-                classification.text_files.require_file(path, split, processor.name)
+                classification_data.text_files.require_file(path, split, processor.name)
 
 
 def _predict(options, holder, processor, split, label_list, tokenizer):
@@ -130,10 +132,10 @@ def _predict(options, holder, processor, split, label_list, tokenizer):
 
 def _write_predictions(options, processor, examples, logits, label_list):
     is_regression = label_list is None
-    outputs = logits[:, 0] if is_regression else finetuning.softmax(logits)
-    classification.write_test_results(
+    outputs = logits[:, 0] if is_regression else base.softmax(logits)
+    classification_data.write_test_results(
         os.path.join(options.output_dir, "test_results.tsv"), outputs, is_regression)
-    classification.write_submission(
+    classification_data.write_submission(
         os.path.join(options.output_dir, processor.submission_name), examples,
         logits if is_regression else outputs, label_list)
     logging.info("Wrote test_results.tsv and %s for %d examples",
@@ -144,11 +146,11 @@ def run(options: ClassifierOptions) -> dict:
     """Runs the do_train / do_eval / do_predict steps; returns the eval results (if any)."""
     processor = make_processor(options)
     _check_files(options, processor)
-    finetuning.check_options(options)
-    finetuning.set_seed(options.seed)
+    base.check_options(options)
+    base.set_seed(options.seed)
     label_list = processor.get_labels(options.data_dir)
     is_regression = label_list is None
-    tokenizer = finetuning.make_tokenizer(options)
+    tokenizer = base.make_tokenizer(options)
 
     def make_head_model(encoder):
         from bert_tf.models import BertClassifier  # pylint: disable=import-outside-toplevel
@@ -156,12 +158,12 @@ def run(options: ClassifierOptions) -> dict:
                               dropout_rate=options.dropout_rate,
                               head_initializer=options.head_initializer)
 
-    holder = finetuning.ModelHolder(options, finetuning.make_strategy(options),
+    holder = base.ModelHolder(options, base.make_strategy(options),
                                     make_head_model)
     results = {}
     if options.do_train:
         if label_list is not None:
-            classification.text_files.write_text_atomic(
+            classification_data.text_files.write_text_atomic(
                 os.path.join(options.output_dir, LABEL_LIST_FILE),
                 "".join(label + "\n" for label in label_list))
         examples, path = _cached_record(options, processor, "train", label_list, tokenizer)
@@ -174,13 +176,13 @@ def run(options: ClassifierOptions) -> dict:
         results, loss = _score(processor, logits, label_ids, label_list)
         results.update(eval_loss=loss, global_step=holder.global_step,
                        eval_examples=len(examples))
-        finetuning.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"),
+        base.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"),
                                       results)
     if options.do_predict:
         examples, logits, _ = _predict(options, holder, processor, "test", label_list,
                                        tokenizer)
         _write_predictions(options, processor, examples, logits, label_list)
     if options.export_dir and holder.model is not None:
-        finetuning.export_model(options, holder.model, "classifier", label_names=label_list,
+        base.export_model(options, holder.model, "classifier", label_names=label_list,
                                 is_regression=is_regression, text_pair=_has_pairs(processor))
     return results

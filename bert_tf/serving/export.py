@@ -48,8 +48,8 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import serving_signatures as sig
-from bert_tf import tokenization
+from bert_tf.serving import signatures as sig
+from bert_tf.text import tokenization
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 

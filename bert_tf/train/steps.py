@@ -1,4 +1,4 @@
-"""The compiled steps under `bert_tf.training`: train loop, eval and predict steps.
+"""The compiled steps under `bert_tf.train.loop`: train loop, eval and predict steps.
 
 `make_train_loop` returns a `tf.function(iterator, num_steps)` that runs `num_steps`
 optimizer steps in one call (`steps_per_loop`, the original's `iterations_per_loop`).
@@ -22,7 +22,7 @@ with several replicas the forward/backward pass is, and the all-reduce and updat
 import keras
 import tensorflow as tf
 
-from bert_tf import optimization
+from bert_tf.train import optimization
 
 
 def as_loss_dict(losses):
@@ -41,7 +41,7 @@ def disable_optimizer_all_reduce(optimizer):
     if not hasattr(inner, "_all_reduce_sum_gradients"):
         raise RuntimeError(
             f"{type(inner).__name__} has no _all_reduce_sum_gradients: this Keras version "
-            "aggregates gradients differently; bert_tf.training needs updating")
+            "aggregates gradients differently; bert_tf.train.loop needs updating")
     inner._all_reduce_sum_gradients = lambda grads_and_vars: grads_and_vars  # pylint: disable=protected-access
 
 

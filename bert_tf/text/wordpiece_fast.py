@@ -16,7 +16,7 @@ ICU's does not, or the reverse) the outcome could differ, so a text containing a
 "risky" character, a character the original deletes (U+0000, U+FFFD, Cc/Cf: rare, and
 deleting them would cost a pass over every text), or a run of more than 66 characters
 without a separator (a word that might pass 200 characters once normalised), is routed
-to the exact code-point path (`bert_tf.wordpiece_graph`). The risky set is measured, not guessed: each code
+to the exact code-point path (`bert_tf.text.wordpiece_graph`). The risky set is measured, not guessed: each code
 point is put through the ICU ops and FastBertTokenizer once and compared with Python
 (a few seconds, cached per process and in ~/.cache/bert_tf).
 """
@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import wordpiece_tables as tables
+from bert_tf.text import wordpiece_tables as tables
 
 MAX_SAFE_RUN = 66  # 66 raw characters normalise to at most 198 (Hangul: x3)
 MAX_BYTES_PER_WORD = 800

@@ -7,7 +7,7 @@ uncased, split on punctuation, then greedy longest-match-first WordPiece with `#
 continuations; a word longer than 200 characters becomes `[UNK]`.
 
 `FullTokenizer.tokenize_batch` / `convert_texts_to_ids` / `tokenize_batch_with_offsets`
-run the same rules as TensorFlow ops (see `bert_tf.wordpiece_graph`): many times faster
+run the same rules as TensorFlow ops (see `bert_tf.text.wordpiece_graph`): many times faster
 and token-for-token identical. `BertTokenizerLayer` is that graph as a Keras layer that
 can live inside a SavedModel.
 
@@ -401,7 +401,7 @@ class FullTokenizer:
 
     def _graph(self):
         if self._graph_tokenizer is None:
-            from bert_tf import wordpiece_graph  # pylint: disable=import-outside-toplevel
+            from bert_tf.text import wordpiece_graph  # pylint: disable=import-outside-toplevel
             self._graph_tokenizer = wordpiece_graph.GraphWordpiece(
                 self.vocab_file, self.do_lower_case, self.keep_special_tokens)
         return self._graph_tokenizer
@@ -423,6 +423,6 @@ class FullTokenizer:
 
 def __getattr__(name):
     if name == "BertTokenizerLayer":
-        from bert_tf import wordpiece_graph  # pylint: disable=import-outside-toplevel
+        from bert_tf.text import wordpiece_graph  # pylint: disable=import-outside-toplevel
         return wordpiece_graph.BertTokenizerLayer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

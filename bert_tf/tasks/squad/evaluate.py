@@ -1,6 +1,6 @@
 """SQuAD evaluation with the metrics of the official scripts.
 
-    python -m bert_tf.tasks.squad_eval DATA_FILE PRED_FILE [--na-prob-file NULL_ODDS]
+    python -m bert_tf.tasks.squad.evaluate DATA_FILE PRED_FILE [--na-prob-file NULL_ODDS]
 
 prints the JSON that the official `evaluate-v1.1.py` prints for v1.1 data
 (`{"exact_match": .., "f1": ..}`) or that `evaluate-v2.0.py` prints for v2.0 data
@@ -208,17 +208,17 @@ def _check_mapping(obj, path, what, value_types):
 
 def _check_dataset(data_json, path):
     """Rejects a data file that is not SQuAD-shaped, naming the bad element."""
-    from bert_tf.tasks import squad  # pylint: disable=import-outside-toplevel
-    data = squad.require_field(data_json, "data", list, path, "top level")
+    from bert_tf.tasks.squad import data as squad_data  # pylint: disable=import-outside-toplevel
+    data = squad_data.require_field(data_json, "data", list, path, "top level")
     for i, article in enumerate(data):
-        paragraphs = squad.require_field(article, "paragraphs", list, path, f"data[{i}]")
+        paragraphs = squad_data.require_field(article, "paragraphs", list, path, f"data[{i}]")
         for j, paragraph in enumerate(paragraphs):
             where = f"data[{i}].paragraphs[{j}]"
-            for k, qa in enumerate(squad.require_field(paragraph, "qas", list, path, where)):
-                squad.require_field(qa, "id", str, path, f"{where}.qas[{k}]")
-                for a, answer in enumerate(squad.require_field(
+            for k, qa in enumerate(squad_data.require_field(paragraph, "qas", list, path, where)):
+                squad_data.require_field(qa, "id", str, path, f"{where}.qas[{k}]")
+                for a, answer in enumerate(squad_data.require_field(
                         qa, "answers", list, path, f"{where}.qas[{k}]")):
-                    squad.require_field(answer, "text", str, path,
+                    squad_data.require_field(answer, "text", str, path,
                                    f"{where}.qas[{k}].answers[{a}]")
     return data
 

@@ -2,7 +2,7 @@
 
 Everything here runs as TensorFlow / tensorflow_text ops, so a SavedModel built from it
 serves with tensorflow + tensorflow_text alone (TF Serving, `saved_model_cli`), never
-importing `bert_tf`. `bert_tf.export` assembles the signatures from these pieces.
+importing `bert_tf`. `bert_tf.serving.export` assembles the signatures from these pieces.
 
 Text is packed exactly as the fine-tuning features are: `[CLS] a [SEP]` or
 `[CLS] a [SEP] b [SEP]`, padded with 0 to `max_seq_length`; a pair that is too long is
@@ -17,7 +17,7 @@ go through `byte_to_char_offsets`).
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
 MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
@@ -37,7 +37,7 @@ class ServingTokenizer(tf.Module):
     `tokenize_with_offsets` also returns each token's character offsets (start, end
     exclusive) in the original string, ragged [B, (T)].
 
-    Engines: "graph_wordpiece" (default) is `bert_tf.wordpiece_graph.GraphWordpiece`,
+    Engines: "graph_wordpiece" (default) is `bert_tf.text.wordpiece_graph.GraphWordpiece`,
     the engine of `BertTokenizerLayer`: token-for-token `FullTokenizer`, offsets
     included. "fast_bert" is `tensorflow_text.FastBertTokenizer`: a smaller graph, the
     same tokens on common text, but it splits words at zero-width / control characters
@@ -63,7 +63,7 @@ class ServingTokenizer(tf.Module):
         self.vocab_asset = tf.saved_model.Asset(vocab_file)
         engine = engine or DEFAULT_ENGINE
         if engine == "graph_wordpiece":
-            from bert_tf import wordpiece_graph  # pylint: disable=import-outside-toplevel
+            from bert_tf.text import wordpiece_graph  # pylint: disable=import-outside-toplevel
             self._graph = wordpiece_graph.GraphWordpiece(vocab_file,
                                                          do_lower_case=self.do_lower_case)
         elif engine == "fast_bert":

@@ -2,7 +2,7 @@
 
 Everything here is derived from Python's own `unicodedata` and `str.lower`, the exact
 functions the original tokenizer calls, so the TensorFlow graph built on these tables
-(`bert_tf.wordpiece_graph`) follows the same Unicode version as `FullTokenizer.tokenize`
+(`bert_tf.text.wordpiece_graph`) follows the same Unicode version as `FullTokenizer.tokenize`
 and never depends on ICU's idea of punctuation, case or decomposition.
 
 For each code point the tables give:
@@ -23,7 +23,7 @@ import unicodedata
 
 import numpy as np
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 DROP, SPACE, ISOLATE, WORD = 0, 1, 2, 3
 CASE_OTHER, CASE_CASED, CASE_IGNORABLE = 0, 1, 2

@@ -1,0 +1,1 @@
+"""Serving: SavedModel export for TensorFlow Serving and its signatures."""

@@ -1,0 +1,1 @@
+"""Sentence(-pair) classification: GLUE/XNLI/generic data, features, metrics, the task."""

@@ -1,0 +1,1 @@
+"""Named-entity recognition: CoNLL data, features, conlleval, the task."""

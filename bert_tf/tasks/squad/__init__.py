@@ -1,0 +1,1 @@
+"""SQuAD: data, features, the official evaluation, answer post-processing, the task."""

@@ -1,0 +1,1 @@
+"""Text: WordPiece tokenization (Python and in-graph), vocab files, packing."""

@@ -1,0 +1,1 @@
+"""Training: the custom loop, train steps, optimizers, tf.distribute, tf.data records."""

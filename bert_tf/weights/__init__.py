@@ -1,0 +1,1 @@
+"""Weights: google-research and Hugging Face checkpoints in and out."""
