@@ -20,16 +20,16 @@ INSTALL_REQUIRES = [
 
 TEST_REQUIRES = ["pytest>=7", "scipy>=1.10"]
 
-# Every CLI module defines `run_main()`; its console script is `bert-<module-name>`, e.g.
-# run_squad.py -> bert-run-squad, data_prep/build_vocab.py -> bert-build-vocab.
-RUNNER_MODULES = sorted(
-    p.stem for pattern in ("run_*.py", "export_model.py", "extract_features.py")
-    for p in HERE.glob(pattern))
+# Every command module defines `run_main()`; its console script is `bert-<module-name>`,
+# e.g. bert_tf/cli/run_squad.py -> bert-run-squad, data_prep/build_vocab.py ->
+# bert-build-vocab. The root scripts (run_squad.py, ...) are thin shims, not installed.
+CLI_MODULES = sorted(p.stem for p in (HERE / "bert_tf" / "cli").glob("*.py")
+                     if p.stem not in ("__init__", "common"))
 DATA_PREP_CLIS = sorted(
     p.stem for name in ("create_pretraining_data.py", "build_vocab.py")
     for p in (HERE / "data_prep").glob(name))
 CONSOLE_SCRIPTS = (
-    [f"bert-{m.replace('_', '-')}={m}:run_main" for m in RUNNER_MODULES]
+    [f"bert-{m.replace('_', '-')}=bert_tf.cli.{m}:run_main" for m in CLI_MODULES]
     + [f"bert-{m.replace('_', '-')}=data_prep.{m}:run_main" for m in DATA_PREP_CLIS])
 
 setuptools.setup(
@@ -40,7 +40,6 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "data_prep", "data_prep.*"]),
-    py_modules=RUNNER_MODULES,
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},

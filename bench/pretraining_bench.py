@@ -7,7 +7,7 @@ linear decay).
 
 * bare: one `tf.function(jit_compile=True)` step (forward, backward, AdamW update) on a
   batch held in memory, called in a Python loop (bench/model_bench.py's step);
-* runner: `run_pretraining.run_pretraining` on TFRecords written for the run: tf.data
+* runner: `pretraining.run_pretraining` on TFRecords written for the run: tf.data
   pipeline (interleave, shuffle, parse), OneDeviceStrategy, `iterations_per_loop` steps
   per compiled call, the loss dict reduced per step, progress logging and TensorBoard
   summaries per loop. Checkpoint writes are excluded (they happen between loops and
@@ -33,7 +33,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import run_pretraining  # noqa: E402
+from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
 from bert_tf.train import optimization  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
@@ -117,14 +117,14 @@ def bare_step_rate(args, config, steps):
 def runner_rate(args, config, input_file, steps, workdir):
     """Sequences/s of run_pretraining's train loops after the first (compiling) one."""
     loops = 1 + max(1, steps // args.iterations_per_loop)
-    options = run_pretraining.PretrainingOptions(
+    options = pretraining.PretrainingOptions(
         bert_config=config, input_file=input_file,
         output_dir=tempfile.mkdtemp(dir=workdir), max_seq_length=SEQ,
         max_predictions_per_seq=PREDICTIONS, train_batch_size=BATCH, learning_rate=1e-4,
         num_train_steps=loops * args.iterations_per_loop, num_warmup_steps=10,
         save_checkpoints_steps=loops * args.iterations_per_loop,
         iterations_per_loop=args.iterations_per_loop, use_xla=True, seed=0)
-    result = run_pretraining.run_pretraining(options, distribute.get_strategy("one_device"))
+    result = pretraining.run_pretraining(options, distribute.get_strategy("one_device"))
     rates = [h["sequences_per_second"] for h in result["train"].history[1:]]
     return float(np.mean(rates))
 

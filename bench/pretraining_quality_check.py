@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from absl import logging  # noqa: E402
 
 import pretraining_data_bench  # noqa: E402
-import run_pretraining  # noqa: E402
+from bert_tf.tasks import pretraining  # noqa: E402
 import seed_summary  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
@@ -84,7 +84,7 @@ def make_records(args, work):
 def run_seed(args, records, seed, work):
     config = BertConfig(vocab_size=30522, hidden_size=128, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=512)
-    options = run_pretraining.PretrainingOptions(
+    options = pretraining.PretrainingOptions(
         bert_config=config, input_file=records, output_dir=str(work / f"seed{seed}"),
         do_train=True, do_eval=True, max_seq_length=128, max_predictions_per_seq=20,
         train_batch_size=32, eval_batch_size=32, learning_rate=1e-3,
@@ -92,7 +92,7 @@ def run_seed(args, records, seed, work):
         save_checkpoints_steps=args.num_train_steps, iterations_per_loop=100,
         max_eval_steps=20, seed=seed)
     started = time.time()
-    result = run_pretraining.run_pretraining(options, distribute.get_strategy("one_device"))
+    result = pretraining.run_pretraining(options, distribute.get_strategy("one_device"))
     evaluation = result["eval"]
     print(f"seed {seed}: masked_lm_accuracy {evaluation['masked_lm_accuracy']:.4f}, "
           f"masked_lm_loss {evaluation['masked_lm_loss']:.3f}, next_sentence_accuracy "

@@ -4,6 +4,8 @@ import dataclasses
 import json
 import os
 
+from bert_tf import fileio
+
 # "gelu" is the exact erf GELU the released checkpoints were trained with; the tanh
 # approximation has its own name.
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swish")
@@ -151,8 +153,4 @@ class BertConfig:
 
     def to_json_file(self, path):
         """Writes the config as `bert_config.json` (temporary name, then rename)."""
-        path = os.fspath(path)
-        tmp_path = path + ".tmp"
-        with open(tmp_path, "w", encoding="utf-8") as f:
-            f.write(self.to_json_string())
-        os.replace(tmp_path, path)
+        fileio.write_text_atomic(os.fspath(path), self.to_json_string())

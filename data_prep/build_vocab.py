@@ -18,10 +18,14 @@ import collections
 import os
 import time
 
+import sys
+
 from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import fileio
+from bert_tf.cli import common
 from bert_tf.text import tokenization
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -116,13 +120,8 @@ def learn_vocab(word_counts, vocab_size, num_unused=100, max_unique_chars=1000,
 
 def write_vocab(vocab, output_file):
     """Writes one token per line to a temporary name, then renames it to `output_file`."""
-    directory = os.path.dirname(os.path.abspath(output_file))
-    os.makedirs(directory, exist_ok=True)
-    temporary = output_file + ".tmp"
-    with open(temporary, "w", encoding="utf-8", newline="\n") as writer:
-        for token in vocab:
-            writer.write(token + "\n")
-    os.replace(temporary, output_file)
+    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+    fileio.write_text_atomic(output_file, "".join(token + "\n" for token in vocab))
 
 
 def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True,
@@ -174,7 +173,7 @@ def main(argv):
 
 def run_main():
     define_flags()
-    app.run(main)
+    common.run_command(main, sys.modules[__name__])
 
 
 if __name__ == "__main__":

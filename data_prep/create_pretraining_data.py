@@ -13,10 +13,13 @@ output, or a MediaWiki XML dump (see data_prep/wikipedia.py). Writes the shards,
 `<output_file>.stats.json` (the first name when --output_file is a list).
 """
 
+import sys
+
 from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf.cli import common
 from bert_tf.text import tokenization
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
@@ -103,7 +106,7 @@ def main(argv):
 
 def run_main():
     define_flags()
-    app.run(main)
+    common.run_command(main, sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -208,6 +208,8 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
       options: instance shaping (max_seq_length, masking, dupe_factor, ...).
       config: files, seed, format, workers, compression, chunk size.
     """
+    # Imported here, not at the top: this module runs in the `spawn`ed workers, which
+    # must start without TensorFlow (record_writing imports it).
     from data_prep import record_writing  # pylint: disable=import-outside-toplevel
     vocab_ids = pretraining_instances.VocabIds.from_vocab(
         tokenizer.vocab, getattr(tokenizer, "vocab_file", "vocab"))

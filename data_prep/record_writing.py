@@ -12,6 +12,10 @@ import os
 import re
 from typing import Dict, Iterable, Sequence
 
+import tensorflow as tf
+
+from bert_tf import fileio
+
 _SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 _SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
 
@@ -54,9 +58,8 @@ class ShardedWriter:
     """
 
     def __init__(self, paths: Sequence[str], gzip: bool = False):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
         self.paths = list(paths)
-        self.temp_paths = [f"{path}.tmp-{os.getpid()}" for path in self.paths]
+        self.temp_paths = [fileio.temporary_path(path) for path in self.paths]
         options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
         self._writers = [tf.io.TFRecordWriter(p, options=options) for p in self.temp_paths]
         self._next = 0
@@ -75,7 +78,7 @@ class ShardedWriter:
         for writer in self._writers:
             writer.close()
         if stats_path is not None:
-            temp_stats = f"{stats_path}.tmp-{os.getpid()}"
+            temp_stats = fileio.temporary_path(stats_path)
             with open(temp_stats, "w", encoding="utf-8") as stats_file:
                 json.dump(stats, stats_file, indent=2, sort_keys=True)
                 stats_file.write("\n")

@@ -5,7 +5,7 @@ before TensorFlow initialises, so these runs need a fresh process).
         one_device and mirrored (2 logical CPUs) runs of a tiny BERT; writes both loss
         curves.
     python distributed_training_script.py tiny_mirrored OUT_DIR RESULT_JSON
-        the same with the tiny regressor of training_helper.py (fast).
+        the same with the tiny regressor of harness.py (fast).
     python distributed_training_script.py tiny_mirrored_float16 OUT_DIR RESULT_JSON
         the same in float16 (loss scaling) with 2 micro-batches per replica.
     python distributed_training_script.py worker OUT_DIR RESULT_JSON
@@ -23,26 +23,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _tiny_bert_options(record_dir, out_dir, **overrides):
-    import run_pretraining  # pylint: disable=import-outside-toplevel
-    from bert_tf.configs import BertConfig  # pylint: disable=import-outside-toplevel
-    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=4, intermediate_size=37,
-                        max_position_embeddings=16, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)
+    from bert_tf.tasks import pretraining  # pylint: disable=import-outside-toplevel
+    from harness import RUNNER_OVERRIDES, tiny_config  # pylint: disable=import-outside-toplevel
+    config = tiny_config(num_hidden_layers=1, **RUNNER_OVERRIDES)
     values = dict(bert_config=config, input_file=os.path.join(record_dir, "*"),
                   output_dir=out_dir, max_seq_length=16, max_predictions_per_seq=3,
                   train_batch_size=8, learning_rate=1e-2, num_train_steps=12,
                   num_warmup_steps=1, save_checkpoints_steps=12, iterations_per_loop=1,
                   seed=3)
     values.update(overrides)
-    return run_pretraining.PretrainingOptions(**values)
+    return pretraining.PretrainingOptions(**values)
 
 
 def run_mirrored(record_dir, out_dir, result_path):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import run_pretraining  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks import pretraining  # pylint: disable=import-outside-toplevel
     from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
     from bert_tf.train import records  # pylint: disable=import-outside-toplevel
 
@@ -54,12 +51,12 @@ def run_mirrored(record_dir, out_dir, result_path):
                 options.input_file, 16, 3, options.train_batch_size, is_training=False,
                 input_context=context, repeat=True)
         return dataset_fn
-    run_pretraining._dataset_fn = ordered_dataset  # pylint: disable=protected-access
+    pretraining._dataset_fn = ordered_dataset  # pylint: disable=protected-access
     curves = {}
     for name in ("one_device", "mirrored"):
         strategy = distribute.get_strategy(name)
         options = _tiny_bert_options(record_dir, os.path.join(out_dir, name))
-        result = run_pretraining.run_pretraining(options, strategy)["train"]
+        result = pretraining.run_pretraining(options, strategy)["train"]
         curves[name] = {"replicas": strategy.num_replicas_in_sync,
                         "losses": [h["total_loss"] for h in result.history]}
     with open(result_path, "w", encoding="utf-8") as stream:
@@ -73,8 +70,8 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
     from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
-    from training_helper import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
-                                 optimizer_fn, regression_loss)
+    from harness import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
+                         optimizer_fn, regression_loss)
     import keras  # pylint: disable=import-outside-toplevel
     # A loss scale that never overflows here: dynamic scaling starting at 2**15 skips
     # overflowing steps, and how many depends on the size of the partial gradients.
@@ -104,8 +101,8 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
 def run_worker(out_dir, result_path):
     from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
     from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
-    from training_helper import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
-                                 optimizer_fn, regression_loss)
+    from harness import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
+                         optimizer_fn, regression_loss)
     strategy = distribute.get_strategy("multi_worker_mirrored")
     result = loop.train(
         strategy, TinyRegressor, regression_loss, dataset_fn_factory(8),

@@ -2,20 +2,18 @@
 
 import json
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf.weights import checkpoints
-from bert_tf.configs import BertConfig
+from bert_tf.weights.checkpoints import from_pretrained
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier)
+from harness import tiny_config, tiny_model
 import numpy_bert
 
-TINY = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
-                  num_attention_heads=4, intermediate_size=37, max_position_embeddings=64,
-                  type_vocab_size=2)
+TINY = tiny_config()
 
 LAYER_NAMES = [
     "attention/output/LayerNorm/beta", "attention/output/LayerNorm/gamma",
@@ -49,9 +47,7 @@ def make_inputs(seq=9):
 
 
 def randomized_pretrainer(seed=0):
-    keras.utils.set_random_seed(seed)
-    model = BertPretrainer(BertEncoder(TINY))
-    model.build()
+    model = tiny_model(BertPretrainer, TINY, seed)
     rng = np.random.default_rng(seed)
     for var in model.weights:
         var.assign(var.numpy() + rng.normal(0, 0.05, var.shape))
@@ -75,7 +71,7 @@ def test_tf1_round_trip_names_layout_and_outputs(tmp_path):
         model.next_sentence.dense.kernel.numpy().T)
     assert not list(tmp_path.glob("*.tmp-*"))
 
-    restored, report = BertPretrainer.from_pretrained(str(tmp_path), return_report=True)
+    restored, report = from_pretrained(BertPretrainer, str(tmp_path), return_report=True)
     assert sorted(report.loaded) == sorted(ENCODER_NAMES + HEAD_NAMES)
     assert report.newly_initialized == report.unmatched == []
     inputs = make_inputs()
@@ -111,7 +107,7 @@ def test_report_skips_optimizer_state_and_lists_unmatched(tmp_path):
     write_tf1_checkpoint(prefix, values)
     (tmp_path / "bert_config.json").write_text(TINY.to_json_string())
 
-    model, report = BertPretrainer.from_pretrained(prefix, return_report=True)
+    model, report = from_pretrained(BertPretrainer, prefix, return_report=True)
     assert sorted(report.loaded) == sorted(ENCODER_NAMES)
     assert sorted(report.newly_initialized) == sorted(HEAD_NAMES)
     assert report.unmatched == ["bert/something/extra"]
@@ -121,8 +117,7 @@ def test_report_skips_optimizer_state_and_lists_unmatched(tmp_path):
     np.testing.assert_array_equal(model.encoder.pooler.dense.kernel.numpy(),
                                   source.encoder.pooler.dense.kernel.numpy())
 
-    classifier, report = BertClassifier.from_pretrained(
-        prefix, config=TINY, num_classes=3, return_report=True)
+    classifier, report = from_pretrained(BertClassifier, prefix, config=TINY, num_classes=3, return_report=True)
     assert report.newly_initialized == ["output_weights", "output_bias"]
     assert classifier.head.dense.kernel.shape == (32, 3)
 
@@ -138,7 +133,7 @@ def test_shape_mismatch_names_variable_and_shapes(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.ckpt.index"):
         checkpoints.load_google_checkpoint(model, str(tmp_path / "missing.ckpt"))
     with pytest.raises(FileNotFoundError, match="bert_config.json"):
-        BertEncoder.from_pretrained(prefix)
+        from_pretrained(BertEncoder, prefix)
 
 
 def test_task_heads_use_run_classifier_and_run_squad_names(tmp_path):
@@ -153,8 +148,7 @@ def test_task_heads_use_run_classifier_and_run_squad_names(tmp_path):
         checkpoints.save_google_checkpoint(model, prefix)
         shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
         assert sorted(set(shapes) - set(ENCODER_NAMES)) == names
-        restored, report = type(model).from_pretrained(
-            prefix, config=TINY.to_dict(), return_report=True,
+        restored, report = from_pretrained(type(model), prefix, config=TINY.to_dict(), return_report=True,
             **({"num_classes": model.num_classes} if hasattr(model, "num_classes") else {}))
         assert not report.newly_initialized and not report.unmatched
         inputs = make_inputs()
@@ -196,7 +190,7 @@ def test_hugging_face_safetensors_folder(tmp_path):
                  "layer_norm_eps": 1e-12, "architectures": ["BertForPreTraining"]}
     (tmp_path / "config.json").write_text(json.dumps(hf_config))
 
-    model, report = BertPretrainer.from_pretrained(str(tmp_path), return_report=True)
+    model, report = from_pretrained(BertPretrainer, str(tmp_path), return_report=True)
     assert model.config == TINY
     assert sorted(report.loaded) == sorted(ENCODER_NAMES + HEAD_NAMES)
     assert not report.newly_initialized and not report.unmatched
@@ -212,10 +206,10 @@ def test_real_google_checkpoint_loads_completely(shared_data_dir):
     folder = shared_data_dir / "checkpoints" / "uncased_L-6_H-384_A-12"
     if not folder.is_dir():
         pytest.skip(f"{folder} not found")
-    encoder, report = BertEncoder.from_pretrained(str(folder), return_report=True)
+    encoder, report = from_pretrained(BertEncoder, str(folder), return_report=True)
     assert report.unmatched == [] and report.newly_initialized == []
     assert len(report.loaded) == 5 + 16 * 6 + 2
-    pretrainer, report = BertPretrainer.from_pretrained(str(folder), return_report=True)
+    pretrainer, report = from_pretrained(BertPretrainer, str(folder), return_report=True)
     assert report.unmatched == [] and sorted(report.newly_initialized) == sorted(HEAD_NAMES)
     # [CLS] hello world [SEP] in the released vocabulary, checked against numpy.
     reader = tf.train.load_checkpoint(str(folder / "bert_model.ckpt"))

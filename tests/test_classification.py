@@ -1,28 +1,18 @@
 """Classification processors on small GLUE-layout files, features, TFRecord cache."""
 
+import functools
 import json
 
 import numpy as np
 import pytest
 
-from bert_tf.text import tokenization
 from bert_tf.tasks import text_files
+from bert_tf.tasks import base
 from bert_tf.tasks.classification import data as classification_data
+from harness import write_tsv
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran",
          "a", "big", "##s", "on", "mat", "."]
-
-
-@pytest.fixture
-def tokenizer(tmp_path):
-    path = tmp_path / "vocab.txt"
-    path.write_text("".join(token + "\n" for token in VOCAB))
-    return tokenization.FullTokenizer(str(path), do_lower_case=True)
-
-
-def write_tsv(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
 
 
 def mnli_row(index, a, b, label=None):
@@ -173,16 +163,6 @@ def test_bad_input_names_file_line_and_label(tmp_path):
         classification_data.get_processor("sts-b").get_examples(str(tmp_path), "dev")
 
 
-def test_truncate_longest_first():
-    a, b = list("abcdef"), list("xyz")
-    classification_data.truncate_seq_pair(a, b, 6)
-    # a is popped until it is no longer longer than b, then ties pop b.
-    assert (a, b) == (list("abc"), list("xyz"))
-    a, b = list("abcd"), list("wxyz")
-    classification_data.truncate_seq_pair(a, b, 5)
-    assert (a, b) == (list("abc"), list("wx"))
-
-
 def test_features_pair_and_single(tokenizer):
     ids = {token: index for index, token in enumerate(VOCAB)}
     examples = [classification_data.InputExample("dev-0", "The cats sat on the mat.", "A dog.", "1"),
@@ -208,11 +188,19 @@ def test_cache_features_round_trip(tmp_path, tokenizer):
     examples = [classification_data.InputExample(f"dev-{i}", "the cat sat", "a dog", 0.5 * i)
                 for i in range(3)]
     record = str(tmp_path / "dev.tf_record")
-    args = (examples, None, 8, tokenizer, record, [str(data_file)])
-    assert classification_data.cache_features(*args) is True
-    assert classification_data.cache_features(*args) is False  # reused
-    assert classification_data.cache_features(examples, None, 10, tokenizer, record,
-                                          [str(data_file)]) is True  # new length: rewritten
+
+    def cache(max_seq_length):
+        key = classification_data.feature_cache_key(examples, None, max_seq_length,
+                                                    tokenizer, [str(data_file)])
+        return base.cached_features(record, key, functools.partial(
+            classification_data.write_example_features, examples, None, max_seq_length,
+            tokenizer))
+
+    assert cache(8) == (3, False)
+    assert cache(8) == (3, True)  # reused
+    data_file.write_text("y\n")  # same size and maybe the same mtime: new content
+    assert cache(8) == (3, False)
+    assert cache(10) == (3, False)  # new length: rewritten
     dataset = classification_data.classifier_dataset(record, 10, 2, is_training=False,
                                                 is_regression=True)
     batches = list(dataset.as_numpy_iterator())
@@ -246,8 +234,7 @@ def test_trim_padding_cuts_each_batch_to_its_longest(tmp_path, tokenizer):
     examples = [classification_data.InputExample(f"dev-{i}", text, None, "0")
                 for i, text in enumerate(texts)]
     record = str(tmp_path / "dev.tf_record")
-    classification_data.cache_features(examples, ["0", "1"], 12, tokenizer, record,
-                                  [str(data_file)])
+    classification_data.write_example_features(examples, ["0", "1"], 12, tokenizer, record)
     batches = list(classification_data.classifier_dataset(
         record, 12, 2, is_training=False, is_regression=False,
         trim_padding=True).as_numpy_iterator())

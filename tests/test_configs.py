@@ -3,13 +3,7 @@ import json
 import pytest
 
 from bert_tf import BertConfig
-
-
-def tiny_config_dict():
-    return dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.1,
-                attention_probs_dropout_prob=0.1, max_position_embeddings=64,
-                type_vocab_size=2, initializer_range=0.02)
+from harness import tiny_config_dict  # every field spelled out, none from the defaults
 
 
 def test_json_round_trip(tmp_path):

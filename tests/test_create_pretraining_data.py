@@ -17,10 +17,11 @@ from data_prep import pretraining_instances as pi
 from data_prep import pretraining_pipeline as pp
 from data_prep import record_writing
 from data_prep import wikipedia
+from harness import SPECIAL_TOKENS
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(10)]  # 60 words
 PIECES = ["##x", "##y", "##z"]
+VOCAB = SPECIAL_TOKENS + WORDS + PIECES  # the conftest vocab_file fixture writes it
 SEQ, PRED = 64, 10
 
 
@@ -98,13 +99,6 @@ def random_documents(seed, num_documents, min_sentences=1, max_sentences=12,
     return [[[rng.randrange(5, 70) for _ in range(rng.randint(min_len, max_len))]
              for _ in range(rng.randint(min_sentences, max_sentences))]
             for _ in range(num_documents)]
-
-
-@pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(SPECIALS + WORDS + PIECES) + "\n", encoding="utf-8")
-    return str(path)
 
 
 _TOKENIZERS = {}

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.train import distribute
-from pretraining_records_helper import write_records
+from harness import write_records
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "distributed_training_script.py")
 

@@ -6,16 +6,15 @@ import os
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf.serving import export
 from bert_tf.serving import signatures as sig
-from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.text.tokenization import FullTokenizer
+from harness import tiny_config, tiny_model, write_vocab
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "the",
          "un", "##aff", "##able", ",", ".", "!", "?", "cafe", "ca", "##fe", "中", "国",
@@ -108,24 +107,9 @@ def softmax(logits):
 # ----------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("export_vocab")
-    vocab_file = folder / "vocab.txt"
-    vocab_file.write_text("".join(token + "\n" for token in VOCAB), encoding="utf-8")
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=4, intermediate_size=37,
-                        max_position_embeddings=64)
-    return {"vocab": str(vocab_file), "config": config,
-            "tokenizer": FullTokenizer(str(vocab_file), do_lower_case=True)}
-
-
-def tiny(model_cls, config, seed, **head):
-    keras.utils.set_random_seed(seed)
-    if model_cls is BertEncoder:
-        model = BertEncoder(config)
-    else:
-        model = model_cls(BertEncoder(config), **head)
-    model.build()
-    return model
+    vocab_file = write_vocab(tmp_path_factory.mktemp("export_vocab") / "vocab.txt", VOCAB)
+    return {"vocab": vocab_file, "config": tiny_config(vocab_size=len(VOCAB)),
+            "tokenizer": FullTokenizer(vocab_file, do_lower_case=True)}
 
 
 def run_fresh_process(request, folder):
@@ -180,7 +164,7 @@ def tagger_golden(model, tokenizer, sentence):
 
 def test_fresh_process_answers_like_keras(files, tmp_path):
     tokenizer = files["tokenizer"]
-    classifier = tiny(BertClassifier, files["config"], 1, num_classes=3)
+    classifier = tiny_model(BertClassifier, files["config"], 1, num_classes=3)
     classifier_dir = export.export_classifier(
         classifier, files["vocab"], True, SEQ, tmp_path / "classifier", label_names=LABELS,
         text_pair=True)
@@ -209,7 +193,7 @@ def test_fresh_process_answers_like_keras(files, tmp_path):
 
 def test_tagger_tags_whitespace_words_in_graph(files):
     """serving_default of the NER export, traced in-process, against per-word golden."""
-    tagger = tiny(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
+    tagger = tiny_model(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
     module = export.ServingModule(tagger, files["vocab"], True, SEQ)
     serve = export.tagger_text_signature(module, TAGS)
     out = {key: value.numpy() for key, value in serve(text=tf.constant(SENTENCES)).items()}
@@ -227,7 +211,7 @@ def test_tagger_tags_whitespace_words_in_graph(files):
 def test_span_labeler_decodes_best_span_in_graph(files):
     """serving_default of the SQuAD export, traced in-process, against numpy decoding."""
     tokenizer = files["tokenizer"]
-    model = tiny(BertSpanLabeler, files["config"], 3)
+    model = tiny_model(BertSpanLabeler, files["config"], 3)
     module = export.ServingModule(model, files["vocab"], True, SEQ)
     serve = export.span_text_signature(module, max_query_length=4, max_answer_length=3)
     questions = ["where is the red house?", "", "中国?", "hello"]
@@ -259,17 +243,6 @@ def test_span_labeler_decodes_best_span_in_graph(files):
 
 
 # -------------------------------------------------------------------- in-graph pieces
-def test_pair_lengths_match_original_truncation():
-    lengths = [(a, b) for a in range(0, 12) for b in range(0, 12)]
-    for budget in (0, 1, 5, 8):
-        keep_a, keep_b = sig.pair_lengths(tf.constant([a for a, _ in lengths], tf.int64),
-                                          tf.constant([b for _, b in lengths], tf.int64),
-                                          budget)
-        expected = [tuple(map(len, truncate_seq_pair("x" * a, "y" * b, budget)))
-                    for a, b in lengths]
-        assert list(zip(keep_a.numpy().tolist(), keep_b.numpy().tolist())) == expected
-
-
 @pytest.mark.parametrize("engine", sig.ENGINES)
 def test_tokenizer_ids_and_offsets_match_full_tokenizer(files, engine):
     tokenizer = files["tokenizer"]
@@ -288,18 +261,16 @@ def test_tokenizer_ids_and_offsets_match_full_tokenizer(files, engine):
 
 # ----------------------------------------------------------------------------- bad input
 def test_bad_vocab_config_and_lengths_fail_before_writing(files, tmp_path):
-    model = tiny(BertClassifier, files["config"], 4, num_classes=3)
+    model = tiny_model(BertClassifier, files["config"], 4, num_classes=3)
     target = tmp_path / "export"
-    bigger = tmp_path / "big_vocab.txt"
-    bigger.write_text("".join(t + "\n" for t in VOCAB + ["extra"]), encoding="utf-8")
-    no_cls = tmp_path / "no_cls.txt"
-    no_cls.write_text("".join(t + "\n" for t in VOCAB if t != "[CLS]"), encoding="utf-8")
+    bigger = write_vocab(tmp_path / "big_vocab.txt", VOCAB + ["extra"])
+    no_cls = write_vocab(tmp_path / "no_cls.txt", [t for t in VOCAB if t != "[CLS]"])
     cases = [(FileNotFoundError, dict(vocab_file=str(tmp_path / "missing.txt"))),
-             (ValueError, dict(vocab_file=str(bigger))),
-             (ValueError, dict(vocab_file=str(no_cls))),
+             (ValueError, dict(vocab_file=bigger)),
+             (ValueError, dict(vocab_file=no_cls)),
              (ValueError, dict(max_seq_length=65)),
              (ValueError, dict(label_names=["a", "b"])),
-             (TypeError, dict(model=tiny(BertEncoder, files["config"], 4)))]
+             (TypeError, dict(model=tiny_model(BertEncoder, files["config"], 4)))]
     for error, change in cases:
         kwargs = dict(model=model, vocab_file=files["vocab"], do_lower_case=True,
                       max_seq_length=SEQ, export_dir=target, label_names=LABELS)
@@ -351,7 +322,7 @@ def saved_model_cli(*args, run=False):
 
 @pytest.mark.slow
 def test_saved_model_cli_show_and_run_every_signature(files, tmp_path):
-    model = tiny(BertClassifier, files["config"], 5, num_classes=3)
+    model = tiny_model(BertClassifier, files["config"], 5, num_classes=3)
     base = tmp_path / "models" / "bert"
     path = export.export_classifier(model, files["vocab"], True, SEQ, base,
                                     label_names=LABELS, versioned=True)
@@ -389,9 +360,9 @@ def test_saved_model_cli_show_and_run_every_signature(files, tmp_path):
 @pytest.mark.slow
 def test_span_labeler_and_encoder_in_fresh_process(files, tmp_path):
     tokenizer = files["tokenizer"]
-    span = tiny(BertSpanLabeler, files["config"], 6)
-    encoder = tiny(BertEncoder, files["config"], 7)
-    regression = tiny(BertClassifier, files["config"], 8, num_classes=1)
+    span = tiny_model(BertSpanLabeler, files["config"], 6)
+    encoder = tiny_model(BertEncoder, files["config"], 7)
+    regression = tiny_model(BertClassifier, files["config"], 8, num_classes=1)
     span_dir = export.export_span_labeler(span, files["vocab"], True, SEQ, tmp_path / "span",
                                           max_query_length=4)
     encoder_dir = export.export_encoder(encoder, files["vocab"], True, SEQ,
@@ -423,7 +394,7 @@ def test_span_labeler_and_encoder_in_fresh_process(files, tmp_path):
 
 @pytest.mark.slow
 def test_export_model_cli_from_a_training_checkpoint(files, tmp_path):
-    model = tiny(BertTokenClassifier, files["config"], 9, num_classes=len(TAGS))
+    model = tiny_model(BertTokenClassifier, files["config"], 9, num_classes=len(TAGS))
     output_dir = tmp_path / "ner_output"
     tf.train.Checkpoint(model=model, global_step=tf.Variable(7, dtype=tf.int64)).write(
         str(output_dir / "ckpt-7"))

@@ -5,16 +5,15 @@ import os
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.weights import checkpoints
 from bert_tf.tasks import feature_extraction
-from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
+from bert_tf.weights import from_pretrained
 from bert_tf.text.tokenization import FullTokenizer
+from harness import tiny_config, tiny_model, write_released_checkpoint
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "the",
          ",", ".", "!", "cafe", "中", "国", "привет", "мир", "a", "b", "##c"]
@@ -27,15 +26,8 @@ LINES = ["Hello, worlds!", "the cafe ||| привет мир 中国", "", "a b "
 def released(tmp_path_factory):
     """A released-checkpoint folder: bert_config.json, vocab.txt, bert_model.ckpt.*."""
     folder = tmp_path_factory.mktemp("released")
-    (folder / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=3,
-                        num_attention_heads=4, intermediate_size=37,
-                        max_position_embeddings=16)
-    keras.utils.set_random_seed(11)
-    encoder = BertEncoder(config)
-    encoder.build()
-    checkpoints.save_google_checkpoint(encoder, str(folder / "bert_model.ckpt"),
-                                       write_config=True)
+    config = tiny_config(vocab_size=len(VOCAB), num_hidden_layers=3, max_position_embeddings=16)
+    encoder = write_released_checkpoint(folder, tiny_model(BertEncoder, config, 11), VOCAB)
     return folder, encoder
 
 
@@ -57,7 +49,7 @@ def test_json_lines_match_encoder_layers(released, tmp_path):
     input_file, output_file = tmp_path / "input.txt", tmp_path / "features.jsonl"
     input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     tokenizer = FullTokenizer(str(folder / "vocab.txt"), do_lower_case=True)
-    encoder = BertEncoder.from_pretrained(str(folder))  # the released-folder path
+    encoder = from_pretrained(BertEncoder, str(folder))  # the released-folder path
     count = feature_extraction.extract_features(encoder, tokenizer, str(input_file),
                                                 str(output_file), layers="-1,-3",
                                                 max_seq_length=SEQ, batch_size=2)

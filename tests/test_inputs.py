@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.train import records
-from pretraining_records_helper import is_gzip, write_records
+from harness import is_gzip, write_bad_record_file, write_records
 
 SEQ, PRED = 16, 3
 
@@ -150,25 +150,10 @@ def test_unreadable_file_is_named(tmp_path):
         records.pretraining_dataset(str(path), SEQ, PRED, 2, is_training=False)
 
 
-def _write_with_bad_record(path, bad_index, good_length=SEQ, bad_length=SEQ + 4):
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for index in range(5):
-            length = bad_length if index == bad_index else good_length
-            feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * n))
-                       for name, n in (("input_ids", length), ("input_mask", SEQ),
-                                       ("segment_ids", SEQ), ("masked_lm_positions", PRED),
-                                       ("masked_lm_ids", PRED),
-                                       ("next_sentence_labels", 1))}
-            feature["masked_lm_weights"] = tf.train.Feature(
-                float_list=tf.train.FloatList(value=[1.0] * PRED))
-            example = tf.train.Example(features=tf.train.Features(feature=feature))
-            writer.write(example.SerializeToString())
-
-
 def test_bad_record_after_the_first_is_found_by_the_full_scan(tmp_path):
     good, _ = write_records(tmp_path, 1, 3, SEQ, PRED)
     bad = tmp_path / "late-bad.tfrecord"
-    _write_with_bad_record(bad, bad_index=3)
+    write_bad_record_file(bad, bad_index=3, seq_length=SEQ, max_predictions=PRED)
     spec = records.pretraining_features(SEQ, PRED)
     patterns = ",".join(good + [str(bad)])
     dataset = records.pretraining_dataset(patterns, SEQ, PRED, 4, is_training=False)

@@ -6,18 +6,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.weights.checkpoints import google_variable_map
-from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier, pretraining_losses)
+from harness import tiny_config, tiny_model
 import numpy_bert
 
-TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
 B, S, P = 3, 16, 4
-
-
-def tiny_config(**overrides):
-    return BertConfig(**{**TINY, **overrides})
 
 
 def make_inputs(seed=0, batch=B, seq=S, positions=P):
@@ -55,9 +49,7 @@ def encoder_only(inputs):
 
 @pytest.fixture
 def pretrainer():
-    keras.utils.set_random_seed(0)
-    model = BertPretrainer(BertEncoder(tiny_config()))
-    model.build()
+    model = tiny_model(BertPretrainer, tiny_config(), 0)
     rng = np.random.default_rng(5)  # non-trivial LayerNorm/bias values
     for var in model.weights:
         if var.path.endswith(("beta", "bias", "gamma")):

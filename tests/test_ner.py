@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from bert_tf.text import tokenization
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 
@@ -28,13 +27,6 @@ Peter NNP I-NP I-PER
 Black NNP I-NP I-PER
 Black NNP I-NP B-PER
 """
-
-
-@pytest.fixture
-def tokenizer(tmp_path):
-    path = tmp_path / "vocab.txt"
-    path.write_text("".join(token + "\n" for token in VOCAB))
-    return tokenization.FullTokenizer(str(path), do_lower_case=True)
 
 
 @pytest.fixture

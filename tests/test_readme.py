@@ -19,9 +19,9 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Console script -> module path, as setup.py names them.
 SCRIPT_MODULES = {
-    "bert-" + p.stem.replace("_", "-"): p.stem
-    for pattern in ("run_*.py", "export_model.py", "extract_features.py")
-    for p in REPO_ROOT.glob(pattern)}
+    "bert-" + p.stem.replace("_", "-"): f"bert_tf.cli.{p.stem}"
+    for p in (REPO_ROOT / "bert_tf" / "cli").glob("*.py")
+    if p.stem not in ("__init__", "common")}
 SCRIPT_MODULES.update({
     "bert-" + p.stem.replace("_", "-"): f"data_prep.{p.stem}"
     for name in ("create_pretraining_data.py", "build_vocab.py")

@@ -7,27 +7,20 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.weights import checkpoints
+from bert_tf.cli import common
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks import base
 from bert_tf.tasks.classification.task import ClassifierOptions
+from harness import (SPECIAL_TOKENS, tiny_model, write_released_checkpoint,
+                     write_tiny_model_files, write_tsv, write_vocab)
 
 WORDS = ["good", "bad", "movie", "film", "plot", "acting", "the", "a", "was", "is", "very",
          "quite", "story", "music", "really"]
 
 
 def tiny_model_files(folder):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-    vocab += [f"unused{i}" for i in range(99 - len(vocab))]
-    (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocab))
-    (folder / "bert_config.json").write_text(json.dumps(dict(
-        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, max_position_embeddings=16, type_vocab_size=2,
-        initializer_range=0.02)))
-    return str(folder / "vocab.txt"), str(folder / "bert_config.json")
+    return write_tiny_model_files(folder, WORDS)
 
 
 def sentiment_rows(count, seed):
@@ -43,12 +36,10 @@ def sentiment_rows(count, seed):
 
 
 def write_sst2(folder, train=64, dev=16, test=6):
-    folder.mkdir(parents=True, exist_ok=True)
     for name, rows in (("train", sentiment_rows(train, 0)), ("dev", sentiment_rows(dev, 1))):
-        (folder / f"{name}.tsv").write_text(
-            "sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
-    (folder / "test.tsv").write_text("index\tsentence\n" + "".join(
-        f"{i}\t{s}\n" for i, (s, _) in enumerate(sentiment_rows(test, 2))))
+        write_tsv(folder / f"{name}.tsv", [("sentence", "label")] + rows)
+    write_tsv(folder / "test.tsv", [("index", "sentence")] + [
+        (str(i), s) for i, (s, _) in enumerate(sentiment_rows(test, 2))])
 
 
 def options(tmp_path, **changes):
@@ -163,7 +154,7 @@ def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path)
     defaults = ClassifierOptions(task_name="SST-2", output_dir=str(tmp_path / "out"))
     assert (defaults.head_initializer, defaults.lr_schedule, defaults.adam_bias_correction) \
         == ("normal", "linear", True)
-    flag_defaults = {name: default for name, _, default, _ in base.COMMON_FLAGS}
+    flag_defaults = {name: default for name, _, default, _ in common.COMMON_FLAGS}
     assert flag_defaults["head_initializer"] == "normal"
     assert flag_defaults["lr_schedule"] == "linear"
     assert flag_defaults["adam_bias_correction"] is True
@@ -199,14 +190,10 @@ def test_missing_init_checkpoint_is_named_before_config_and_vocab(tmp_path):
 def test_predict_without_training_refuses_a_random_head(tmp_path):
     # A released encoder checkpoint has no classifier weights: predicting from a fresh
     # output_dir would serve a random head, so it is refused with the reason.
-    vocab_file, config_file = tiny_model_files(tmp_path)
     released = tmp_path / "released"
-    released.mkdir()
-    encoder = BertEncoder(BertConfig.from_json_file(config_file))
-    encoder.build()
-    checkpoints.save_google_checkpoint(encoder, str(released / "bert_model.ckpt"),
-                                       write_config=True)
-    (released / "vocab.txt").write_text((tmp_path / "vocab.txt").read_text())
+    _, config_file = tiny_model_files(released)  # its vocab.txt and bert_config.json
+    write_released_checkpoint(
+        released, tiny_model(BertEncoder, BertConfig.from_json_file(config_file), seed=0))
     write_sst2(tmp_path / "data")
     with pytest.raises(ValueError, match="task head would be random"):
         classification_task.run(options(tmp_path, do_predict=True,
@@ -218,11 +205,9 @@ def test_vocab_of_another_model_is_refused(tmp_path):
     # A 20-token vocab with a 99-row model: ids would mean other words, or run past
     # the table; refused naming both files, before any work.
     write_sst2(tmp_path / "data")
-    small_vocab = tmp_path / "small_vocab.txt"
-    small_vocab.write_text("".join(f"{t}\n" for t in
-                                   ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS))
+    small_vocab = write_vocab(tmp_path / "small_vocab.txt", SPECIAL_TOKENS + WORDS)
     with pytest.raises(ValueError, match="has 20 tokens but .*bert_config.json has "
                                          "vocab_size 99"):
         classification_task.run(options(tmp_path, do_train=True,
-                                            vocab_file=str(small_vocab)))
+                                            vocab_file=small_vocab))
     assert not (tmp_path / "out" / "train.tf_record").exists()

@@ -1,6 +1,5 @@
 """Tiny end-to-end NER runs: train, eval with conlleval, predict, bad input."""
 
-import json
 import subprocess
 import sys
 
@@ -11,23 +10,16 @@ from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.ner.task import NerOptions
+from harness import write_tiny_model_files
 
 FILLER = ["the", "a", "went", "to", "from", "saw", "met", "and", "."]
 PEOPLE = [["john"], ["mary"], ["johnson"]]  # johnson -> john ##son
 PLACES = [["paris"], ["london"], ["new", "york"]]
-VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + FILLER
-         + ["john", "mary", "##son", "paris", "london", "new", "york"])
+WORDS = FILLER + ["john", "mary", "##son", "paris", "london", "new", "york"]
 
 
 def tiny_model_files(folder):
-    vocab = VOCAB + [f"unused{i}" for i in range(99 - len(VOCAB))]
-    (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocab))
-    (folder / "bert_config.json").write_text(json.dumps(dict(
-        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, max_position_embeddings=16, type_vocab_size=2,
-        initializer_range=0.02)))
-    return str(folder / "vocab.txt"), str(folder / "bert_config.json")
+    return write_tiny_model_files(folder, WORDS)
 
 
 def sentence(rng, length):

@@ -2,34 +2,28 @@
 
 import collections
 import os
-import signal
 import subprocess
 import sys
-import time
 import types
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import run_pretraining
+from bert_tf.tasks import pretraining
 from bert_tf.weights import checkpoints
 from bert_tf.train import distribute
 from bert_tf.train import records
 from bert_tf.configs import BertConfig
-from bert_tf.models import BertEncoder, BertPretrainer
-from pretraining_records_helper import write_records
+from bert_tf.models import BertPretrainer
+from harness import (RUNNER_OVERRIDES, kill_once_checkpointed, tiny_config, tiny_model,
+                     write_bad_record_file, write_records, write_released_checkpoint)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(**overrides):
-    values = dict(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                  intermediate_size=37, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
-    values.update(overrides)
-    return BertConfig(**values)
+    return tiny_config(**{"num_hidden_layers": 1, **RUNNER_OVERRIDES, **overrides})
 
 
 def _options(tmp_path, **overrides):
@@ -39,14 +33,14 @@ def _options(tmp_path, **overrides):
                   learning_rate=1e-2, num_train_steps=100, num_warmup_steps=10,
                   save_checkpoints_steps=50, iterations_per_loop=25, seed=1)
     values.update(overrides)
-    return run_pretraining.PretrainingOptions(**values)
+    return pretraining.PretrainingOptions(**values)
 
 
 def test_tiny_bert_learns_and_eval_results_are_written(tmp_path):
     _, targets = write_records(tmp_path / "records", 2, 128)
     baseline = collections.Counter(targets).most_common(1)[0][1] / len(targets)
     options = _options(tmp_path, do_eval=True)
-    result = run_pretraining.run_pretraining(options, distribute.get_strategy())
+    result = pretraining.run_pretraining(options, distribute.get_strategy())
     history = result["train"].history
     assert history[-1]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 1.0
     evaluation = result["eval"]
@@ -69,7 +63,7 @@ def test_tiny_bert_learns_and_eval_results_are_written(tmp_path):
         reader.get_tensor("cls/predictions/output_bias"),
         _google_tensor(result["train"].model, "cls/predictions/output_bias"))
     # Eval only, from the training checkpoint, gives the same numbers.
-    again = run_pretraining.run_pretraining(
+    again = pretraining.run_pretraining(
         _options(tmp_path, do_train=False, do_eval=True), distribute.get_strategy())["eval"]
     assert again == pytest.approx(evaluation)
 
@@ -81,12 +75,7 @@ def _google_tensor(model, name):
 
 
 def _write_google_checkpoint(folder, config, seed):
-    keras.utils.set_random_seed(seed)
-    model = BertPretrainer(BertEncoder(config))
-    model.build()
-    checkpoints.save_google_checkpoint(model, os.path.join(folder, "bert_model.ckpt"),
-                                       write_config=True)
-    return model
+    return write_released_checkpoint(folder, tiny_model(BertPretrainer, config, seed))
 
 
 def test_eval_from_google_checkpoint_uses_its_weights(tmp_path):
@@ -94,7 +83,7 @@ def test_eval_from_google_checkpoint_uses_its_weights(tmp_path):
     source = _write_google_checkpoint(str(tmp_path / "released"), _config(), seed=7)
     options = _options(tmp_path, do_train=False, do_eval=True,
                        init_checkpoint=str(tmp_path / "released"))
-    got = run_pretraining.run_pretraining(options, distribute.get_strategy())["eval"]
+    got = pretraining.run_pretraining(options, distribute.get_strategy())["eval"]
     # The same metrics computed directly from the model that wrote the checkpoint.
     dataset = records.pretraining_dataset(options.input_file, 16, 3, 40, is_training=False)
     features = next(iter(dataset))
@@ -114,7 +103,7 @@ def test_init_from_google_checkpoint(tmp_path):
     # exactly the initial checkpoint's.
     options = _options(tmp_path, init_checkpoint=str(tmp_path / "released"),
                        num_train_steps=1, num_warmup_steps=1, iterations_per_loop=1)
-    result = run_pretraining.run_pretraining(options, distribute.get_strategy())["train"]
+    result = pretraining.run_pretraining(options, distribute.get_strategy())["train"]
     assert result.global_step == 1
     reader = tf.train.load_checkpoint(str(tmp_path / "out" / "bert_model.ckpt"))
     for name in ("bert/embeddings/word_embeddings", "bert/encoder/layer_0/output/dense/kernel",
@@ -134,13 +123,13 @@ def test_bad_input_is_rejected_before_training(tmp_path):
     ]
     for overrides, match in cases:
         with pytest.raises(ValueError, match=match):
-            run_pretraining.run_pretraining(_options(tmp_path, **overrides), strategy)
+            pretraining.run_pretraining(_options(tmp_path, **overrides), strategy)
     three_replicas = types.SimpleNamespace(num_replicas_in_sync=3)
     with pytest.raises(ValueError, match="train_batch_size=32 is not divisible by the 3"):
-        run_pretraining.check_options(_options(tmp_path), three_replicas)
+        pretraining.check_options(_options(tmp_path), three_replicas)
     with pytest.raises(ValueError, match="records-00000.tfrecord: record 0, feature "
                                          "'masked_lm_positions' has 3 values, expected 5"):
-        run_pretraining.run_pretraining(_options(tmp_path, max_predictions_per_seq=5),
+        pretraining.run_pretraining(_options(tmp_path, max_predictions_per_seq=5),
                                         strategy)
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
 
@@ -149,14 +138,14 @@ def test_init_checkpoint_not_matching_config_is_rejected(tmp_path):
     write_records(tmp_path / "records", 1, 4)
     _write_google_checkpoint(str(tmp_path / "wide"), _config(hidden_size=48), seed=1)
     with pytest.raises(ValueError, match="hidden_size: 48 there, 32 in --bert_config_file"):
-        run_pretraining.run_pretraining(
+        pretraining.run_pretraining(
             _options(tmp_path, init_checkpoint=str(tmp_path / "wide")),
             distribute.get_strategy())
     # Without a bert_config.json beside it, the weights themselves are checked.
     _write_google_checkpoint(str(tmp_path / "deep"), _config(num_hidden_layers=3), seed=1)
     os.remove(tmp_path / "deep" / "bert_config.json")
     with pytest.raises(ValueError, match="encoder variables the model lacks.*layer_1"):
-        run_pretraining.run_pretraining(
+        pretraining.run_pretraining(
             _options(tmp_path, init_checkpoint=str(tmp_path / "deep" / "bert_model.ckpt")),
             distribute.get_strategy())
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
@@ -177,17 +166,7 @@ def test_cli_killed_and_restarted_finishes_with_all_checkpoints(tmp_path):
                "--save_checkpoints_steps=20", "--iterations_per_loop=10",
                "--keep_checkpoint_max=3", "--learning_rate=1e-3"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline and process.poll() is None:
-        latest = tf.train.latest_checkpoint(str(out))
-        if latest and int(latest.rsplit("-", 1)[1]) >= 40:
-            break
-        time.sleep(0.05)
-    assert process.poll() is None, "the run ended before it could be killed"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_once_checkpointed(command, out, 40, 300, env)
     assert not (out / "eval_results.txt").exists()
     completed = subprocess.run(command, env=env, capture_output=True, text=True,
                                timeout=600, check=False)
@@ -202,12 +181,11 @@ def test_cli_killed_and_restarted_finishes_with_all_checkpoints(tmp_path):
 @pytest.mark.slow
 def test_bad_record_in_the_middle_of_a_file_is_named(tmp_path):
     write_records(tmp_path / "records", 1, 40)
-    from test_inputs import _write_with_bad_record  # pylint: disable=import-outside-toplevel
-    _write_with_bad_record(tmp_path / "records" / "zz-bad.tfrecord", bad_index=2)
+    write_bad_record_file(tmp_path / "records" / "zz-bad.tfrecord", bad_index=2)
     options = _options(tmp_path, num_train_steps=20, train_batch_size=8,
                        iterations_per_loop=20)
     with pytest.raises(ValueError, match="zz-bad.tfrecord: record 2, feature 'input_ids'"):
-        run_pretraining.run_pretraining(options, distribute.get_strategy())
+        pretraining.run_pretraining(options, distribute.get_strategy())
 
 
 @pytest.mark.slow
@@ -228,14 +206,14 @@ def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path
     record_files = [str(p) for p in tmp_path.glob("wiki.tfrecord*")
                     if not p.name.endswith(".json")]  # the tool's stats file
     assert record_files
-    options = run_pretraining.PretrainingOptions(
+    options = pretraining.PretrainingOptions(
         bert_config=BertConfig.from_json_file(str(released / "bert_config.json")),
         input_file=",".join(record_files), output_dir=str(tmp_path / "out"),
         init_checkpoint=str(released), do_eval=True, max_seq_length=64,
         max_predictions_per_seq=10, train_batch_size=16, eval_batch_size=16,
         learning_rate=2e-3, num_train_steps=40, num_warmup_steps=5,
         save_checkpoints_steps=40, iterations_per_loop=10, max_eval_steps=5, seed=0)
-    result = run_pretraining.run_pretraining(options, distribute.get_strategy())
+    result = pretraining.run_pretraining(options, distribute.get_strategy())
     history = result["train"].history
     # The released checkpoint has no cls/* heads: the MLM head starts from scratch and
     # learns quickly on top of the pretrained encoder.

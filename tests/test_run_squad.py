@@ -10,21 +10,13 @@ import tensorflow as tf
 
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.tasks.squad.task import SquadOptions
+from harness import write_squad_json, write_tiny_model_files
 
 WORDS = ["red", "green", "blue", "house", "tree", "river", "stone", "bird", "road", "hill"]
 
 
 def tiny_model_files(folder):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "where", "?", "café", "cafe",
-             "."] + WORDS
-    vocab += [f"unused{i}" for i in range(99 - len(vocab))]
-    (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocab))
-    (folder / "bert_config.json").write_text(json.dumps(dict(
-        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, max_position_embeddings=16, type_vocab_size=2,
-        initializer_range=0.02)))
-    return str(folder / "vocab.txt"), str(folder / "bert_config.json")
+    return write_tiny_model_files(folder, ["where", "?", "café", "cafe", "."] + WORDS)
 
 
 def write_squad(path, count, seed, impossible_every=0):
@@ -45,9 +37,7 @@ def write_squad(path, count, seed, impossible_every=0):
             if impossible_every:
                 qa["is_impossible"] = False
         paragraphs.append({"context": " ".join(words), "qas": [qa]})
-    version = "v2.0" if impossible_every else "1.1"
-    path.write_text(json.dumps({"version": version, "data": [
-        {"title": "toy", "paragraphs": paragraphs}]}), encoding="utf-8")
+    write_squad_json(path, paragraphs, "v2.0" if impossible_every else "1.1")
     return str(path)
 
 

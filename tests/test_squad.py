@@ -10,6 +10,7 @@ from bert_tf.text import tokenization
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad import postprocess as squad_postprocess
+from harness import write_squad_json
 
 CAFE = "The Café Procope (1686–1872) opened in Paris."
 XS = " ".join(f"x{i}" for i in range(20))
@@ -19,18 +20,8 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cafe", "pro", "##
              f"x{i}" for i in range(20)]
 
 
-@pytest.fixture
-def tokenizer(tmp_path):
-    vocab_file = tmp_path / "vocab.txt"
-    vocab_file.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
-
-
 def _write_squad(tmp_path, paragraphs, name="data.json", version="1.1"):
-    path = tmp_path / name
-    path.write_text(json.dumps({"version": version, "data": [
-        {"title": "t", "paragraphs": paragraphs}]}), encoding="utf-8")
-    return str(path)
+    return write_squad_json(tmp_path / name, paragraphs, version)
 
 
 def _qa(qid, question, answer=None, start=None, context=CAFE):

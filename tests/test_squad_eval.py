@@ -7,11 +7,11 @@ import sys
 import pytest
 
 from bert_tf.tasks.squad import evaluate as squad_evaluate
+from harness import squad_json
 
 
 def _data(qas, version):
-    return {"version": version, "data": [{"title": "t", "paragraphs": [
-        {"context": "unused here", "qas": qas}]}]}
+    return squad_json([{"context": "unused here", "qas": qas}], version)
 
 
 def _answers(*texts):

@@ -55,13 +55,6 @@ GOLDEN = [  # (text, uncased tokens, cased tokens)
 
 
 @pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def tokenizers(vocab_file):
     return {lower: tokenization.FullTokenizer(vocab_file, do_lower_case=lower)
             for lower in (True, False)}

@@ -2,10 +2,7 @@
 
 import glob
 import os
-import signal
-import subprocess
 import sys
-import time
 
 import keras
 import numpy as np
@@ -13,10 +10,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.train import loop
-from training_helper import (TinyRegressor, dataset_fn_factory, make_arrays,
-                             optimizer_fn, train_tiny)
+from harness import (TinyRegressor, dataset_fn_factory, kill_once_checkpointed, make_arrays,
+                     optimizer_fn, train_tiny, write_records)
 
-HELPER = os.path.join(os.path.dirname(__file__), "training_helper.py")
+HELPER = os.path.join(os.path.dirname(__file__), "harness.py")  # runs train_tiny
 
 
 def _weights(model):
@@ -133,19 +130,8 @@ def test_evaluate_and_predict_match_numpy(tmp_path):
 
 def test_sigkill_mid_run_then_restart_finishes_like_an_uninterrupted_run(tmp_path):
     out = str(tmp_path / "killed")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    process = subprocess.Popen([sys.executable, HELPER, out, "40", "4", "0.05"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-        latest = tf.train.latest_checkpoint(out)
-        if latest and int(latest.rsplit("-", 1)[1]) >= 8:
-            break
-        time.sleep(0.05)
-    assert process.poll() is None, "the run ended before it could be killed"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    killed_at = int(tf.train.latest_checkpoint(out).rsplit("-", 1)[1])
+    killed_at = kill_once_checkpointed([sys.executable, HELPER, out, "40", "4", "0.05"], out,
+                                       8, 120, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert 8 <= killed_at < 40
     resumed = train_tiny(out, 40, 4)
     assert resumed.global_step == 40 and resumed.steps_this_run == 40 - killed_at
@@ -172,7 +158,6 @@ class _IdsRegressor(keras.Model):
 
 def test_resume_after_the_input_files_changed_starts_a_fresh_input_pass(tmp_path):
     from bert_tf.train import records  # pylint: disable=import-outside-toplevel
-    from pretraining_records_helper import write_records  # pylint: disable=import-outside-toplevel
     paths, _ = write_records(tmp_path / "records", 3, 16)
 
     def loss_fn(features, outputs):

@@ -41,28 +41,7 @@ def standardize_inputs(inputs):
 
 
 class PretrainedMixin:
-    """`from_pretrained` for every BERT model class (see bert_tf.weights.checkpoints)."""
-
-    @classmethod
-    def from_pretrained(cls, path, config=None, return_report=False, **head_kwargs):
-        """Builds this model from a released checkpoint and loads its weights.
-
-        Args:
-            path: A google-research folder (bert_config.json + bert_model.ckpt.*), a
-                TF1 checkpoint prefix (config beside it or passed as `config`), or a
-                Hugging Face folder (config.json + model.safetensors).
-            config: BertConfig, dict or path of a bert_config.json; overrides the one
-                found beside the checkpoint.
-            return_report: Also return the `checkpoints.LoadReport`.
-            **head_kwargs: Passed to the model class (e.g. `num_classes`).
-
-        Returns:
-            The model, or (model, report) when `return_report`.
-        """
-        # Imported here: checkpoints sits above models in the dependency order.
-        from bert_tf.weights import checkpoints  # pylint: disable=import-outside-toplevel
-        return checkpoints.from_pretrained(cls, path, config=config,
-                                           return_report=return_report, **head_kwargs)
+    """`from_encoder`, which `bert_tf.weights.from_pretrained` builds every model with."""
 
     @classmethod
     def from_encoder(cls, encoder, **head_kwargs):

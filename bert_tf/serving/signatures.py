@@ -4,10 +4,10 @@ Everything here runs as TensorFlow / tensorflow_text ops, so a SavedModel built 
 serves with tensorflow + tensorflow_text alone (TF Serving, `saved_model_cli`), never
 importing `bert_tf`. `bert_tf.serving.export` assembles the signatures from these pieces.
 
-Text is packed exactly as the fine-tuning features are: `[CLS] a [SEP]` or
-`[CLS] a [SEP] b [SEP]`, padded with 0 to `max_seq_length`; a pair that is too long is
-cut longest-first (the original `_truncate_seq_pair`), a question to `max_query_length`
-tokens, each NER word to `max_seq_length - 2` pieces.
+Text is packed by `bert_tf.text.packing_graph`, exactly as the fine-tuning features are:
+`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, padded with 0 to `max_seq_length`; a pair
+that is too long is cut longest-first (the original `_truncate_seq_pair`), a question to
+`max_query_length` tokens, each NER word to `max_seq_length - 2` pieces.
 
 Offsets are character offsets into the original (un-normalized) string: Unicode code
 points, end exclusive, the indices a Python `str` uses (tensorflow_text's byte offsets
@@ -17,7 +17,7 @@ go through `byte_to_char_offsets`).
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.text import tokenization
+from bert_tf.text import packing_graph, tokenization
 
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
 MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
@@ -88,67 +88,13 @@ class ServingTokenizer(tf.Module):
             texts, byte_ends)
 
 
-def truncate_rows(ragged, lengths):
-    """Keeps the first `lengths[b]` items of each row of a ragged [B, (T), ...]."""
-    positions = tf.ragged.range(ragged.row_lengths())  # [B, (T)]
-    keep = positions < tf.expand_dims(tf.cast(lengths, tf.int64), 1)
-    return tf.ragged.boolean_mask(ragged, keep)
-
-
-def pair_lengths(length_a, length_b, budget):
-    """Token counts kept by the original `_truncate_seq_pair` (longest first, ties cut b).
-
-    Args:
-        length_a, length_b: int64 [B] token counts; budget: tokens allowed in total.
-
-    Returns:
-        (keep_a, keep_b) int64 [B].
-    """
-    budget = tf.constant(budget, tf.int64)
-    half_b = budget // 2
-    half_a = budget - half_b
-    keep_a = tf.where(length_a + length_b <= budget, length_a,
-                      tf.where(length_a <= half_a, length_a,
-                               tf.where(length_b <= half_b, budget - length_b, half_a)))
-    keep_b = tf.minimum(length_b, budget - keep_a)
-    return keep_a, keep_b
-
-
-def pack_inputs(segments, cls_id, sep_id, max_seq_length):
-    """`[CLS] s0 [SEP] (s1 [SEP])` padded with 0: dict of int32 [B, max_seq_length].
-
-    Args:
-        segments: 1 or 2 ragged int64 [B, (T)], already truncated to fit.
-    """
-    batch = segments[0].nrows()
-    def column(value):
-        return tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(value, tf.int64)))
-    pieces, types = [column(cls_id)], [column(0)]
-    for index, segment in enumerate(segments):
-        pieces += [segment, column(sep_id)]
-        types += [tf.ones_like(segment) * index, column(index)]
-    input_ids = tf.concat(pieces, axis=1)  # [B, (S)]
-    segment_ids = tf.concat(types, axis=1)
-    shape = [None, max_seq_length]
-    return {
-        "input_ids": tf.cast(input_ids.to_tensor(0, shape=shape), tf.int32),
-        "input_mask": tf.cast(tf.ones_like(input_ids).to_tensor(0, shape=shape), tf.int32),
-        "segment_ids": tf.cast(segment_ids.to_tensor(0, shape=shape), tf.int32),
-    }
-
-
 def encode_texts(tokenizer, max_seq_length, text_a, text_b=None):
     """Raw text [B] (and its pair) -> model inputs, as the classifier was trained."""
-    ids_a = tokenizer.tokenize(text_a)
-    if text_b is None:
-        keep_a = tf.minimum(ids_a.row_lengths(), max_seq_length - 2)
-        segments = [truncate_rows(ids_a, keep_a)]
-    else:
-        ids_b = tokenizer.tokenize(text_b)
-        keep_a, keep_b = pair_lengths(ids_a.row_lengths(), ids_b.row_lengths(),
-                                      max_seq_length - 3)
-        segments = [truncate_rows(ids_a, keep_a), truncate_rows(ids_b, keep_b)]
-    return pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
+    ids_a = tokenizer.tokenize(text_a)  # [B, (T)]
+    ids_b = None if text_b is None else tokenizer.tokenize(text_b)
+    segments = packing_graph.truncate_ragged_segments(ids_a, ids_b, max_seq_length)
+    return packing_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
+                                     max_seq_length)
 
 
 def byte_to_char_offsets(texts, byte_offsets):
@@ -185,12 +131,13 @@ def encode_question_context(tokenizer, max_seq_length, max_query_length, questio
     keep_query = tf.minimum(query_ids.row_lengths(), max_query_length)
     context_ids, starts, ends = tokenizer.tokenize_with_offsets(context)
     keep_context = tf.minimum(context_ids.row_lengths(), max_seq_length - 3 - keep_query)
-    features = pack_inputs([truncate_rows(query_ids, keep_query),
-                            truncate_rows(context_ids, keep_context)],
-                           tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
+    segments = [packing_graph.truncate_rows(query_ids, keep_query),
+                packing_graph.truncate_rows(context_ids, keep_context)]
+    features = packing_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
+                                         max_seq_length)
     shape = [None, max_seq_length]
-    char_starts = truncate_rows(starts, keep_context).to_tensor(0, shape=shape)
-    char_ends = truncate_rows(ends, keep_context).to_tensor(0, shape=shape)
+    char_starts = packing_graph.truncate_rows(starts, keep_context).to_tensor(0, shape=shape)
+    char_ends = packing_graph.truncate_rows(ends, keep_context).to_tensor(0, shape=shape)
     return (features, tf.cast(keep_query + 2, tf.int32), tf.cast(keep_context, tf.int32),
             char_starts, char_ends)
 
@@ -287,12 +234,11 @@ def encode_words(tokenizer, max_seq_length, text):
     unk = tf.fill([pieces.nrows(), 1], tf.constant(tokenizer.unk_id, tf.int64))
     pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
     piece_counts = tf.clip_by_value(pieces.row_lengths() - 1, 1, max_tokens)
-    pieces = truncate_rows(pieces, piece_counts)
+    pieces = packing_graph.truncate_rows(pieces, piece_counts)
     sentence_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits)
     sentence_pieces = sentence_pieces.merge_dims(1, 2)  # [B, (T)]
-    features = pack_inputs(
-        [truncate_rows(sentence_pieces, tf.minimum(sentence_pieces.row_lengths(),
-                                                   max_tokens))],
+    features = packing_graph.pack_inputs(
+        packing_graph.truncate_ragged_segments(sentence_pieces, None, max_seq_length),
         tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
     counts = tf.RaggedTensor.from_row_splits(piece_counts, words.row_splits)
     counts = counts.to_tensor(0)  # [B, W_batch]

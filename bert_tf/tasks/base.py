@@ -9,8 +9,8 @@ and `vocab_file` default to the files in that folder.
 """
 
 import dataclasses
+import json
 import os
-import sys
 import time
 from typing import Optional
 
@@ -19,14 +19,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.weights import checkpoints
 from bert_tf.train import distribute
 from bert_tf.train import optimization
 from bert_tf.text import tokenization
 from bert_tf.train import loop
-from bert_tf.configs import BertConfig
 from bert_tf.layers.dense import KERNEL_DISTRIBUTIONS
-from bert_tf.tasks import text_files
+from bert_tf.models import BertEncoder
+from bert_tf.serving import export
 
 
 @dataclasses.dataclass
@@ -112,7 +113,7 @@ def check_options(options: FinetuneOptions) -> None:
         if getattr(options, name) not in choices:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, "
                              f"got {getattr(options, name)!r}")
-    config = load_config(options)
+    config = checkpoints.load_config(options.bert_config_file)
     tokenization.check_vocab_matches(len(tokenization.load_vocab(options.vocab_file)),
                                      options.vocab_file, config.vocab_size,
                                      options.bert_config_file)
@@ -145,17 +146,6 @@ def _check_numbers(options: FinetuneOptions) -> None:
                          f"{options.max_seq_length}")
 
 
-def load_config(options: FinetuneOptions) -> BertConfig:
-    """The BertConfig of bert_config_file (google-research or Hugging Face config.json)."""
-    path = options.bert_config_file
-    if os.path.basename(path) == "config.json":
-        import json  # pylint: disable=import-outside-toplevel
-        with open(path, encoding="utf-8") as file:
-            return BertConfig.from_dict(checkpoints.hf_config_to_bert_dict(json.load(file),
-                                                                           path))
-    return BertConfig.from_json_file(path)
-
-
 def make_tokenizer(options: FinetuneOptions) -> tokenization.FullTokenizer:
     return tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
 
@@ -173,8 +163,7 @@ def model_builder(options: FinetuneOptions, make_head_model, load_init: bool,
       load_reports: a list that gets the `checkpoints.LoadReport` of each load.
     """
     def model_fn():
-        from bert_tf.models import BertEncoder  # pylint: disable=import-outside-toplevel
-        model = make_head_model(BertEncoder(load_config(options)))
+        model = make_head_model(BertEncoder(checkpoints.load_config(options.bert_config_file)))
         model.build()
         if load_init and options.init_checkpoint:
             # The loader logs its report (loaded / newly initialised / unmatched).
@@ -298,10 +287,36 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
+def cached_features(record_path: str, key: dict, write_fn) -> tuple:
+    """Reuses the features at `record_path` when they were made from the same inputs.
+
+    `key` names everything the features depend on (data and vocab digests, settings); it
+    is stored with the feature count beside the record as `<record_path>.json`.
+
+    Args:
+      write_fn: `write_fn(record_path)` writes the features and returns their count.
+
+    Returns:
+      (number of features, True when they were reused).
+    """
+    key = json.loads(json.dumps(key))  # tuples as lists, as read back
+    key_path = record_path + ".json"
+    if os.path.exists(record_path) and os.path.exists(key_path):
+        with open(key_path, encoding="utf-8") as file:
+            cached = json.load(file)
+        num_features = cached.pop("num_features", None)
+        if cached == key and num_features:
+            return num_features, True
+    num_features = write_fn(record_path)
+    fileio.write_text_atomic(key_path, json.dumps(dict(key, num_features=num_features),
+                                                  indent=1))
+    return num_features, False
+
+
 def write_eval_results(path: str, results: dict) -> None:
     """`key = value` lines sorted by key, as the original eval_results.txt."""
     lines = [f"{key} = {results[key]}\n" for key in sorted(results)]
-    text_files.write_text_atomic(path, "".join(lines))
+    fileio.write_text_atomic(path, "".join(lines))
     for line in lines:
         logging.info("  %s", line.rstrip())
 
@@ -310,12 +325,13 @@ def export_model(options, model, kind: str, **kwargs) -> Optional[str]:
     """Exports a SavedModel for TF Serving to options.export_dir (when set).
 
     Args:
-      kind: "classifier" or "token_classifier" (see `bert_tf.serving.export`).
-      **kwargs: passed to the exporter (label_names, is_regression, text_pair).
+      kind: "classifier", "token_classifier" or "span_labeler" (see
+        `bert_tf.serving.export.export_finetuned_model`).
+      **kwargs: passed to the exporter (label_names, is_regression, text_pair,
+        max_query_length, max_answer_length).
     """
     if not options.export_dir:
         return None
-    from bert_tf.serving import export  # pylint: disable=import-outside-toplevel
     path = export.export_finetuned_model(model, options.export_dir, kind,
                                          options.vocab_file, options.do_lower_case,
                                          options.max_seq_length, **kwargs)
@@ -326,92 +342,3 @@ def export_model(options, model, kind: str, **kwargs) -> Optional[str]:
 def set_seed(seed: Optional[int]) -> None:
     if seed is not None:
         keras.utils.set_random_seed(seed)
-
-
-# (name, kind, default, help) of the flags every fine-tuning runner defines; kind is the
-# absl DEFINE_<kind>. The runners define them; this module never reads flags.
-COMMON_FLAGS = [
-    ("output_dir", "string", None, "Folder for checkpoints, cached features and results."),
-    ("bert_config_file", "string", None,
-     "bert_config.json of the pre-trained model (default: the one in init_checkpoint)."),
-    ("init_checkpoint", "string", None,
-     "Pre-trained model: a released folder, a TF1 checkpoint prefix or a Hugging Face "
-     "folder."),
-    ("vocab_file", "string", None, "WordPiece vocab.txt (default: the one in "
-                                   "init_checkpoint)."),
-    ("do_lower_case", "bool", True, "Lower-case the input (uncased models)."),
-    ("max_seq_length", "integer", 128, "Sub-tokens per sequence, [CLS]/[SEP] included."),
-    ("do_train", "bool", False, "Fine-tune on the training data."),
-    ("do_eval", "bool", False, "Evaluate on the dev data; writes eval_results.txt."),
-    ("do_predict", "bool", False, "Predict the test data."),
-    ("train_batch_size", "integer", 32, "Training batch size (all replicas)."),
-    ("eval_batch_size", "integer", 8, "Evaluation batch size."),
-    ("predict_batch_size", "integer", 8, "Prediction batch size."),
-    ("learning_rate", "float", 5e-5, "Peak learning rate."),
-    ("num_train_epochs", "float", 3.0, "Epochs over the training data."),
-    ("warmup_proportion", "float", 0.1, "Fraction of steps with linear warm-up."),
-    ("save_checkpoints_steps", "integer", 1000, "Checkpoint every N steps (and at the end)."),
-    ("keep_checkpoint_max", "integer", 5, "Newest checkpoints to keep."),
-    ("steps_per_loop", "integer", 100, "Steps per host loop (progress is logged per loop)."),
-    ("optimizer", "string", "adamw", "adamw or lamb (as run_pretraining's --optimizer)."),
-    ("weight_decay_rate", "float", 0.01, "Decoupled weight decay (not LayerNorm, bias)."),
-    ("lr_schedule", "string", "linear",
-     "linear: warm-up, then linear decay from the peak to 0 (as Hugging Face "
-     "transformers); google_research: the original's decay over all steps, which the "
-     "warm-up overrides (rate after warm-up: peak * (1 - warmup_proportion))."),
-    ("adam_bias_correction", "bool", True,
-     "AdamW: bias-corrected moments, epsilon added after the correction (as torch). "
-     "false: the original AdamWeightDecayOptimizer, without bias correction."),
-    ("gradient_accumulation_steps", "integer", 1, "Micro-batches per optimizer step."),
-    ("mixed_precision", "string", "none", "none, bfloat16 or float16 (loss scaling)."),
-    ("use_xla", "bool", False, "XLA-compile the training step."),
-    ("distribution_strategy", "string", "one_device",
-     "one_device, mirrored, multi_worker_mirrored or tpu."),
-    ("num_gpus", "integer", 0, "GPUs for one_device/mirrored (0: CPU)."),
-    ("tpu_name", "string", None, "Cloud TPU name (distribution_strategy=tpu)."),
-    ("tpu_zone", "string", None, "Cloud TPU zone."),
-    ("gcp_project", "string", None, "GCP project of the Cloud TPU."),
-    ("dropout_rate", "float", 0.1, "Dropout before the task head."),
-    ("head_initializer", "string", "normal",
-     "Distribution of the new task head's kernel, scale r = initializer_range: normal "
-     "(N(0, r), as Hugging Face transformers) or truncated_normal (the original: N(0, r) "
-     "cut at 2r, whose std is 0.88 r; on short fine-tuning recipes it reaches lower "
-     "accuracy)."),
-    ("seed", "integer", None, "Random seed (weights of the head, dropout, shuffling)."),
-    ("export_dir", "string", None, "Also export a SavedModel for TF Serving here."),
-    ("trim_padding", "bool", None, "Cut each batch to its longest sequence (default: on "
-                                   "unless distribution_strategy=tpu or use_xla)."),
-    # The original scripts' spellings, so that their commands keep working.
-    ("iterations_per_loop", "integer", None, "Alias of steps_per_loop (original name)."),
-    ("use_tpu", "bool", False, "Original flag: the same as distribution_strategy=tpu."),
-    ("master", "string", None, "Unused (TF1 TPU master); kept for old commands."),
-    ("num_tpu_cores", "integer", 8, "Unused: TPUStrategy finds the cores itself."),
-]
-
-
-def options_from_values(options_class, values, **overrides):
-    """Builds `options_class` from an object with one attribute per field (absl FLAGS).
-
-    The original scripts' spellings are honoured: `use_tpu` selects the TPU strategy and
-    `iterations_per_loop`, when set, is `steps_per_loop`.
-    """
-    kwargs = {field.name: getattr(values, field.name)
-              for field in dataclasses.fields(options_class) if hasattr(values, field.name)}
-    if hasattr(values, "optimizer") and "optimizer_type" not in kwargs:
-        kwargs["optimizer_type"] = values.optimizer  # flag name as run_pretraining's
-    if getattr(values, "use_tpu", False):
-        kwargs["distribution_strategy"] = "tpu"
-    if getattr(values, "iterations_per_loop", None):
-        kwargs["steps_per_loop"] = values.iterations_per_loop
-    kwargs.update(overrides)
-    if kwargs.get("mixed_precision") in ("", "none", "None", "float32"):
-        kwargs["mixed_precision"] = None
-    return options_class(**kwargs)
-
-
-def run_reporting_bad_input(runner_name, run_fn, options):
-    """Runs `run_fn(options)`; bad input ends the process with its message, no traceback."""
-    try:
-        return run_fn(options)
-    except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"{runner_name}: error: {error}")

@@ -20,6 +20,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.text import packing
+
 
 PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -46,12 +48,6 @@ def read_examples(input_file):
     return examples
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Cuts the longer list first until both fit (the original rule), in place."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
 def convert_examples(examples, tokenizer, max_seq_length):
     """Tokens `[CLS] a [SEP] (b [SEP])` per example and the padded int32 model inputs."""
     texts_a = tokenizer.tokenize_batch([text_a for _, text_a, _ in examples])
@@ -61,21 +57,11 @@ def convert_examples(examples, tokenizer, max_seq_length):
     arrays = {name: np.zeros((len(examples), max_seq_length), np.int32)
               for name in ("input_ids", "input_mask", "segment_ids")}
     for row, tokens_a in enumerate(texts_a):
-        tokens_b = texts_b.get(row)
-        if tokens_b is None:
-            tokens_a = tokens_a[:max_seq_length - 2]
-            segments = [tokens_a]
-        else:
-            truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-            segments = [tokens_a, tokens_b]
-        tokens, segment_ids = ["[CLS]"], [0]
-        for index, part in enumerate(segments):
-            tokens += part + ["[SEP]"]
-            segment_ids += [index] * (len(part) + 1)
-        length = len(tokens)
-        arrays["input_ids"][row, :length] = tokenizer.convert_tokens_to_ids(tokens)
-        arrays["input_mask"][row, :length] = 1
-        arrays["segment_ids"][row, :length] = segment_ids
+        tokens, packed = packing.pack_tokens(
+            packing.truncate_segments(tokens_a, texts_b.get(row), max_seq_length),
+            tokenizer.convert_tokens_to_ids, max_seq_length)
+        for array, values in zip(arrays.values(), packed):
+            array[row] = values
         all_tokens.append(tokens)
     return all_tokens, arrays
 

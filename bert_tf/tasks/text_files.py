@@ -1,19 +1,19 @@
 """Reading labelled text files for classification: TSV rows, CSV/JSONL with named columns.
 
-`iter_text_lines` is how every task reads a text file: UTF-8 (a byte-order mark is
-dropped), and a line that is not UTF-8 or holds a NUL byte (a binary file) is an error
-naming file, line and byte. `read_tsv` yields (line number, fields) and rejects a row
+Every file is read through `bert_tf.fileio.iter_text_lines` (UTF-8; a line that is not,
+or a binary file, is an error naming file, line and byte). `read_tsv` yields (line number, fields) and rejects a row
 whose column count differs from the first row's, naming file and line. `GenericProcessor` reads your own
 `train` / `dev` / `test` files (`.tsv`, `.csv`, `.jsonl`) with named text, optional
 text-pair, optional id and label columns.
 """
 
-import codecs
 import csv
 import dataclasses
 import json
 import os
 from typing import Optional, Sequence
+
+from bert_tf import fileio
 
 DATA_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
 
@@ -43,37 +43,6 @@ def require_file(path: str, split: str, task_name: str) -> str:
     return path
 
 
-def write_text_atomic(path: str, text: str) -> None:
-    """Writes `text` to a temporary name beside `path`, then renames it."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as file:
-        file.write(text)
-    os.replace(temporary, path)
-
-
-def iter_text_lines(path: str):
-    """Yields (line_number, line) of a UTF-8 text file, line ends kept.
-
-    Raises:
-      ValueError: naming file, line and byte, for a line that is not UTF-8 or holds a
-        NUL byte (what binary files hold).
-    """
-    with open(path, "rb") as file:
-        for line_number, raw in enumerate(file, start=1):
-            if line_number == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
-            nul = raw.find(b"\x00")
-            if nul >= 0:
-                raise ValueError(f"{path}:{line_number}: NUL byte at column {nul + 1}: not a "
-                                 "text file (expected UTF-8 text)")
-            try:
-                yield line_number, raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(
-                    f"{path}:{line_number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at "
-                    f"column {error.start + 1}); save the file as UTF-8") from None
-
-
 def read_tsv(path: str, header: bool = True):
     """Yields (line_number, fields) of the data rows of a tab-separated file.
 
@@ -81,7 +50,7 @@ def read_tsv(path: str, header: bool = True):
     lines skipped. Every row must have as many columns as the first line.
     """
     expected = None
-    for line_number, line in iter_text_lines(path):
+    for line_number, line in fileio.iter_text_lines(path):
         line = line.rstrip("\n").rstrip("\r")
         if not line.strip():
             continue
@@ -116,7 +85,7 @@ def parse_float(value: str, path: str, line_number: int, field: str) -> float:
 def _read_records(path: str):
     """Yields (line_number, dict of column -> value) from a .tsv, .csv or .jsonl file."""
     if path.endswith((".jsonl", ".json")):
-        for line_number, line in iter_text_lines(path):
+        for line_number, line in fileio.iter_text_lines(path):
             if not line.strip():
                 continue
             try:
@@ -140,7 +109,7 @@ def _read_records(path: str):
 
 
 def _read_csv_rows(path: str):
-    reader = csv.reader(line for _, line in iter_text_lines(path))
+    reader = csv.reader(line for _, line in fileio.iter_text_lines(path))
     expected = None
     for fields in reader:
         if not fields:

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf import fileio
 from bert_tf.text import wordpiece_tables as tables
 
 MAX_SAFE_RUN = 66  # 66 raw characters normalise to at most 198 (Hangul: x3)
@@ -177,9 +178,7 @@ def fast_path_patterns(do_lower_case):
     patterns = _compute_patterns(do_lower_case)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w", encoding="utf-8") as writer:
-            json.dump(dataclasses.asdict(patterns), writer)
-        os.replace(path + ".tmp", path)
+        fileio.write_text_atomic(path, json.dumps(dataclasses.asdict(patterns)))
     except OSError:
         pass  # a read-only home only costs the next process the measurement
     return patterns

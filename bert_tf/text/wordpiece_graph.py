@@ -18,11 +18,12 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.text import tokenization
+from bert_tf.text import rules
 from bert_tf.text import wordpiece_fast
+from bert_tf.text.vocab import SPECIAL_TOKENS, UNK_TOKEN, check_vocab_has_unk, load_vocab
 from bert_tf.text import wordpiece_tables as tables
 
-_MAX_BYTES_PER_WORD = 4 * tokenization.MAX_INPUT_CHARS_PER_WORD
+_MAX_BYTES_PER_WORD = 4 * rules.MAX_INPUT_CHARS_PER_WORD
 _TOO_LONG_WORD = "x" * (_MAX_BYTES_PER_WORD + 1)  # FastWordpiece maps it to [UNK]
 
 
@@ -130,19 +131,19 @@ class GraphWordpiece(tf.Module):
     def __init__(self, vocab_file, do_lower_case=True, keep_special_tokens=False,
                  name="graph_wordpiece"):
         super().__init__(name=name)
-        vocab = tokenization.load_vocab(vocab_file)
-        tokenization.check_vocab_has_unk(vocab, vocab_file)
+        vocab = load_vocab(vocab_file)
+        check_vocab_has_unk(vocab, vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self.keep_special_tokens = bool(keep_special_tokens)
-        self.unk_id = vocab[tokenization.UNK_TOKEN]
+        self.unk_id = vocab[UNK_TOKEN]
         self.vocab_size = len(vocab)
         self.tables = _GraphTables(self.do_lower_case)
         self.fast_path = wordpiece_fast.FastPath(list(vocab), self.do_lower_case)
         self.wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=list(vocab), suffix_indicator="##", max_bytes_per_word=_MAX_BYTES_PER_WORD,
-            token_out_type=tf.int64, unknown_token=tokenization.UNK_TOKEN,
+            token_out_type=tf.int64, unknown_token=UNK_TOKEN,
             no_pretokenization=True)
-        specials = [token for token in tokenization.SPECIAL_TOKENS if token in vocab]
+        specials = [token for token in SPECIAL_TOKENS if token in vocab]
         self.special_pattern = "|".join(t.replace("[", r"\[").replace("]", r"\]")
                                         for t in specials)
         self.special_table = tf.lookup.StaticHashTable(
@@ -164,7 +165,7 @@ class GraphWordpiece(tf.Module):
         """ids [N, (T)] (and char offsets) of texts [N] without special-token handling."""
         words = _words(self.tables, texts, self.do_lower_case)
         word_chars = words["word_chars"]
-        too_long = word_chars.row_lengths() > tokenization.MAX_INPUT_CHARS_PER_WORD
+        too_long = word_chars.row_lengths() > rules.MAX_INPUT_CHARS_PER_WORD
         strings = tf.where(too_long, _TOO_LONG_WORD,
                            tf.strings.unicode_encode(word_chars, "UTF-8"))  # [W]
         num_texts = tf.shape(texts, out_type=tf.int64)[0]
@@ -241,7 +242,7 @@ def _utf8_tensor(texts):
     encoded = []
     for index, text in enumerate(texts):
         try:
-            encoded.append(tokenization.convert_to_unicode(text).encode("utf-8"))
+            encoded.append(rules.convert_to_unicode(text).encode("utf-8"))
         except (ValueError, UnicodeEncodeError) as err:
             raise ValueError(f"text {index} of the batch: {err}") from None
     return tf.constant(encoded, tf.string, shape=[len(encoded)])

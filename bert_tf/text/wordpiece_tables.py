@@ -23,7 +23,8 @@ import unicodedata
 
 import numpy as np
 
-from bert_tf.text import tokenization
+from bert_tf import fileio
+from bert_tf.text import rules
 
 DROP, SPACE, ISOLATE, WORD = 0, 1, 2, 3
 CASE_OTHER, CASE_CASED, CASE_IGNORABLE = 0, 1, 2
@@ -80,24 +81,24 @@ def normalised(char, do_lower_case):
     """The original's normalisation of one character (lower, NFD, drop Mn if uncased)."""
     if not do_lower_case:
         return char
-    return tokenization.strip_accents(char.lower())
+    return rules.strip_accents(char.lower())
 
 
 def _kind(char, normalised):
     code_point = ord(char)
-    if code_point in (0, 0xFFFD) or tokenization.is_control(char):
+    if code_point in (0, 0xFFFD) or rules.is_control(char):
         return DROP
-    if tokenization.is_whitespace(char) or char.isspace():
+    if rules.is_whitespace(char) or char.isspace():
         return SPACE
     if not normalised:
         return DROP
-    if tokenization.is_chinese_char(code_point):
+    if rules.is_chinese_char(code_point):
         if len(normalised) != 1:
             raise AssertionError(f"CJK U+{code_point:04X} normalises to {normalised!r}")
         return ISOLATE
-    if len(normalised) == 1 and tokenization.is_punctuation(normalised):
+    if len(normalised) == 1 and rules.is_punctuation(normalised):
         return ISOLATE
-    if any(tokenization.is_punctuation(c) or c.isspace() for c in normalised):
+    if any(rules.is_punctuation(c) or c.isspace() for c in normalised):
         raise AssertionError(f"U+{code_point:04X} normalises to {normalised!r} with a separator")
     return WORD
 
@@ -108,7 +109,7 @@ def _is_chinese_array():
                         (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
                         (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)):
         is_chinese[first:last + 1] = True
-    assert all(tokenization.is_chinese_char(cp) == is_chinese[cp]
+    assert all(rules.is_chinese_char(cp) == is_chinese[cp]
                for cp in range(0, NUM_CODE_POINTS, 97))
     return is_chinese
 
@@ -154,11 +155,10 @@ def char_tables(do_lower_case):
     tables = build_char_tables(do_lower_case)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "wb") as writer:
+        with fileio.atomic_output(path) as temporary, open(temporary, "wb") as writer:
             np.savez(writer, info_index=tables.info.block_index, info_blocks=tables.info.blocks,
                 delta_index=tables.delta.block_index, delta_blocks=tables.delta.blocks,
                 expansions=tables.expansions)
-        os.replace(path + ".tmp", path)
     except OSError:
         pass  # a read-only home only costs the next process the build
     return tables

@@ -62,6 +62,7 @@ from tensorflow.core.framework import summary_pb2
 from bert_tf.train import distribute
 from bert_tf.train import optimization
 from bert_tf.train import steps
+from bert_tf.weights import checkpoints
 
 MIXED_PRECISION = (None, "none", "bfloat16", "float16")
 
@@ -125,7 +126,6 @@ def initialize_from_checkpoint(model, init_checkpoint):
             encoder weights (`bert/...`) are missing on one side (e.g. another
             num_hidden_layers).
     """
-    from bert_tf.weights import checkpoints  # pylint: disable=import-outside-toplevel
     report = checkpoints.load_pretrained_weights(model, init_checkpoint)
     missing = [n for n in report.newly_initialized if n.startswith("bert/")]
     extra = [n for n in report.unmatched if n.startswith("bert/")]
@@ -285,7 +285,6 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
     result.model = model
     distribute.cleanup_worker_dir(strategy, checkpoint_dir)
     if google_checkpoint_prefix and distribute.is_chief(strategy):
-        from bert_tf.weights import checkpoints  # pylint: disable=import-outside-toplevel
         checkpoints.save_google_checkpoint(model, google_checkpoint_prefix,
                                            write_config=True)
     return result

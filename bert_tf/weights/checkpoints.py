@@ -10,18 +10,21 @@ Public API:
     save_google_checkpoint(model, prefix, write_config=False)
     load_hf_weights(model, path) -> LoadReport
     load_pretrained_weights(model, path) -> LoadReport   (any of the formats)
-    from_pretrained(model_cls, path, config=None, ...)   (behind Model.from_pretrained)
+    load_config(path) -> BertConfig   (bert_config.json or a Hugging Face config.json)
+    from_pretrained(model_cls, path, config=None, ...) -> model
 """
 
 import dataclasses
+import json
 import os
 import re
-import uuid
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from safetensors import safe_open
 
+from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier)
@@ -284,7 +287,7 @@ def save_google_checkpoint(model, prefix, write_config=False):
         tensors.append(tf.transpose(value) if transposed else value)
     directory = os.path.dirname(prefix) or "."
     tf.io.gfile.makedirs(directory)
-    tmp_prefix = f"{prefix}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp_prefix = fileio.temporary_path(prefix)
     tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
                       shape_and_slices=[""] * len(names), tensors=tensors)
     data_suffix = ".data-00000-of-00001"
@@ -297,7 +300,6 @@ def save_google_checkpoint(model, prefix, write_config=False):
 
 def _read_safetensors(path):
     """Returns dict name -> numpy array (bfloat16 weights are widened to float32)."""
-    from safetensors import safe_open  # pylint: disable=import-outside-toplevel
     tensors = {}
     with safe_open(path, framework="tf") as handle:
         for name in handle.keys():
@@ -368,27 +370,42 @@ def load_pretrained_weights(model, path):
     return load_google_checkpoint(model, weights_path)
 
 
-def _load_config(config, kind, default_path):
+def _load_config(config, default_path):
     if config is not None and not isinstance(config, (str, os.PathLike)):
         return config
     config_path = os.fspath(config) if config is not None else default_path
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"BERT config not found: {config_path}; pass `config=`.")
-    if kind == "hf" and config is None:
-        import json  # pylint: disable=import-outside-toplevel
-        with open(config_path, encoding="utf-8") as f:
-            return BertConfig.from_dict(hf_config_to_bert_dict(json.load(f), config_path),
-                                        source=config_path)
-    return BertConfig.from_json_file(config_path)
+    return load_config(config_path)
+
+
+def load_config(path):
+    """The BertConfig of a google-research bert_config.json or a Hugging Face config.json."""
+    if os.path.basename(path) == "config.json":
+        with open(path, encoding="utf-8") as file:
+            return BertConfig.from_dict(hf_config_to_bert_dict(json.load(file), path),
+                                        source=path)
+    return BertConfig.from_json_file(path)
 
 
 def from_pretrained(model_cls, path, config=None, return_report=False, **head_kwargs):
     """Builds `model_cls` from its config and loads the weights found at `path`.
 
-    See `BertEncoder.from_pretrained` for the accepted locations.
+    Args:
+        model_cls: BertEncoder, BertPretrainer or a task model class (BertClassifier, ...).
+        path: A google-research folder (bert_config.json + bert_model.ckpt.*), a
+            TF1 checkpoint prefix (config beside it or passed as `config`), or a
+            Hugging Face folder (config.json + model.safetensors).
+        config: BertConfig, dict or path of a bert_config.json; overrides the one
+            found beside the checkpoint.
+        return_report: Also return the `LoadReport`.
+        **head_kwargs: Passed to the model class (e.g. `num_classes`).
+
+    Returns:
+        The model, or (model, report) when `return_report`.
     """
     kind, weights_path, config_path = _resolve(path)
-    encoder = BertEncoder(_load_config(config, kind, config_path))
+    encoder = BertEncoder(_load_config(config, config_path))
     model = model_cls.from_encoder(encoder, **head_kwargs)
     model.build()
     if kind == "hf":

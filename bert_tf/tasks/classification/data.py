@@ -4,8 +4,8 @@ A processor turns a data folder into `InputExample`s (guid, text_a, optional tex
 label) and knows the task's labels and metrics. `get_processor(task_name, ...)` returns
 one by name; `TASK_NAMES` lists the names. `convert_examples_to_features` tokenizes
 (`[CLS] a [SEP] b [SEP]`, pairs truncated longest-first) and
-`cache_features` writes them once as a TFRecord in the output folder (reused while the
-data, vocabulary and max_seq_length are unchanged). `classifier_dataset` reads it back.
+`write_example_features` writes them as a TFRecord (the task caches it in the output
+folder under `feature_cache_key`: reused while data, vocabulary and settings are equal). `classifier_dataset` reads it back.
 
 GLUE files are read as GLUE's download script lays them out (`train.tsv`, `dev.tsv`,
 `test.tsv`; MNLI `dev_matched.tsv` / `dev_mismatched.tsv`); a row with another column
@@ -14,13 +14,14 @@ that names the file (and line).
 """
 
 import dataclasses
-import json
 import os
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import fileio
+from bert_tf.text import packing
 from bert_tf.train import records
 from bert_tf.tasks import text_files
 from bert_tf.tasks.text_files import InputExample, check_label  # noqa: F401 (re-exported)
@@ -201,12 +202,6 @@ class InputFeatures:
     label_id: object  # int class id, float score, or 0 when unlabelled
 
 
-def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
-    """Pops tokens off the longer list (ties: the second) until both fit `max_length`."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
     """Tokenizes examples into `[CLS] a [SEP] (b [SEP])` features padded to max_seq_length.
 
@@ -223,25 +218,13 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
     pair_indices = [i for i, example in enumerate(examples) if example.text_b is not None]
     tokens_b_all = dict(zip(pair_indices, tokenizer.tokenize_batch(
         [examples[i].text_b for i in pair_indices])))
-    cls_sep = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
     features = []
     for index, example in enumerate(examples):
-        tokens_a, tokens_b = list(tokens_a_all[index]), list(tokens_b_all.get(index, []))
-        if index in tokens_b_all:
-            truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-        else:
-            tokens_a = tokens_a[:max_seq_length - 2]
-        ids_a = tokenizer.convert_tokens_to_ids(tokens_a)
-        ids_b = tokenizer.convert_tokens_to_ids(tokens_b)
-        input_ids = [cls_sep[0]] + ids_a + [cls_sep[1]]
-        segment_ids = [0] * len(input_ids)
-        if index in tokens_b_all:
-            input_ids += ids_b + [cls_sep[1]]
-            segment_ids += [1] * (len(ids_b) + 1)
-        padding = max_seq_length - len(input_ids)
-        features.append(InputFeatures(
-            input_ids + [0] * padding, [1] * len(input_ids) + [0] * padding,
-            segment_ids + [0] * padding, _label_id(example, label_map, label_list)))
+        _, packed = packing.pack_tokens(
+            packing.truncate_segments(tokens_a_all[index], tokens_b_all.get(index),
+                                      max_seq_length),
+            tokenizer.convert_tokens_to_ids, max_seq_length)
+        features.append(InputFeatures(*packed, _label_id(example, label_map, label_list)))
     return features
 
 
@@ -272,8 +255,7 @@ def _int_feature(values):
 
 def write_features(features: Sequence[InputFeatures], path: str, is_regression: bool) -> None:
     """Writes features as tf.Examples to `path` (temporary name, then renamed)."""
-    temporary = path + ".tmp"
-    with tf.io.TFRecordWriter(temporary) as writer:
+    with fileio.atomic_output(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
         for feature in features:
             label = (tf.train.Feature(float_list=tf.train.FloatList(value=[feature.label_id]))
                      if is_regression else _int_feature([feature.label_id]))
@@ -285,37 +267,23 @@ def write_features(features: Sequence[InputFeatures], path: str, is_regression: 
                 "is_real_example": _int_feature([1]),
             }))
             writer.write(example.SerializeToString())
-    os.replace(temporary, path)
 
 
-def _file_signature(path: str) -> list:
-    stat = os.stat(path)
-    return [os.path.abspath(path), stat.st_size, int(stat.st_mtime)]
+def feature_cache_key(examples, label_list, max_seq_length, tokenizer,
+                      data_files: Sequence[str], extra_key: dict = None) -> dict:
+    """What the features of `examples` depend on: the SHA-256 of the data files and of
+    the vocabulary, lower-casing, max_seq_length, labels and the example count."""
+    return {"data_files": [fileio.file_digest(p) for p in data_files],
+            "vocab_file": fileio.file_digest(tokenizer.vocab_file),
+            "do_lower_case": tokenizer.do_lower_case, "max_seq_length": max_seq_length,
+            "labels": label_list, "num_examples": len(examples), **(extra_key or {})}
 
 
-def cache_features(examples, label_list, max_seq_length, tokenizer, record_path: str,
-                   data_files: Sequence[str], extra_key: dict = None) -> bool:
-    """Writes the features of `examples` to `record_path` unless an up-to-date copy exists.
-
-    The key (data files' size and mtime, vocabulary, lower-casing, max_seq_length, labels,
-    example count) is stored beside the record as `<record_path>.json`.
-
-    Returns:
-      True when the features were (re)written, False when the cache was reused.
-    """
-    key = {"data_files": [_file_signature(p) for p in data_files],
-           "vocab_file": _file_signature(tokenizer.vocab_file),
-           "do_lower_case": tokenizer.do_lower_case, "max_seq_length": max_seq_length,
-           "labels": label_list, "num_examples": len(examples), **(extra_key or {})}
-    key_path = record_path + ".json"
-    if os.path.exists(record_path) and os.path.exists(key_path):
-        with open(key_path, encoding="utf-8") as file:
-            if json.load(file) == json.loads(json.dumps(key)):
-                return False
+def write_example_features(examples, label_list, max_seq_length, tokenizer, path) -> int:
+    """Converts and writes the features of `examples`; returns their number."""
     features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer)
-    write_features(features, record_path, is_regression=label_list is None)
-    text_files.write_text_atomic(key_path, json.dumps(key, indent=1))
-    return True
+    write_features(features, path, is_regression=label_list is None)
+    return len(features)
 
 
 def trim_to_longest(batch: dict, sequence_keys=("input_ids", "input_mask", "segment_ids")):
@@ -348,7 +316,7 @@ def write_test_results(path: str, outputs: np.ndarray, is_regression: bool) -> N
     outputs = np.asarray(outputs)
     rows = ([f"{value:.6f}" for value in outputs.reshape(-1)] if is_regression else
             ["\t".join(f"{p:.6f}" for p in row) for row in outputs])
-    text_files.write_text_atomic(path, "".join(row + "\n" for row in rows))
+    fileio.write_text_atomic(path, "".join(row + "\n" for row in rows))
 
 
 def write_submission(path, examples, outputs, label_list) -> None:
@@ -362,4 +330,4 @@ def write_submission(path, examples, outputs, label_list) -> None:
         else:
             prediction = label_list[int(np.argmax(output))]
         lines.append(f"{index}\t{prediction}\n")
-    text_files.write_text_atomic(path, "".join(lines))
+    fileio.write_text_atomic(path, "".join(lines))

@@ -11,6 +11,7 @@ GLUE-submission file (e.g. `MRPC.tsv`).
 """
 
 import dataclasses
+import functools
 import os
 from typing import Optional
 
@@ -19,6 +20,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
+from bert_tf.models import BertClassifier
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks import base
 from bert_tf.tasks.classification import metrics
@@ -78,11 +81,14 @@ def _cached_record(options, processor, split, label_list, tokenizer):
         raise ValueError(f"task {processor.name}: no examples in "
                          f"{processor.data_files(options.data_dir, split)[0]}")
     path = os.path.join(options.output_dir, f"{split}.tf_record")
-    rewritten = classification_data.cache_features(
-        examples, label_list, options.max_seq_length, tokenizer, path,
+    key = classification_data.feature_cache_key(
+        examples, label_list, options.max_seq_length, tokenizer,
         processor.data_files(options.data_dir, split), {"task": processor.name})
+    _, reused = base.cached_features(path, key, functools.partial(
+        classification_data.write_example_features, examples, label_list,
+        options.max_seq_length, tokenizer))
     logging.info("%s: %d examples, features %s %s", split, len(examples),
-                 "written to" if rewritten else "reused from", path)
+                 "reused from" if reused else "written to", path)
     return examples, path
 
 
@@ -153,7 +159,6 @@ def run(options: ClassifierOptions) -> dict:
     tokenizer = base.make_tokenizer(options)
 
     def make_head_model(encoder):
-        from bert_tf.models import BertClassifier  # pylint: disable=import-outside-toplevel
         return BertClassifier(encoder, 1 if is_regression else len(label_list),
                               dropout_rate=options.dropout_rate,
                               head_initializer=options.head_initializer)
@@ -163,7 +168,7 @@ def run(options: ClassifierOptions) -> dict:
     results = {}
     if options.do_train:
         if label_list is not None:
-            classification_data.text_files.write_text_atomic(
+            fileio.write_text_atomic(
                 os.path.join(options.output_dir, LABEL_LIST_FILE),
                 "".join(label + "\n" for label in label_list))
         examples, path = _cached_record(options, processor, "train", label_list, tokenizer)

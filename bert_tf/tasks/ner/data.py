@@ -21,7 +21,8 @@ from typing import Optional, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf.tasks import text_files
+from bert_tf import fileio
+from bert_tf.text import packing
 
 DOCSTART = "-DOCSTART-"
 
@@ -59,7 +60,7 @@ def read_tagged_file(path: str, tag_column: int = -1, word_column: int = 0,
                                       list(lines)))
         words.clear(), tags.clear(), lines.clear()
 
-    for line_number, line in text_files.iter_text_lines(path):
+    for line_number, line in fileio.iter_text_lines(path):
         fields = line.split()
         if not fields or fields[0] == DOCSTART:
             close_sentence()
@@ -134,7 +135,7 @@ def build_label_list(sentences: Sequence[Sentence]) -> list:
 
 def write_label_list(path: str, labels: Sequence[str]) -> None:
     """One label per line (temporary name, then renamed)."""
-    text_files.write_text_atomic(path, "".join(label + "\n" for label in labels))
+    fileio.write_text_atomic(path, "".join(label + "\n" for label in labels))
 
 
 def read_label_list(path: str) -> list:
@@ -225,7 +226,7 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
         windows, owner = plan_windows([len(p) for p in pieces], max_tokens,
                                       max(1, doc_stride))
         for window_index, (first, end) in enumerate(windows):
-            ids, labels, weights, word_ids = [cls_id], [0], [0], [-1]
+            ids, labels, weights, word_ids = [], [], [], []
             for word in range(first, end):
                 scored = owner[word] == window_index
                 ids.extend(tokenizer.convert_tokens_to_ids(pieces[word]))
@@ -238,8 +239,11 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
                 labels.extend([label] + [0] * (len(pieces[word]) - 1))
                 weights.extend([weight] + [0] * (len(pieces[word]) - 1))
                 word_ids.extend([word if scored else -1] + [-1] * (len(pieces[word]) - 1))
-            ids.append(sep_id)
-            rows.append((sentence_index, ids, labels + [0], weights + [0], word_ids + [-1]))
+            rows.append((sentence_index,
+                         *packing.pack_segments([ids], cls_id, sep_id, max_seq_length),
+                         packing.pack_values([labels], max_seq_length),
+                         packing.pack_values([weights], max_seq_length),
+                         packing.pack_values([word_ids], max_seq_length, fill=-1)))
     if unknown:
         source, line, tag = unknown[0]
         logging.warning("%d gold tags are not in the label list %s (first: %r at %s:%d); "
@@ -249,21 +253,10 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
 
 
 def _pack(rows, max_seq_length, unknown) -> NerFeatures:
-    count = len(rows)
-    arrays = {name: np.zeros((count, max_seq_length), np.int32) for name in
-              ("input_ids", "input_mask", "label_ids", "label_weights")}
-    word_ids = np.full((count, max_seq_length), -1, np.int32)
-    for row, (_, ids, labels, weights, words) in enumerate(rows):
-        length = len(ids)
-        arrays["input_ids"][row, :length] = ids
-        arrays["input_mask"][row, :length] = 1
-        arrays["label_ids"][row, :length] = labels
-        arrays["label_weights"][row, :length] = weights
-        word_ids[row, :length] = words
-    return NerFeatures(arrays["input_ids"], arrays["input_mask"],
-                       np.zeros((count, max_seq_length), np.int32), arrays["label_ids"],
-                       arrays["label_weights"], word_ids,
-                       np.array([row[0] for row in rows], np.int32), unknown)
+    """NerFeatures of rows (sentence index, then the six packed lists of a window)."""
+    columns = [np.array([row[index] for row in rows], np.int32).reshape(-1, max_seq_length)
+               for index in range(1, 7)]
+    return NerFeatures(*columns, np.array([row[0] for row in rows], np.int32), unknown)
 
 
 def decode_predictions(features: NerFeatures, predicted_ids: np.ndarray,

@@ -22,7 +22,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.tasks import text_files
+from bert_tf import fileio
+from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks import base
@@ -126,7 +127,7 @@ def _label_list(options):
 
 def _evaluate(sentences, predicted, path, scheme):
     text = ner_data.format_predictions(sentences, predicted, scheme)
-    text_files.write_text_atomic(path, text)
+    fileio.write_text_atomic(path, text)
     counts = conlleval.evaluate_lines(text.splitlines())
     logging.info("conlleval on %s:\n%s", path, conlleval.format_report(counts))
     score = counts.overall()
@@ -165,7 +166,7 @@ def _predict_split(options, holder, split, label_list, tokenizer, batch_size):
     name = "eval" if split == "eval" else "test"
     output = os.path.join(options.output_dir, f"{name}_predictions.txt")
     if not has_tags:
-        text_files.write_text_atomic(output, ner_data.format_predictions(sentences, predicted))
+        fileio.write_text_atomic(output, ner_data.format_predictions(sentences, predicted))
         logging.info("Wrote %s (%d sentences)", output, len(sentences))
         return {}
     scores = _evaluate(sentences, predicted, output, ner_data.detect_scheme(sentences))
@@ -184,7 +185,6 @@ def run(options: NerOptions) -> dict:
     label_list, train_sentences = _label_list(options)
 
     def make_head_model(encoder):
-        from bert_tf.models import BertTokenClassifier  # pylint: disable=import-outside-toplevel
         return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate,
                                    head_initializer=options.head_initializer)
 

@@ -29,6 +29,8 @@ import logging
 import time
 from typing import Optional
 
+from bert_tf.text import packing
+
 logger = logging.getLogger(__name__)
 
 FIRST_UNIQUE_ID = 1000000000
@@ -329,24 +331,19 @@ def _answer_sub_token_span(example, tokenizer, orig_to_tok_index, all_doc_tokens
                                 example.orig_answer_text)
 
 
-def _window_tokens(query_tokens, doc_spans, doc_span_index, tok_to_orig_index,
-                   all_doc_tokens):
-    """tokens, segment_ids, token_to_orig_map, token_is_max_context of one window."""
+def _window_context(doc_spans, doc_span_index, tok_to_orig_index, num_query_tokens):
+    """token_to_orig_map, token_is_max_context of one window's context tokens, keyed by
+    their position in `[CLS] question [SEP] context [SEP]`."""
     doc_span = doc_spans[doc_span_index]
-    tokens = ["[CLS]"] + list(query_tokens) + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
+    doc_offset = num_query_tokens + 2
     token_to_orig_map = {}
     token_is_max_context = {}
     for i in range(doc_span.length):
         split_token_index = doc_span.start + i
-        token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-        token_is_max_context[len(tokens)] = _check_is_max_context(
+        token_to_orig_map[doc_offset + i] = tok_to_orig_index[split_token_index]
+        token_is_max_context[doc_offset + i] = _check_is_max_context(
             doc_spans, doc_span_index, split_token_index)
-        tokens.append(all_doc_tokens[split_token_index])
-        segment_ids.append(1)
-    tokens.append("[SEP]")
-    segment_ids.append(1)
-    return tokens, segment_ids, token_to_orig_map, token_is_max_context
+    return token_to_orig_map, token_is_max_context
 
 
 def _window_positions(doc_span, answer_span, num_query_tokens):
@@ -405,12 +402,11 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
         doc_spans = make_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
         for doc_span_index, doc_span in enumerate(doc_spans):
-            tokens, segment_ids, token_to_orig_map, token_is_max_context = (
-                _window_tokens(query_tokens, doc_spans, doc_span_index,
-                               tok_to_orig_index, all_doc_tokens))
-            input_ids = list(tokenizer.convert_tokens_to_ids(tokens))
-            input_mask = [1] * len(input_ids)
-            padding = max_seq_length - len(input_ids)
+            window = all_doc_tokens[doc_span.start:doc_span.start + doc_span.length]
+            tokens, (input_ids, input_mask, segment_ids) = packing.pack_tokens(
+                [query_tokens, window], tokenizer.convert_tokens_to_ids, max_seq_length)
+            token_to_orig_map, token_is_max_context = _window_context(
+                doc_spans, doc_span_index, tok_to_orig_index, len(query_tokens))
             start_position = end_position = None
             if is_training:
                 start_position, end_position = _window_positions(
@@ -420,8 +416,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 doc_span_index=doc_span_index, tokens=tokens,
                 token_to_orig_map=token_to_orig_map,
                 token_is_max_context=token_is_max_context,
-                input_ids=input_ids + [0] * padding, input_mask=input_mask + [0] * padding,
-                segment_ids=segment_ids + [0] * padding, start_position=start_position,
+                input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
+                start_position=start_position,
                 end_position=end_position, is_impossible=example.is_impossible))
     return features
 

@@ -20,10 +20,12 @@ here they are left out of every split alike, with a note on stderr.
 import argparse
 import collections
 import json
-import os
 import re
 import string
 import sys
+
+from bert_tf import fileio
+from bert_tf.tasks.squad import data as squad_data
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
@@ -208,7 +210,6 @@ def _check_mapping(obj, path, what, value_types):
 
 def _check_dataset(data_json, path):
     """Rejects a data file that is not SQuAD-shaped, naming the bad element."""
-    from bert_tf.tasks.squad import data as squad_data  # pylint: disable=import-outside-toplevel
     data = squad_data.require_field(data_json, "data", list, path, "top level")
     for i, article in enumerate(data):
         paragraphs = squad_data.require_field(article, "paragraphs", list, path, f"data[{i}]")
@@ -289,10 +290,7 @@ def main(argv=None):
     except ValueError as error:  # a data file that is not SQuAD-shaped, named by field
         raise SystemExit(f"squad_eval: error: {error}") from None
     if args.out_file:
-        temporary = f"{args.out_file}.tmp-{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as writer:
-            json.dump(result, writer)
-        os.replace(temporary, args.out_file)
+        fileio.write_text_atomic(args.out_file, json.dumps(result))
     else:
         print(format_result(version, result))
     return result

@@ -25,6 +25,7 @@ import os
 
 import numpy as np
 
+from bert_tf import fileio
 from bert_tf.text import tokenization
 
 logger = logging.getLogger(__name__)
@@ -273,10 +274,7 @@ def _null_decision(nbest, score_null, null_score_diff_threshold):
 
 def write_json_atomic(obj, output_file, indent=4):
     """Writes JSON plus a newline to a temporary name, then renames it."""
-    tmp_file = f"{output_file}.tmp-{os.getpid()}"
-    with open(tmp_file, "w", encoding="utf-8") as writer:
-        writer.write(json.dumps(obj, indent=indent) + "\n")
-    os.replace(tmp_file, output_file)
+    fileio.write_text_atomic(output_file, json.dumps(obj, indent=indent) + "\n")
 
 
 def write_predictions(all_examples, all_features, all_results, output_dir,

@@ -30,6 +30,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
+from bert_tf.models import BertSpanLabeler
 from bert_tf.train import records
 from bert_tf.train import loop
 from bert_tf.tasks import base
@@ -115,8 +117,7 @@ def write_train_record(features, path):
     def int_feature(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with tf.io.TFRecordWriter(temporary) as writer:
+    with fileio.atomic_output(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
         for feature in features:
             example = tf.train.Example(features=tf.train.Features(feature={
                 "unique_ids": int_feature([feature.unique_id]),
@@ -128,12 +129,6 @@ def write_train_record(features, path):
                 "is_impossible": int_feature([int(feature.is_impossible)]),
             }))
             writer.write(example.SerializeToString())
-    os.replace(temporary, path)
-
-
-def _file_signature(path):
-    stat = os.stat(path)
-    return [os.path.abspath(path), stat.st_size, int(stat.st_mtime)]
 
 
 def prepare_train_record(options, tokenizer):
@@ -150,40 +145,34 @@ def prepare_train_record(options, tokenizer):
         raise ValueError(f"train_file {options.train_file}: no usable training question")
     random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
     path = os.path.join(options.output_dir, TRAIN_RECORD)
-    key = {"train_file": _file_signature(options.train_file),
-           "vocab_file": _file_signature(options.vocab_file),
+    key = {"train_file": fileio.file_digest(options.train_file),
+           "vocab_file": fileio.file_digest(options.vocab_file),
            "do_lower_case": options.do_lower_case, "max_seq_length": options.max_seq_length,
            "doc_stride": options.doc_stride, "max_query_length": options.max_query_length,
            "version_2_with_negative": options.version_2_with_negative,
            "num_examples": len(examples)}
-    key_path = path + ".json"
-    if os.path.exists(path) and os.path.exists(key_path):
-        with open(key_path, encoding="utf-8") as reader:
-            cached = json.load(reader)
-        num_features = cached.pop("num_features", None)
-        if cached == key and num_features:
-            logging.info("Reusing %s (%d examples, %d features)", path, len(examples),
-                         num_features)
-            return num_features, path
     started = time.time()
-    features = squad_data.convert_examples_to_features(
-        examples, tokenizer, options.max_seq_length, options.doc_stride,
-        options.max_query_length, is_training=True)
-    write_train_record(features, path)
-    squad_postprocess.write_json_atomic(dict(key, num_features=len(features)), key_path,
-                                        indent=1)
+
+    def write_fn(record_path):
+        features = squad_data.convert_examples_to_features(
+            examples, tokenizer, options.max_seq_length, options.doc_stride,
+            options.max_query_length, is_training=True)
+        write_train_record(features, record_path)
+        return len(features)
+
+    num_features, reused = base.cached_features(path, key, write_fn)
     logging.info("train_file: %d questions, %d used (%d skipped: answer not at "
                  "answer_start; %d with several answers used the first); %d features "
-                 "in %.1f s -> %s", stats["questions"], len(examples),
+                 "%s in %.1f s -> %s", stats["questions"], len(examples),
                  stats["skipped_answer_not_found"], stats["first_of_several_answers"],
-                 len(features), time.time() - started, path)
-    return len(features), path
+                 num_features, "reused" if reused else "written", time.time() - started,
+                 path)
+    return num_features, path
 
 
 def head_model_builder(options):
     """`encoder -> BertSpanLabeler` with the options' head initializer."""
     def make_head_model(encoder):
-        from bert_tf.models import BertSpanLabeler  # pylint: disable=import-outside-toplevel
         return BertSpanLabeler(encoder, head_initializer=options.head_initializer)
     return make_head_model
 
@@ -322,11 +311,8 @@ def run(options: SquadOptions) -> dict:
         model, global_step = train(options, strategy, tokenizer)
     if options.do_predict:
         model, evaluation = predict(options, strategy, tokenizer, model, global_step)
-    if options.export_dir and model is not None:
-        from bert_tf.serving import export  # pylint: disable=import-outside-toplevel
-        path = export.export_span_labeler(
-            model, options.vocab_file, options.do_lower_case, options.max_seq_length,
-            options.export_dir, max_query_length=options.max_query_length,
-            max_answer_length=options.max_answer_length)
-        logging.info("Exported the SavedModel to %s", path)
+    if model is not None:
+        base.export_model(options, model, "span_labeler",
+                          max_query_length=options.max_query_length,
+                          max_answer_length=options.max_answer_length)
     return evaluation

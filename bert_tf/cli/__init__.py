@@ -1,0 +1,1 @@
+"""The command-line tools: absl flags and `main` of every runner (thin root scripts call them)."""

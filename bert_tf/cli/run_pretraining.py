@@ -1,0 +1,110 @@
+"""Pre-trains BERT (masked LM + next-sentence prediction) on TFRecords.
+
+Flags are those of google-research/bert's run_pretraining.py, plus
+`distribution_strategy`, `num_gpus`, `optimizer`, `weight_decay_rate`,
+`gradient_accumulation_steps`, `mixed_precision`, `use_xla`, `keep_checkpoint_max`,
+`input_compression`. `--use_tpu` means `--distribution_strategy=tpu`.
+
+`output_dir` receives training checkpoints (`ckpt-<step>.*`, resumed from on restart),
+TensorBoard summaries (`train/`), the final model in the google-research layout
+(`bert_model.ckpt.*` + `bert_config.json`, a valid `--init_checkpoint` for fine-tuning)
+and, with `--do_eval`, `eval_results.txt`.
+"""
+
+import dataclasses
+import sys
+
+from absl import app, flags, logging
+
+from bert_tf.cli import common
+from bert_tf.configs import BertConfig
+from bert_tf.tasks import pretraining
+from bert_tf.train import distribute, optimization, records
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
+flags.DEFINE_string("input_file", None,
+                    "Input TFRecord files (comma-separated globs; gzip or not).")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Initial weights (google-research checkpoint prefix or folder, or a "
+                    "Hugging Face folder); used only when output_dir has no checkpoint.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
+flags.DEFINE_bool("do_train", False, "Train.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on input_file.")
+flags.DEFINE_integer("train_batch_size", 32, "Global batch per optimizer step.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global eval batch.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warm-up steps.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per compiled loop call.")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum eval batches.")
+flags.DEFINE_bool("use_tpu", False, "Same as --distribution_strategy=tpu.")
+flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
+flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.")
+flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.")
+flags.DEFINE_string("master", None, "Unused (TF1 TPU master); kept for old commands.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Unused: TPUStrategy finds the cores itself.")
+flags.DEFINE_enum("distribution_strategy", "one_device", list(distribute.STRATEGIES),
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("num_gpus", 0, "GPUs for one_device / mirrored.")
+flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZER_TYPES), "Optimizer.")
+flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
+flags.DEFINE_enum("lr_schedule", "linear", list(optimization.LR_SCHEDULES),
+                  "linear: warm-up, then linear decay from the peak to 0 (as Hugging Face "
+                  "transformers); google_research: the original's linear decay over all "
+                  "steps, which the warm-up overrides (rate after warm-up: "
+                  "peak * (1 - num_warmup_steps / num_train_steps)).")
+flags.DEFINE_bool("adam_bias_correction", True,
+                  "AdamW: bias-corrected moments with epsilon added after the correction "
+                  "(as torch). false: the original AdamWeightDecayOptimizer, which has no "
+                  "bias correction.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                     "Split each replica's batch into this many micro-batches.")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16", "float16"],
+                  "Mixed precision (float16 uses dynamic loss scaling).")
+flags.DEFINE_bool("use_xla", False, "XLA-compile the forward and backward pass.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Training checkpoints kept.")
+flags.DEFINE_enum("input_compression", "auto", list(records.COMPRESSION_TYPES),
+                  "TFRecord compression (auto detects gzip).")
+flags.DEFINE_integer("seed", None, "Seed for shuffling and initialisation.")
+
+
+def options_from_flags():
+    """PretrainingOptions from the absl flags."""
+    for name in ("bert_config_file", "input_file", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise app.UsageError(f"--{name} is required")
+    fields = {f.name for f in dataclasses.fields(pretraining.PretrainingOptions)}
+    values = {name: getattr(FLAGS, name) for name in fields - {"bert_config"}}
+    values["mixed_precision"] = None if FLAGS.mixed_precision == "none" else \
+        FLAGS.mixed_precision
+    return pretraining.PretrainingOptions(
+        bert_config=BertConfig.from_json_file(FLAGS.bert_config_file), **values)
+
+
+def main(argv):
+    del argv
+    common.run_reporting_user_errors("run_pretraining", pretrain)
+
+
+def pretrain():
+    """Builds the options and the strategy from the flags, then pre-trains."""
+    options = options_from_flags()
+    strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
+    strategy = distribute.get_strategy(strategy_name, num_gpus=FLAGS.num_gpus,
+                                       tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
+                                       gcp_project=FLAGS.gcp_project)
+    logging.info("Strategy %s with %d replica(s)", type(strategy).__name__,
+                 strategy.num_replicas_in_sync)
+    pretraining.run_pretraining(options, strategy)
+
+
+def run_main():
+    common.run_command(main, sys.modules[__name__])
+
+
+if __name__ == "__main__":
+    run_main()

@@ -1,0 +1,97 @@
+"""Files, once: atomic writes and reading UTF-8 text with errors that name file and line.
+
+Every output of bert_tf is written under a temporary name beside its final path
+(`<path>.tmp-<pid>`) and renamed onto it only when complete, so a killed or failed run
+never leaves a finished-looking file; the temporary file of a failed write is removed.
+Paths may be local or any filesystem TensorFlow reads (`gs://...`).
+"""
+
+import codecs
+import contextlib
+import hashlib
+import importlib
+import os
+
+TEMPORARY_MARKER = ".tmp-"
+
+
+def temporary_path(path: str) -> str:
+    """The temporary name `path` is written under: `<path>.tmp-<pid>`."""
+    return f"{path}{TEMPORARY_MARKER}{os.getpid()}"
+
+
+@contextlib.contextmanager
+def atomic_output(path: str):
+    """Yields a temporary path to write; renamed onto `path` if the block succeeds.
+
+    On an exception the temporary file is removed and the exception propagates; an
+    existing file at `path` stays as it was.
+    """
+    temporary = temporary_path(path)
+    gfile = _gfile(path)
+    try:
+        yield temporary
+        if gfile:
+            gfile.rename(temporary, path, overwrite=True)
+        else:
+            os.replace(temporary, path)
+    except BaseException:
+        if gfile and gfile.exists(temporary):
+            gfile.remove(temporary)
+        elif not gfile and os.path.lexists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Writes `text` (UTF-8) to `path` through a temporary file."""
+    with atomic_output(path) as temporary:
+        gfile = _gfile(path)
+        with (gfile.GFile(temporary, "w") if gfile else
+              open(temporary, "w", encoding="utf-8")) as file:
+            file.write(text)
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's content: what caches are keyed by (never size or mtime)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _gfile(path: str):
+    """`tf.io.gfile` for a remote path (`gs://...`), None for a local one.
+
+    TensorFlow is loaded only for remote paths, so that the tools that need no model
+    (the SQuAD evaluator, conlleval, config files) start without it.
+    """
+    if "://" not in path:
+        return None
+    return importlib.import_module("tensorflow").io.gfile
+
+
+def iter_text_lines(path: str):
+    """Yields (line_number, line) of a UTF-8 text file, line ends kept.
+
+    A UTF-8 byte-order mark on the first line is dropped.
+
+    Raises:
+      ValueError: naming file, line and byte, for a line that is not UTF-8 or holds a
+        NUL byte (what binary files hold).
+    """
+    with open(path, "rb") as file:
+        for line_number, raw in enumerate(file, start=1):
+            if line_number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            nul = raw.find(b"\x00")
+            if nul >= 0:
+                raise ValueError(f"{path}:{line_number}: NUL byte at column {nul + 1}: not a "
+                                 "text file (expected UTF-8 text)")
+            try:
+                yield line_number, raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path}:{line_number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at "
+                    f"column {error.start + 1}); save the file as UTF-8") from None

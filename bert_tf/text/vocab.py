@@ -1,0 +1,81 @@
+"""WordPiece vocab files: loading (one token per line), the special tokens, and the
+check that a vocab belongs to a model's embedding table."""
+
+import collections
+import os
+
+from absl import logging
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+UNK_TOKEN = "[UNK]"
+
+
+def load_vocab(vocab_file):
+    """Loads a vocab file (one token per line) into an OrderedDict token -> id.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the file is empty, not UTF-8, or lists a token twice (the message names
+            the file and the lines).
+    """
+    vocab_file = os.fspath(vocab_file)
+    if not os.path.isfile(vocab_file):
+        raise FileNotFoundError(f"vocab file not found: {vocab_file}")
+    with open(vocab_file, "rb") as reader:
+        raw_lines = reader.read().split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the newline that ends the last line
+    vocab = collections.OrderedDict()
+    for line_number, raw in enumerate(raw_lines, start=1):
+        try:
+            token = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"{vocab_file}:{line_number}: vocab line is not valid UTF-8: "
+                             f"{raw[:40]!r}") from None
+        if token in vocab:
+            raise ValueError(
+                f"{vocab_file}:{line_number}: duplicate vocab entry {token!r}, first seen on line "
+                f"{vocab[token] + 1}; every token must appear once")
+        vocab[token] = len(vocab)
+    if not vocab:
+        raise ValueError(f"vocab file is empty: {vocab_file}; expected one token per line")
+    return vocab
+
+
+def check_vocab_matches(num_tokens, vocab_file, vocab_size, config_source="the config"):
+    """Refuses a vocab that cannot belong to a model with `vocab_size` embedding rows.
+
+    More tokens than rows would index past the table; fewer than half the rows means a
+    vocab of another model (a few spare rows, as padded tables have, only warn).
+
+    Raises:
+      ValueError: naming both files and both sizes.
+    """
+    if num_tokens > vocab_size or num_tokens < vocab_size // 2:
+        raise ValueError(f"vocab_file {vocab_file} has {num_tokens} tokens but "
+                         f"{config_source} has vocab_size {vocab_size}: the vocab and the "
+                         "model come from different checkpoints; pass the vocab.txt that "
+                         "was released with the checkpoint")
+    if num_tokens < vocab_size:
+        logging.warning("vocab_file %s has %d tokens, %s has vocab_size %d (spare "
+                        "embedding rows)", vocab_file, num_tokens, config_source, vocab_size)
+
+
+def check_vocab_has_unk(vocab, vocab_file):
+    """Raises ValueError naming `vocab_file` when `vocab` lacks `[UNK]`."""
+    if UNK_TOKEN not in vocab:
+        raise ValueError(f"vocab file {vocab_file} has no {UNK_TOKEN} token; a WordPiece vocab "
+                         f"needs one for words it cannot split")
+
+
+def convert_by_vocab(vocab, items):
+    """Maps each item through `vocab` (a dict); raises KeyError naming the missing item."""
+    output = []
+    for item in items:
+        try:
+            output.append(vocab[item])
+        except KeyError:
+            raise KeyError(f"{item!r} is not in the vocabulary") from None
+    return output
