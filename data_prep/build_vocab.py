@@ -166,14 +166,9 @@ def run(flag_values):
         raise app.UsageError(str(error)) from error
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 def run_main():
     define_flags()
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
 
 
 if __name__ == "__main__":

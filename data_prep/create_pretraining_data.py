@@ -99,14 +99,9 @@ def run(flag_values):
     return pretraining_pipeline.create_pretraining_data(tokenizer, options, config)
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 def run_main():
     define_flags()
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ than making the instance. The wire format is simple, so the bytes are written di
     FloatList { repeated float value = 1 [packed]; }  # little-endian float32
 
 The features are those of google-research/bert's create_pretraining_data.py, and the
-records parse with its feature spec (`pretraining_feature_spec`). No TensorFlow import
-here, so worker processes stay small.
+records parse with its feature spec (`bert_tf.train.records.pretraining_features`). No
+TensorFlow import here, so worker processes stay small.
 """
 
 from typing import Dict, List, Sequence, Tuple
@@ -135,17 +135,3 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
     columns.append([fixed[i:i + fixed_width] for i in range(0, num_rows * fixed_width, fixed_width)])
     bodies = list(map(b"".join, zip(*columns)))
     return [b"\x0a" + _varint(len(body)) + body for body in bodies]
-
-
-def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int):
-    """The original run_pretraining.py parse spec (imports TensorFlow)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    return {
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }

@@ -1,6 +1,5 @@
 """create_pretraining_data: the original algorithm, record layout, statistics, scale."""
 
-import collections
 import json
 import os
 import random
@@ -12,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.text import tokenization
-from data_prep import example_encoding
+from bert_tf.train import records
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_pipeline as pp
 from data_prep import record_writing
@@ -142,7 +141,7 @@ def run_tool(tmp_path, vocab_file, corpus, name="out.tfrecord", workers=1, seed=
 
 
 def read_records(paths, gzip=False, seq=SEQ, pred=PRED):
-    spec = example_encoding.pretraining_feature_spec(seq, pred)
+    spec = records.pretraining_features(seq, pred)
     dataset = tf.data.TFRecordDataset(paths, compression_type="GZIP" if gzip else "")
     batch = next(iter(dataset.map(lambda r: tf.io.parse_single_example(r, spec)).batch(100000)))
     return {k: v.numpy() for k, v in batch.items()}

@@ -109,23 +109,44 @@ def run_reporting_user_errors(program, run_fn, *args):
     """Runs `run_fn(*args)`; a user error ends the process with one line naming it."""
     try:
         return run_fn(*args)
-    except USER_ERRORS as error:
+    except (app.UsageError,) + USER_ERRORS as error:
         if flags.FLAGS.verbose:
             raise
         sys.exit(f"{program}: error: {error}")
 
 
-def run_command(main, module):
-    """`app.run(main)`, with `--help` showing `module`'s docstring and its own flags.
+def run_command(module, run_fn, required=()):
+    """Runs a command: parses the flags, checks them, calls `run_fn()`.
 
-    absl's `--help` lists the flags of the `__main__` module only; behind a console
-    script (`bert-run-squad`), `__main__` is a generated wrapper, so the command's flags
-    are registered under that name too and its docstring becomes the usage text.
+    `--help` shows `module`'s docstring and its own flags (absl lists the flags of the
+    `__main__` module only, and behind a console script such as `bert-run-squad`
+    `__main__` is a generated wrapper). An unexpected argument, a missing `required`
+    flag or a user error in `run_fn` ends the process with one line.
+
+    Args:
+      module: the command's module (`sys.modules[__name__]`).
+      run_fn: does the work, reading the parsed flags.
+      required: names of flags that must be set.
     """
+    program = module.__name__.rsplit(".", 1)[-1]
     main_module = sys.modules["__main__"]
     if main_module is not module:
         main_module.__doc__ = module.__doc__
     for module_name in (module.__name__, __name__):
         for flag in flags.FLAGS.get_flags_for_module(module_name):
             flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
+
+    def check_and_run():
+        missing = [name for name in required if getattr(flags.FLAGS, name) in (None, "")]
+        if missing:
+            raise app.UsageError(", ".join(f"--{name}" for name in missing) +
+                                 (" is" if len(missing) == 1 else " are") + " required")
+        return run_fn()
+
+    def main(argv):
+        if len(argv) > 1:
+            sys.exit(f"{program}: error: unexpected arguments {argv[1:]}; flags are "
+                     "written --name=value")
+        run_reporting_user_errors(program, check_and_run)
+
     app.run(main)

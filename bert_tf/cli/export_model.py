@@ -16,7 +16,7 @@ numeric version folder; an existing SavedModel is replaced only with `--overwrit
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf.cli import common
 
@@ -47,8 +47,8 @@ flags.DEFINE_bool("versioned", False, "Write export_dir/<next version number>.")
 
 
 def export():
-    """Exports the flags' checkpoint; returns the SavedModel path."""
-    return export_checkpoint.export_from_checkpoint(
+    """Exports the flags' checkpoint and prints the SavedModel path."""
+    path = export_checkpoint.export_from_checkpoint(
         FLAGS.model_type, FLAGS.init_checkpoint, FLAGS.export_dir,
         bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
@@ -57,19 +57,11 @@ def export():
         max_query_length=FLAGS.max_query_length,
         max_answer_length=FLAGS.max_answer_length, overwrite=FLAGS.overwrite,
         versioned=FLAGS.versioned)
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    for name in ("model_type", "init_checkpoint", "export_dir"):
-        if not getattr(FLAGS, name):
-            raise app.UsageError(f"--{name} is required")
-    print(common.run_reporting_user_errors("export_model", export))
+    print(path)
 
 
 def run_main():
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], export, required=('model_type', 'init_checkpoint', 'export_dir'))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ are then found in it), a checkpoint prefix or a Hugging Face folder.
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf.cli import common
 
@@ -48,15 +48,6 @@ def _in_folder(folder, name):
     return path if path and os.path.isfile(path) else None
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    for name in ("input_file", "output_file", "init_checkpoint"):
-        if not getattr(FLAGS, name):
-            raise app.UsageError(f"--{name} is required")
-    common.run_reporting_user_errors("extract_features", extract)
-
-
 def extract():
     """Writes the features of the flags' input file."""
     vocab_file = FLAGS.vocab_file or _in_folder(FLAGS.init_checkpoint, "vocab.txt")
@@ -71,7 +62,7 @@ def extract():
 
 
 def run_main():
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], extract, required=('input_file', 'output_file', 'init_checkpoint'))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ settings, `export_dir`, and the columns of the generic task. Example:
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf.cli import common
 
@@ -35,16 +35,13 @@ flags.DEFINE_string("xnli_language", "zh", "xnli task: language of train/dev/tes
 common.define_common_flags()
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    options = common.options_from_values(classification_task.ClassifierOptions, FLAGS)
-    common.run_reporting_user_errors("run_classifier", classification_task.run, options)
+def run():
+    """Runs the command with the parsed flags; returns the evaluation results."""
+    return classification_task.run(common.options_from_values(classification_task.ClassifierOptions, FLAGS))
 
 
 def run_main():
-    flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], run, required=('task_name', 'data_dir', 'output_dir'))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ report of the predictions.
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf.cli import common
 
@@ -35,16 +35,13 @@ flags.DEFINE_integer("doc_stride", 64, "Sub-tokens between the starts of the ove
 common.define_common_flags()
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    options = common.options_from_values(ner_task.NerOptions, FLAGS)
-    common.run_reporting_user_errors("run_ner", ner_task.run, options)
+def run():
+    """Runs the command with the parsed flags; returns the evaluation results."""
+    return ner_task.run(common.options_from_values(ner_task.NerOptions, FLAGS))
 
 
 def run_main():
-    flags.mark_flags_as_required(["output_dir"])
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], run, required=('output_dir',))
 
 
 if __name__ == "__main__":

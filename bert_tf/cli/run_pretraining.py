@@ -14,7 +14,7 @@ and, with `--do_eval`, `eval_results.txt`.
 import dataclasses
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf.cli import common
 from bert_tf.configs import BertConfig
@@ -74,20 +74,12 @@ flags.DEFINE_integer("seed", None, "Seed for shuffling and initialisation.")
 
 def options_from_flags():
     """PretrainingOptions from the absl flags."""
-    for name in ("bert_config_file", "input_file", "output_dir"):
-        if not getattr(FLAGS, name):
-            raise app.UsageError(f"--{name} is required")
     fields = {f.name for f in dataclasses.fields(pretraining.PretrainingOptions)}
     values = {name: getattr(FLAGS, name) for name in fields - {"bert_config"}}
     values["mixed_precision"] = None if FLAGS.mixed_precision == "none" else \
         FLAGS.mixed_precision
     return pretraining.PretrainingOptions(
         bert_config=BertConfig.from_json_file(FLAGS.bert_config_file), **values)
-
-
-def main(argv):
-    del argv
-    common.run_reporting_user_errors("run_pretraining", pretrain)
 
 
 def pretrain():
@@ -103,7 +95,8 @@ def pretrain():
 
 
 def run_main():
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], pretrain,
+                       required=("bert_config_file", "input_file", "output_dir"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ eval_results.json, the JSON of the official evaluate-v1.1.py / evaluate-v2.0.py.
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf.cli import common
 
@@ -51,16 +51,13 @@ common.define_common_flags(_SQUAD_DEFAULTS,
                            exclude=("do_eval", "eval_batch_size", "dropout_rate"))
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    options = common.options_from_values(squad_task.SquadOptions, FLAGS)
-    common.run_reporting_user_errors("run_squad", squad_task.run, options)
+def run():
+    """Runs the command with the parsed flags; returns the evaluation results."""
+    return squad_task.run(common.options_from_values(squad_task.SquadOptions, FLAGS))
 
 
 def run_main():
-    flags.mark_flags_as_required(["output_dir"])
-    common.run_command(main, sys.modules[__name__])
+    common.run_command(sys.modules[__name__], run, required=('output_dir',))
 
 
 if __name__ == "__main__":

@@ -40,17 +40,8 @@ def standardize_inputs(inputs):
     return input_ids, input_mask, segment_ids
 
 
-class PretrainedMixin:
-    """`from_encoder`, which `bert_tf.weights.from_pretrained` builds every model with."""
-
-    @classmethod
-    def from_encoder(cls, encoder, **head_kwargs):
-        """Builds this model around an existing encoder (used by `from_pretrained`)."""
-        return cls(encoder, **head_kwargs)
-
-
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertEncoder(PretrainedMixin, keras.Model):
+class BertEncoder(keras.Model):
     """BERT encoder (Devlin et al., 2019), post-LayerNorm Transformer.
 
     Call with a dict of int tensors `input_ids`, `input_mask`, `segment_ids`, each
@@ -109,6 +100,7 @@ class BertEncoder(PretrainedMixin, keras.Model):
 
     @classmethod
     def from_encoder(cls, encoder, **head_kwargs):
+        """The encoder itself (`from_pretrained` builds every model class this way)."""
         if head_kwargs:
             raise ValueError(f"BertEncoder takes no head arguments, got {sorted(head_kwargs)}.")
         return encoder
@@ -117,3 +109,45 @@ class BertEncoder(PretrainedMixin, keras.Model):
         config = super().get_config()
         config["config"] = self.config.to_dict()
         return config
+
+
+class EncoderHeadModel(keras.Model):
+    """A `BertEncoder` plus heads (`heads()`); serializes the encoder nested in its config.
+
+    Subclasses create their head layers in `__init__` and list them in `heads()`.
+    """
+
+    def __init__(self, encoder, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+
+    @classmethod
+    def from_encoder(cls, encoder, **head_kwargs):
+        """This model around an existing encoder (what `from_pretrained` builds with)."""
+        return cls(encoder, **head_kwargs)
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    def heads(self):
+        """The head layers, built after the encoder."""
+        raise NotImplementedError
+
+    def build(self, input_shape=None):
+        if not self.encoder.built:
+            self.encoder.build()
+        for head in self.heads():
+            head.build()
+        self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)

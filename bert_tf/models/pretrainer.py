@@ -4,11 +4,11 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.heads import ClassificationHead, MaskedLMHead
-from bert_tf.models.encoder import PretrainedMixin, standardize_inputs
+from bert_tf.models.encoder import EncoderHeadModel, standardize_inputs
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(PretrainedMixin, keras.Model):
+class BertPretrainer(EncoderHeadModel):
     """An encoder with the masked-LM and next-sentence heads of BERT pre-training.
 
     Call with the encoder's inputs plus `masked_lm_positions` int [B, P]. Returns a dict
@@ -24,8 +24,7 @@ class BertPretrainer(PretrainedMixin, keras.Model):
     """
 
     def __init__(self, encoder, **kwargs):
-        super().__init__(**kwargs)
-        self.encoder = encoder
+        super().__init__(encoder, **kwargs)
         cfg = encoder.config
         self.masked_lm = MaskedLMHead(cfg.vocab_size, cfg.hidden_size, cfg.hidden_act,
                                       cfg.initializer_range, name="predictions",
@@ -34,16 +33,8 @@ class BertPretrainer(PretrainedMixin, keras.Model):
             2, cfg.hidden_size, dropout_rate=0.0, initializer_range=cfg.initializer_range,
             name="seq_relationship", dtype=self.dtype_policy)
 
-    @property
-    def config(self):
-        return self.encoder.config
-
-    def build(self, input_shape=None):
-        if not self.encoder.built:
-            self.encoder.build()
-        self.masked_lm.build()
-        self.next_sentence.build()
-        self.built = True
+    def heads(self):
+        return [self.masked_lm, self.next_sentence]
 
     def call(self, inputs, training=None):
         if "masked_lm_positions" not in inputs:
@@ -59,17 +50,6 @@ class BertPretrainer(PretrainedMixin, keras.Model):
                                                   training=training)
         return {"masked_lm_logits": masked_lm_logits,  # [B, P, V]
                 "next_sentence_logits": next_sentence_logits}  # [B, 2]
-
-    def get_config(self):
-        config = super().get_config()
-        config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
 
 
 def pretraining_losses(features, outputs):

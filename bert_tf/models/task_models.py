@@ -3,40 +3,39 @@
 import keras
 
 from bert_tf.layers.heads import ClassificationHead, SpanHead
-from bert_tf.models.encoder import PretrainedMixin
+from bert_tf.models.encoder import EncoderHeadModel
 
 
-class _EncoderHeadModel(PretrainedMixin, keras.Model):
-    """An encoder plus one head; serializes the encoder nested in its config."""
+class _ClassifierModel(EncoderHeadModel):
+    """An encoder and a `ClassificationHead` (dropout + dense) named `head_name`."""
 
-    def __init__(self, encoder, **kwargs):
-        super().__init__(**kwargs)
-        self.encoder = encoder
+    head_name = None
 
-    @property
-    def config(self):
-        return self.encoder.config
+    def __init__(self, encoder, num_classes, dropout_rate=0.1,
+                 head_initializer="truncated_normal", **kwargs):
+        super().__init__(encoder, **kwargs)
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate
+        self.head_initializer = head_initializer
+        self.head = ClassificationHead(num_classes, encoder.config.hidden_size,
+                                       dropout_rate, encoder.config.initializer_range,
+                                       kernel_distribution=head_initializer,
+                                       name=self.head_name, dtype=self.dtype_policy)
 
-    def build(self, input_shape=None):
-        if not self.encoder.built:
-            self.encoder.build()
-        self.head.build()
-        self.built = True
+    def heads(self):
+        return [self.head]
 
     def get_config(self):
         config = super().get_config()
-        config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
+        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate,
+                      head_initializer=self.head_initializer)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(_EncoderHeadModel):
+class BertClassifier(_ClassifierModel):
     """Sentence(-pair) classifier on the pooled output: dropout + dense.
 
     Returns dict `logits` float32 [B, C]; C == 1 means regression.
@@ -50,32 +49,16 @@ class BertClassifier(_EncoderHeadModel):
             (Hugging Face transformers).
     """
 
-    def __init__(self, encoder, num_classes, dropout_rate=0.1,
-                 head_initializer="truncated_normal", **kwargs):
-        super().__init__(encoder, **kwargs)
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
-        self.num_classes = num_classes
-        self.dropout_rate = dropout_rate
-        self.head_initializer = head_initializer
-        self.head = ClassificationHead(num_classes, encoder.config.hidden_size,
-                                       dropout_rate, encoder.config.initializer_range,
-                                       kernel_distribution=head_initializer,
-                                       name="classifier", dtype=self.dtype_policy)
+    head_name = "classifier"
 
     def call(self, inputs, training=None):
         pooled = self.encoder(inputs, training=training)["pooled_output"]  # [B, H]
         return {"logits": self.head(pooled, training=training)}  # [B, C]
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate,
-                      head_initializer=self.head_initializer)
-        return config
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSpanLabeler(_EncoderHeadModel):
+class BertSpanLabeler(EncoderHeadModel):
     """Extractive QA: start and end logits for every token.
 
     Returns dict `start_logits`, `end_logits`, float32 [B, S].
@@ -92,6 +75,9 @@ class BertSpanLabeler(_EncoderHeadModel):
                              kernel_distribution=head_initializer,
                              name="span_head", dtype=self.dtype_policy)
 
+    def heads(self):
+        return [self.head]
+
     def call(self, inputs, training=None):
         sequence = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]
         start_logits, end_logits = self.head(sequence)
@@ -104,7 +90,7 @@ class BertSpanLabeler(_EncoderHeadModel):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(_EncoderHeadModel):
+class BertTokenClassifier(_ClassifierModel):
     """Token tagger (e.g. NER): dropout + dense on every token's output.
 
     Returns dict `logits` float32 [B, S, C].
@@ -116,25 +102,8 @@ class BertTokenClassifier(_EncoderHeadModel):
         head_initializer: "truncated_normal" or "normal" (see `BertClassifier`).
     """
 
-    def __init__(self, encoder, num_classes, dropout_rate=0.1,
-                 head_initializer="truncated_normal", **kwargs):
-        super().__init__(encoder, **kwargs)
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
-        self.num_classes = num_classes
-        self.dropout_rate = dropout_rate
-        self.head_initializer = head_initializer
-        self.head = ClassificationHead(num_classes, encoder.config.hidden_size,
-                                       dropout_rate, encoder.config.initializer_range,
-                                       kernel_distribution=head_initializer,
-                                       name="token_classifier", dtype=self.dtype_policy)
+    head_name = "token_classifier"
 
     def call(self, inputs, training=None):
         sequence = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]
         return {"logits": self.head(sequence, training=training)}  # [B, S, C]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate,
-                      head_initializer=self.head_initializer)
-        return config
