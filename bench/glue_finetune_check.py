@@ -34,14 +34,7 @@ SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared"
 
 flags.DEFINE_string("task", "MRPC", "GLUE task folder under shared/data/glue.")
 flags.DEFINE_integer("train_examples", 0, "Use the first N training rows (0: all).")
-flags.DEFINE_float("epochs", 3.0, "Training epochs.")
-flags.DEFINE_integer("max_seq_length", 128, "Max sequence length.")
-flags.DEFINE_integer("batch_size", 32, "Training batch size.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_string("seeds", "1", "Comma-separated seeds, one run each.")
-flags.DEFINE_string("head_initializer", None, "truncated_normal or normal (default: the "
-                                              "runner's).")
-flags.DEFINE_string("output_dir", None, "Output folder (default: a temporary one).")
+seed_summary.define_recipe_flags(epochs=3.0, seeds="1")
 flags.DEFINE_bool("trim_padding", True, "Cut batches to their longest sequence.")
 FLAGS = flags.FLAGS
 

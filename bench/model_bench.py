@@ -89,6 +89,19 @@ def timed(fn, steps, repeats=1):
     return best
 
 
+def bare_train_step(pretrainer, optimizer, jit_compile):
+    """The bare pre-training step (forward, backward, update) as one tf.function."""
+    @tf.function(jit_compile=jit_compile)
+    def train_step(features):
+        with tf.GradientTape() as tape:
+            outputs = pretrainer(features, training=True)
+            loss = pretraining_losses(features, outputs)["total_loss"]
+        grads = tape.gradient(loss, pretrainer.trainable_variables)
+        optimizer.apply_gradients(zip(grads, pretrainer.trainable_variables))
+        return loss
+    return train_step
+
+
 def bench_ours(layers, hidden, heads, steps, jit_compile, repeats=1):
     """Returns (train seq/s, inference seq/s) for the current global dtype policy."""
     keras.utils.set_random_seed(0)
@@ -101,15 +114,7 @@ def bench_ours(layers, hidden, heads, steps, jit_compile, repeats=1):
     optimizer.build(pretrainer.trainable_variables)
     batch = make_batch()
 
-    @tf.function(jit_compile=jit_compile)
-    def train_step(features):
-        with tf.GradientTape() as tape:
-            outputs = pretrainer(features, training=True)
-            loss = pretraining_losses(features, outputs)["total_loss"]
-        grads = tape.gradient(loss, pretrainer.trainable_variables)
-        optimizer.apply_gradients(zip(grads, pretrainer.trainable_variables))
-        return loss
-
+    train_step = bare_train_step(pretrainer, optimizer, jit_compile)
     encoder = pretrainer.encoder
     inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
     infer = tf.function(lambda x: encoder(x, training=False)["sequence_output"],

@@ -30,14 +30,7 @@ flags.DEFINE_integer("train_sentences", 3000,
 flags.DEFINE_integer("eval_sentences", 0, "First N eng.testa sentences (0: all, as the "
                                           "reference).")
 flags.DEFINE_bool("predict_test", False, "Also tag and score eng.testb.")
-flags.DEFINE_float("epochs", 2.0, "Training epochs.")
-flags.DEFINE_integer("max_seq_length", 128, "Max sequence length.")
-flags.DEFINE_integer("batch_size", 32, "Training batch size.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_string("seeds", "1,2,3,4,5", "Comma-separated seeds, one run each.")
-flags.DEFINE_string("head_initializer", None, "truncated_normal or normal (default: the "
-                                              "runner's).")
-flags.DEFINE_string("output_dir", None, "Output folder (default: a temporary one).")
+seed_summary.define_recipe_flags(epochs=2.0, seeds="1,2,3,4,5")
 FLAGS = flags.FLAGS
 
 

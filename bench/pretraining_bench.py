@@ -33,11 +33,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import model_bench  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
 from bert_tf.train import optimization  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
-from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses  # noqa: E402
+from bert_tf.models import BertEncoder, BertPretrainer  # noqa: E402
 
 BATCH, SEQ, PREDICTIONS, VOCAB = 16, 128, 20, 30522
 
@@ -96,15 +97,7 @@ def bare_step_rate(args, config, steps):
     batch = {k: tf.constant(v, tf.int32) for k, v in batch.items()}
     batch["masked_lm_weights"] = tf.ones((BATCH, PREDICTIONS))
 
-    @tf.function(jit_compile=True)
-    def train_step(features):
-        with tf.GradientTape() as tape:
-            outputs = model(features, training=True)
-            loss = pretraining_losses(features, outputs)["total_loss"]
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
+    train_step = model_bench.bare_train_step(model, optimizer, jit_compile=True)
     train_step(batch).numpy()
     train_step(batch).numpy()
     start = time.perf_counter()
@@ -123,7 +116,7 @@ def runner_rate(args, config, input_file, steps, workdir):
         max_predictions_per_seq=PREDICTIONS, train_batch_size=BATCH, learning_rate=1e-4,
         num_train_steps=loops * args.iterations_per_loop, num_warmup_steps=10,
         save_checkpoints_steps=loops * args.iterations_per_loop,
-        iterations_per_loop=args.iterations_per_loop, use_xla=True, seed=0)
+        steps_per_loop=args.iterations_per_loop, use_xla=True, seed=0)
     result = pretraining.run_pretraining(options, distribute.get_strategy("one_device"))
     rates = [h["sequences_per_second"] for h in result["train"].history[1:]]
     return float(np.mean(rates))

@@ -89,7 +89,7 @@ def run_seed(args, records, seed, work):
         do_train=True, do_eval=True, max_seq_length=128, max_predictions_per_seq=20,
         train_batch_size=32, eval_batch_size=32, learning_rate=1e-3,
         num_train_steps=args.num_train_steps, num_warmup_steps=60,
-        save_checkpoints_steps=args.num_train_steps, iterations_per_loop=100,
+        save_checkpoints_steps=args.num_train_steps, steps_per_loop=100,
         max_eval_steps=20, seed=seed)
     started = time.time()
     result = pretraining.run_pretraining(options, distribute.get_strategy("one_device"))

@@ -6,9 +6,9 @@ with the same recipe, 3 seeds on a GPU.
 """
 
 import os
-import re
 
 import numpy as np
+from absl import flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_BENCH_README = os.path.join(REPO, "..", "shared", "bench", "README.md")
@@ -60,3 +60,15 @@ def summary_line(label, values, reference=None, digits=2):
         text += (f"; reference mean {mean:.2f} [{low:.2f}, {high:.2f}]; "
                  f"ours - reference = {gap:+.2f} ({verdict})")
     return text
+
+
+def define_recipe_flags(epochs, seeds):
+    """The fine-tuning recipe flags the real checks share (reference defaults)."""
+    flags.DEFINE_float("epochs", epochs, "Training epochs.")
+    flags.DEFINE_integer("max_seq_length", 128, "Max sequence length.")
+    flags.DEFINE_integer("batch_size", 32, "Training batch size.")
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+    flags.DEFINE_string("seeds", seeds, "Comma-separated seeds, one run each.")
+    flags.DEFINE_string("head_initializer", None, "truncated_normal or normal (default: "
+                                                  "the runner's).")
+    flags.DEFINE_string("output_dir", None, "Output folder (default: a temporary one).")

@@ -28,6 +28,7 @@ import gzip
 import json
 import os
 import re
+import zlib
 import xml.etree.ElementTree as ElementTree
 from typing import Counter, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
@@ -327,12 +328,45 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"input_format {input_format!r}: expected one of {INPUT_FORMATS}")
     if input_format == "auto":
-        input_format = detect_format(path)
+        input_format = _named_decompression_errors(path, detect_format, path)
     if input_format == "text":
-        return _iter_text(path, stats)
-    if input_format == "wikiextractor":
-        return _iter_wikiextractor(path, stats, _pysbd_language(language or "en"))
-    return _iter_wikipedia_xml(path, stats, _pysbd_language(language) if language else None)
+        documents = _iter_text(path, stats)
+    elif input_format == "wikiextractor":
+        documents = _iter_wikiextractor(path, stats, _pysbd_language(language or "en"))
+    else:
+        documents = _iter_wikipedia_xml(path, stats,
+                                        _pysbd_language(language) if language else None)
+    return _documents_naming_errors(path, documents)
+
+
+# What bz2 / gzip raise for a truncated or corrupt file (besides file-system errors,
+# which keep their own type and message).
+_DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error)
+_FILE_SYSTEM_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError,
+                       NotADirectoryError)
+
+
+def _decompression_error(path, error):
+    if isinstance(error, _FILE_SYSTEM_ERRORS):
+        return error
+    return ValueError(f"{path}: the compressed file is truncated or corrupt ({error}); "
+                      "download it again, or check it with `bzip2 -t` / `gzip -t`")
+
+
+def _named_decompression_errors(path, function, *args):
+    """`function(*args)`, a truncated or corrupt compressed file named in the error."""
+    try:
+        return function(*args)
+    except _DECOMPRESSION_ERRORS as error:
+        raise _decompression_error(path, error) from None
+
+
+def _documents_naming_errors(path, documents):
+    """Yields from `documents`; a truncated or corrupt compressed file is named."""
+    try:
+        yield from documents
+    except _DECOMPRESSION_ERRORS as error:
+        raise _decompression_error(path, error) from None
 
 
 def iter_documents(path: Union[str, Iterable[str]], input_format: str = "auto",

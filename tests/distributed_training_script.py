@@ -29,7 +29,7 @@ def _tiny_bert_options(record_dir, out_dir, **overrides):
     values = dict(bert_config=config, input_file=os.path.join(record_dir, "*"),
                   output_dir=out_dir, max_seq_length=16, max_predictions_per_seq=3,
                   train_batch_size=8, learning_rate=1e-2, num_train_steps=12,
-                  num_warmup_steps=1, save_checkpoints_steps=12, iterations_per_loop=1,
+                  num_warmup_steps=1, save_checkpoints_steps=12, steps_per_loop=1,
                   seed=3)
     values.update(overrides)
     return pretraining.PretrainingOptions(**values)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from bert_tf.cli import common
+from bert_tf.serving import export_checkpoint
+from bert_tf.tasks import base
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.classification import task as classification_task
@@ -211,3 +213,56 @@ def test_vocab_of_another_model_is_refused(tmp_path):
         classification_task.run(options(tmp_path, do_train=True,
                                             vocab_file=small_vocab))
     assert not (tmp_path / "out" / "train.tf_record").exists()
+
+
+def test_output_dir_of_another_run_is_refused_naming_what_differs(tmp_path):
+    write_sst2(tmp_path / "data")
+    first = options(tmp_path, do_train=True)
+    base.check_options(first)
+    base.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])
+    saved = json.loads((tmp_path / "out" / base.RUN_SETTINGS_FILE).read_text())
+    assert saved["model_type"] == "classifier" and saved["labels"] == ["0", "1"]
+    base.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])  # same
+    relu = tmp_path / "relu_config.json"
+    BertConfig.from_dict({**json.loads(open(first.bert_config_file).read()),
+                          "hidden_act": "relu"}).to_json_file(str(relu))
+    with pytest.raises(ValueError, match=r"bert_config hidden_act: gelu there, relu now"):
+        classification_task.run(options(tmp_path, do_train=True, bert_config_file=str(relu)))
+    with pytest.raises(ValueError, match=r"labels: \['0', '1'\] there, \['a', 'b'\] now; "
+                                         r"task: classification/sst-2 there, x now"):
+        base.check_run_settings(first, "classifier", "x", ["a", "b"])
+
+
+def test_export_refuses_a_run_of_another_model_type(tmp_path):
+    run_dir = tmp_path / "mrpc"
+    run_dir.mkdir()
+    vocab_file, _ = tiny_model_files(tmp_path)
+    (run_dir / base.RUN_SETTINGS_FILE).write_text(json.dumps(
+        {"model_type": "classifier", "task": "classification/mrpc", "labels": ["0", "1"]}))
+    with pytest.raises(ValueError, match=r"holds a classifier run \(task classification/mrpc"
+                                         r".*asks for a span_labeler"):
+        export_checkpoint.export_from_checkpoint("squad", str(run_dir), str(tmp_path / "e"),
+                                                 vocab_file=vocab_file)
+    with pytest.raises(ValueError, match=r"differ from the labels \['0', '1'\]"):
+        export_checkpoint.export_from_checkpoint("classifier", str(run_dir),
+                                                 str(tmp_path / "e"), vocab_file=vocab_file,
+                                                 label_names=["1", "0"])
+
+
+def test_lower_casing_that_does_not_fit_the_vocab_is_refused_unless_allowed(tmp_path):
+    write_sst2(tmp_path / "data")
+    vocab_file = tmp_path / "uncased_vocab.txt"
+    write_vocab(vocab_file, SPECIAL_TOKENS + WORDS, size=99)
+    big = tmp_path / "big_vocab.txt"  # 1,000 lowercase pieces: an uncased vocabulary
+    big.write_text("".join(t + "\n" for t in SPECIAL_TOKENS + WORDS +
+                           [f"w{i}" for i in range(1000)]))
+    config = json.loads(open(options(tmp_path).bert_config_file).read())
+    config_file = tmp_path / "big_config.json"
+    BertConfig.from_dict({**config, "vocab_size": 1020}).to_json_file(str(config_file))
+    cased_run = options(tmp_path, do_train=True, do_lower_case=False, vocab_file=str(big),
+                        bert_config_file=str(config_file))
+    with pytest.raises(ValueError, match="do_lower_case=false does not fit vocab_file .*"
+                                         "big_vocab.txt: it is uncased"):
+        base.check_options(cased_run)
+    cased_run.allow_case_mismatch = True
+    base.check_options(cased_run)

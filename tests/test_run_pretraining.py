@@ -31,7 +31,7 @@ def _options(tmp_path, **overrides):
                   output_dir=str(tmp_path / "out"), max_seq_length=16,
                   max_predictions_per_seq=3, train_batch_size=32, eval_batch_size=32,
                   learning_rate=1e-2, num_train_steps=100, num_warmup_steps=10,
-                  save_checkpoints_steps=50, iterations_per_loop=25, seed=1)
+                  save_checkpoints_steps=50, steps_per_loop=25, seed=1)
     values.update(overrides)
     return pretraining.PretrainingOptions(**values)
 
@@ -102,7 +102,7 @@ def test_init_from_google_checkpoint(tmp_path):
     # One step whose learning rate is 0 (warm-up starts at 0): the exported weights are
     # exactly the initial checkpoint's.
     options = _options(tmp_path, init_checkpoint=str(tmp_path / "released"),
-                       num_train_steps=1, num_warmup_steps=1, iterations_per_loop=1)
+                       num_train_steps=1, num_warmup_steps=1, steps_per_loop=1)
     result = pretraining.run_pretraining(options, distribute.get_strategy())["train"]
     assert result.global_step == 1
     reader = tf.train.load_checkpoint(str(tmp_path / "out" / "bert_model.ckpt"))
@@ -183,7 +183,7 @@ def test_bad_record_in_the_middle_of_a_file_is_named(tmp_path):
     write_records(tmp_path / "records", 1, 40)
     write_bad_record_file(tmp_path / "records" / "zz-bad.tfrecord", bad_index=2)
     options = _options(tmp_path, num_train_steps=20, train_batch_size=8,
-                       iterations_per_loop=20)
+                       steps_per_loop=20)
     with pytest.raises(ValueError, match="zz-bad.tfrecord: record 2, feature 'input_ids'"):
         pretraining.run_pretraining(options, distribute.get_strategy())
 
@@ -212,7 +212,7 @@ def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path
         init_checkpoint=str(released), do_eval=True, max_seq_length=64,
         max_predictions_per_seq=10, train_batch_size=16, eval_batch_size=16,
         learning_rate=2e-3, num_train_steps=40, num_warmup_steps=5,
-        save_checkpoints_steps=40, iterations_per_loop=10, max_eval_steps=5, seed=0)
+        save_checkpoints_steps=40, steps_per_loop=10, max_eval_steps=5, seed=0)
     result = pretraining.run_pretraining(options, distribute.get_strategy())
     history = result["train"].history
     # The released checkpoint has no cls/* heads: the MLM head starts from scratch and

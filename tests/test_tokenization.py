@@ -12,6 +12,7 @@ import unicodedata
 import pytest
 
 from bert_tf.text import tokenization
+from bert_tf.text import vocab as vocab_files
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 import reference_tokenizer  # pylint: disable=wrong-import-position
@@ -285,3 +286,23 @@ def test_random_mixtures_agree(tokenizers):
         assert ids == [tokenizer.convert_tokens_to_ids(tokens) for tokens in expected]
         assert starts == [s for _, s, _ in with_offsets]
         assert ends == [e for _, _, e in with_offsets]
+
+
+def test_case_mismatch_is_refused_by_vocab_and_by_released_folder_name():
+    uncased = [f"piece{i}" for i in range(1000)]
+    cased = uncased[:980] + [f"Piece{i}" for i in range(20)]  # 2% capitalised
+    assert vocab_files.vocab_case(uncased) == "uncased"
+    assert vocab_files.vocab_case(cased) == "cased"
+    assert vocab_files.vocab_case(uncased[:999]) is None  # too small to tell
+    assert vocab_files.vocab_case(uncased[:995] + ["Paris"] * 5) is None  # mixed: no verdict
+    with pytest.raises(ValueError, match="do_lower_case=false does not fit vocab_file v.txt: "
+                                         "it is uncased; pass --do_lower_case=true"):
+        vocab_files.check_case_matches(False, uncased, "v.txt")
+    with pytest.raises(ValueError, match="do_lower_case=true does not fit vocab_file v.txt: "
+                                         "it is cased"):
+        vocab_files.check_case_matches(True, cased, "v.txt")
+    vocab_files.check_case_matches(True, uncased, "v.txt", "/m/uncased_L-12_H-768_A-12")
+    with pytest.raises(ValueError, match="does not fit init_checkpoint "
+                                         "/m/cased_L-12_H-768_A-12/bert_model.ckpt: it is cased"):
+        vocab_files.check_case_matches(True, uncased[:10], "v.txt",
+                                       "/m/cased_L-12_H-768_A-12/bert_model.ckpt")

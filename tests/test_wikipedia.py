@@ -2,6 +2,7 @@
 
 import bz2
 import collections
+import gzip
 import json
 from xml.sax.saxutils import escape
 
@@ -157,3 +158,17 @@ def test_real_english_dump_and_wikiextractor(shared_data_dir):
     assert len(documents) == 106 and stats["redirect_pages"] == 99
     extracted = shared_data_dir / "wiki" / "enwiki_wikiextractor_wiki_00"
     assert len(list(wikipedia.iter_documents(str(extracted)))) == 36
+
+
+@pytest.mark.parametrize("suffix, compress", [(".txt.bz2", bz2.compress),
+                                               (".txt.gz", gzip.compress)])
+def test_truncated_compressed_input_is_named(tmp_path, suffix, compress):
+    text = "".join(f"Sentence number {i} of the first document.\n" for i in range(2000))
+    data = compress(text.encode("utf-8"))
+    path = tmp_path / ("corpus" + suffix)
+    path.write_bytes(data[:len(data) // 2])  # an interrupted download
+    with pytest.raises(ValueError, match=f"{path}: the compressed file is truncated or "
+                                         "corrupt"):
+        list(wikipedia.iter_documents(str(path), "text"))
+    with pytest.raises(FileNotFoundError):
+        list(wikipedia.iter_documents(str(tmp_path / "missing.txt.bz2"), "text"))

@@ -67,6 +67,9 @@ COMMON_FLAGS = [
      "accuracy)."),
     ("seed", "integer", None, "Random seed (weights of the head, dropout, shuffling)."),
     ("export_dir", "string", None, "Also export a SavedModel for TF Serving here."),
+    ("allow_case_mismatch", "bool", False,
+     "Run even when do_lower_case does not fit the model (an uncased vocab or an "
+     "uncased_* folder with do_lower_case=false, or a cased one with true)."),
     ("trim_padding", "bool", None, "Cut each batch to its longest sequence (default: on "
                                    "unless distribution_strategy=tpu or use_xla)."),
     # The original scripts' spellings, so that their commands keep working.
@@ -85,8 +88,6 @@ def options_from_values(options_class, values, **overrides):
     """
     kwargs = {field.name: getattr(values, field.name)
               for field in dataclasses.fields(options_class) if hasattr(values, field.name)}
-    if hasattr(values, "optimizer") and "optimizer_type" not in kwargs:
-        kwargs["optimizer_type"] = values.optimizer  # flag name as run_pretraining's
     if getattr(values, "use_tpu", False):
         kwargs["distribution_strategy"] = "tpu"
     if getattr(values, "iterations_per_loop", None):
@@ -128,7 +129,8 @@ def run_command(module, run_fn, required=()):
       run_fn: does the work, reading the parsed flags.
       required: names of flags that must be set.
     """
-    program = module.__name__.rsplit(".", 1)[-1]
+    spec = getattr(module, "__spec__", None)  # under `python -m`, __name__ is __main__
+    program = (spec.name if spec else module.__name__).rsplit(".", 1)[-1]
     main_module = sys.modules["__main__"]
     if main_module is not module:
         main_module.__doc__ = module.__doc__

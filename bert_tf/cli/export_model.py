@@ -44,6 +44,9 @@ flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in tokens."
 flags.DEFINE_string("export_dir", None, "SavedModel folder or TF Serving model base path.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing SavedModel at export_dir.")
 flags.DEFINE_bool("versioned", False, "Write export_dir/<next version number>.")
+flags.DEFINE_bool("allow_case_mismatch", False,
+                  "Export even when do_lower_case does not fit the vocab or the released "
+                  "folder name (uncased / cased).")
 
 
 def export():
@@ -56,7 +59,7 @@ def export():
         is_regression=FLAGS.is_regression, text_pair=FLAGS.text_pair,
         max_query_length=FLAGS.max_query_length,
         max_answer_length=FLAGS.max_answer_length, overwrite=FLAGS.overwrite,
-        versioned=FLAGS.versioned)
+        versioned=FLAGS.versioned, allow_case_mismatch=FLAGS.allow_case_mismatch)
     print(path)
 
 

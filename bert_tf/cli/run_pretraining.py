@@ -11,7 +11,6 @@ TensorBoard summaries (`train/`), the final model in the google-research layout
 and, with `--do_eval`, `eval_results.txt`.
 """
 
-import dataclasses
 import sys
 
 from absl import flags, logging
@@ -74,12 +73,9 @@ flags.DEFINE_integer("seed", None, "Seed for shuffling and initialisation.")
 
 def options_from_flags():
     """PretrainingOptions from the absl flags."""
-    fields = {f.name for f in dataclasses.fields(pretraining.PretrainingOptions)}
-    values = {name: getattr(FLAGS, name) for name in fields - {"bert_config"}}
-    values["mixed_precision"] = None if FLAGS.mixed_precision == "none" else \
-        FLAGS.mixed_precision
-    return pretraining.PretrainingOptions(
-        bert_config=BertConfig.from_json_file(FLAGS.bert_config_file), **values)
+    return common.options_from_values(
+        pretraining.PretrainingOptions, FLAGS,
+        bert_config=BertConfig.from_json_file(FLAGS.bert_config_file))
 
 
 def pretrain():

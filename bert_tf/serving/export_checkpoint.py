@@ -11,6 +11,7 @@
 google-research checkpoint (folder or prefix) or a Hugging Face folder.
 """
 
+import json
 import os
 
 import tensorflow as tf
@@ -20,6 +21,8 @@ from bert_tf.weights import checkpoints
 from bert_tf.serving import export
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
+from bert_tf.tasks.base import RUN_SETTINGS_FILE
+from bert_tf.text import tokenization
 
 
 def _beside(path, name):
@@ -77,10 +80,13 @@ def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=N
     encoder = BertEncoder(BertConfig.from_json_file(config_file))
     model = model_cls.from_encoder(encoder, **head_kwargs)
     model.build()
+    status = None
     try:
         status = tf.train.Checkpoint(model=model).read(prefix)
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as err:
+        if status is not None:
+            status.expect_partial()  # no warning per unmatched value when the status dies
         raise ValueError(f"{prefix} does not match a {model_cls.__name__} built from "
                          f"{config_file} (head {head_kwargs}): {str(err)[:300]}") from None
     status.expect_partial()
@@ -88,11 +94,33 @@ def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=N
     return model
 
 
+def _check_run_settings(init_checkpoint, kind, label_names):
+    """Refuses a fine-tuning run of another model type, or with other labels.
+
+    A fine-tuning output_dir records its model type and labels in `run_settings.json`
+    (`bert_tf.tasks.base`); heads of different types can have the same variables, so
+    without this check a classifier's head would load as a SQuAD head.
+    """
+    path = _beside(init_checkpoint, RUN_SETTINGS_FILE)
+    if not path:
+        return
+    with open(path, encoding="utf-8") as file:
+        saved = json.load(file)
+    if saved.get("model_type") != kind:
+        raise ValueError(f"{init_checkpoint} holds a {saved.get('model_type')} run (task "
+                         f"{saved.get('task')}, {path}); --model_type asks for a {kind}: "
+                         "pass the model type it was trained as")
+    if label_names and saved.get("labels") and list(label_names) != saved["labels"]:
+        raise ValueError(f"--label_names/--labels_file {list(label_names)} differ from the "
+                         f"labels {saved['labels']} the run in {init_checkpoint} was trained "
+                         "with (label-id order matters)")
+
+
 def export_from_checkpoint(model_type, init_checkpoint, export_dir, bert_config_file=None,
                            vocab_file=None, do_lower_case=True, max_seq_length=128,
                            label_names=None, is_regression=False, text_pair=False,
                            max_query_length=64, max_answer_length=30, overwrite=False,
-                           versioned=False):
+                           versioned=False, allow_case_mismatch=False):
     """Loads the model and exports it (see the module docstring). Returns the path."""
     kind = {"squad": "span_labeler", "ner": "token_classifier"}.get(model_type, model_type)
     vocab_file = vocab_file or _beside(init_checkpoint, "vocab.txt")
@@ -100,6 +128,9 @@ def export_from_checkpoint(model_type, init_checkpoint, export_dir, bert_config_
         raise FileNotFoundError(f"no vocab.txt in {init_checkpoint}; pass --vocab_file")
     if not export_dir:
         raise ValueError("--export_dir is required")
+    if not allow_case_mismatch:
+        tokenization.check_case_matches(do_lower_case, tokenization.load_vocab(vocab_file),
+                                        vocab_file, init_checkpoint)
     export.resolve_export_dir(export_dir, overwrite, versioned)  # fail before loading
     head, options = {}, {}
     if kind in ("classifier", "token_classifier"):
@@ -116,6 +147,7 @@ def export_from_checkpoint(model_type, init_checkpoint, export_dir, bert_config_
     if kind == "span_labeler":
         options.update(max_query_length=max_query_length,
                        max_answer_length=max_answer_length)
+    _check_run_settings(init_checkpoint, kind, options.get("label_names"))
     model = load_model(kind, init_checkpoint, bert_config_file, head)
     return export.export_finetuned_model(model, export_dir, kind, vocab_file, do_lower_case,
                                          max_seq_length, overwrite=overwrite,

@@ -17,7 +17,7 @@ go through `byte_to_char_offsets`).
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.text import packing_graph, tokenization
+from bert_tf.text import packing_graph, tokenization, wordpiece_graph
 
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
 MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
@@ -63,7 +63,6 @@ class ServingTokenizer(tf.Module):
         self.vocab_asset = tf.saved_model.Asset(vocab_file)
         engine = engine or DEFAULT_ENGINE
         if engine == "graph_wordpiece":
-            from bert_tf.text import wordpiece_graph  # pylint: disable=import-outside-toplevel
             self._graph = wordpiece_graph.GraphWordpiece(vocab_file,
                                                          do_lower_case=self.do_lower_case)
         elif engine == "fast_bert":

@@ -30,34 +30,41 @@ from bert_tf.models import BertEncoder
 from bert_tf.serving import export
 
 
-@dataclasses.dataclass
-class FinetuneOptions:
-    """Settings shared by the fine-tuning runners (see the runners' flag help)."""
+@dataclasses.dataclass(kw_only=True)
+class TrainingOptions:
+    """What every runner (pre-training and fine-tuning) trains with: the model to start
+    from, batch sizes, optimizer, schedule, checkpoints, precision and seed."""
     output_dir: str
-    bert_config_file: Optional[str] = None
     init_checkpoint: Optional[str] = None
-    vocab_file: Optional[str] = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
     train_batch_size: int = 32
     eval_batch_size: int = 8
-    predict_batch_size: int = 8
     learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     steps_per_loop: int = 100
-    optimizer_type: str = "adamw"
+    optimizer: str = "adamw"
     weight_decay_rate: float = 0.01
     lr_schedule: str = "linear"
     adam_bias_correction: bool = True
     gradient_accumulation_steps: int = 1
     mixed_precision: Optional[str] = None
     use_xla: bool = False
+    seed: Optional[int] = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class FinetuneOptions(TrainingOptions):
+    """Settings shared by the fine-tuning runners (see the runners' flag help)."""
+    bert_config_file: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
     distribution_strategy: str = "one_device"
     num_gpus: int = 0
     tpu_name: Optional[str] = None
@@ -65,8 +72,8 @@ class FinetuneOptions:
     gcp_project: Optional[str] = None
     dropout_rate: float = 0.1
     head_initializer: str = "normal"  # the new head's kernel: N(0, r), as transformers
-    seed: Optional[int] = None
     export_dir: Optional[str] = None
+    allow_case_mismatch: bool = False
     trim_padding: Optional[bool] = None  # None: on unless TPU or XLA
 
     @property
@@ -114,9 +121,12 @@ def check_options(options: FinetuneOptions) -> None:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, "
                              f"got {getattr(options, name)!r}")
     config = checkpoints.load_config(options.bert_config_file)
-    tokenization.check_vocab_matches(len(tokenization.load_vocab(options.vocab_file)),
-                                     options.vocab_file, config.vocab_size,
+    vocab = tokenization.load_vocab(options.vocab_file)
+    tokenization.check_vocab_matches(len(vocab), options.vocab_file, config.vocab_size,
                                      options.bert_config_file)
+    if not options.allow_case_mismatch:
+        tokenization.check_case_matches(options.do_lower_case, vocab, options.vocab_file,
+                                        options.init_checkpoint)
     if options.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"max_seq_length {options.max_seq_length} exceeds "
                          f"max_position_embeddings {config.max_position_embeddings} of "
@@ -144,6 +154,52 @@ def _check_numbers(options: FinetuneOptions) -> None:
     if options.max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]), got "
                          f"{options.max_seq_length}")
+
+
+RUN_SETTINGS_FILE = "run_settings.json"
+
+
+def run_settings(options: FinetuneOptions, model_type: str, task: str, labels) -> dict:
+    """What a fine-tuning run's checkpoints depend on: model, vocab, case, task, labels."""
+    return {"model_type": model_type, "task": task, "labels": labels,
+            "bert_config": checkpoints.load_config(options.bert_config_file).to_dict(),
+            "vocab_sha256": fileio.file_digest(options.vocab_file),
+            "do_lower_case": options.do_lower_case}
+
+
+def settings_differences(saved: dict, settings: dict) -> list:
+    """`name: X there, Y now` for each setting (config field) that differs."""
+    differ = []
+    for name in sorted(set(saved) | set(settings)):
+        there, now = saved.get(name), settings.get(name)
+        if name == "bert_config" and isinstance(there, dict) and isinstance(now, dict):
+            differ += [f"bert_config {key}: {there.get(key)} there, {now.get(key)} now"
+                       for key in sorted(set(there) | set(now)) if there.get(key) != now.get(key)]
+        elif name == "vocab_sha256" and there != now:
+            differ.append("vocab_file: another vocabulary (its SHA-256 differs)")
+        elif there != now:
+            differ.append(f"{name}: {there} there, {now} now")
+    return differ
+
+
+def check_run_settings(options: FinetuneOptions, model_type: str, task: str, labels) -> None:
+    """Refuses an output_dir that holds a run with other settings; records a new run's.
+
+    Raises:
+      ValueError: naming each setting that differs from the output_dir's
+        `run_settings.json` (a resumed run would mix two models, or fail on shapes).
+    """
+    settings = json.loads(json.dumps(run_settings(options, model_type, task, labels)))
+    path = os.path.join(options.output_dir, RUN_SETTINGS_FILE)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as file:
+            differ = settings_differences(json.load(file), settings)
+        if differ:
+            raise ValueError(f"output_dir {options.output_dir} holds a run with other "
+                             f"settings ({'; '.join(differ)}): use a new output_dir, or "
+                             "remove that one to start over")
+    elif options.do_train:
+        fileio.write_text_atomic(path, json.dumps(settings, indent=1, sort_keys=True))
 
 
 def make_tokenizer(options: FinetuneOptions) -> tokenization.FullTokenizer:
@@ -174,6 +230,17 @@ def model_builder(options: FinetuneOptions, make_head_model, load_init: bool,
     return model_fn
 
 
+def optimizer_builder(options: TrainingOptions, num_train_steps: int, num_warmup_steps: int):
+    """An `optimizer_fn` for `loop.train`: the options' optimizer and schedule."""
+    def optimizer_fn():
+        return optimization.create_optimizer(
+            options.learning_rate, num_train_steps, num_warmup_steps,
+            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+            lr_schedule=options.lr_schedule,
+            adam_bias_correction=options.adam_bias_correction)
+    return optimizer_fn
+
+
 def num_train_steps_for(options, num_features: int) -> int:
     """Optimizer steps of `num_train_epochs` passes over `num_features` training features.
 
@@ -191,16 +258,10 @@ def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_features)
                  options.train_batch_size, num_train_steps, num_warmup_steps)
     fresh = tf.train.latest_checkpoint(options.output_dir) is None
 
-    def optimizer_fn():
-        return optimization.create_optimizer(
-            options.learning_rate, num_train_steps, num_warmup_steps,
-            optimizer_type=options.optimizer_type,
-            weight_decay_rate=options.weight_decay_rate, lr_schedule=options.lr_schedule,
-            adam_bias_correction=options.adam_bias_correction)
-
     result = loop.train(
         strategy, model_builder(options, make_head_model, load_init=fresh), loss_fn,
-        dataset_fn, optimizer_fn=optimizer_fn, output_dir=options.output_dir,
+        dataset_fn, optimizer_fn=optimizer_builder(options, num_train_steps, num_warmup_steps),
+        output_dir=options.output_dir,
         num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
         save_checkpoints_steps=options.save_checkpoints_steps,
         keep_checkpoint_max=options.keep_checkpoint_max,

@@ -22,35 +22,20 @@ from bert_tf.tasks import base
 from bert_tf.train import distribute, loop, optimization, records
 
 
-@dataclasses.dataclass
-class PretrainingOptions:
+@dataclasses.dataclass(kw_only=True)
+class PretrainingOptions(base.TrainingOptions):
     """Everything `run_pretraining` needs; the flags map 1:1 onto it."""
     bert_config: BertConfig
     input_file: str
-    output_dir: str
     do_train: bool = True
     do_eval: bool = False
-    init_checkpoint: str = None
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    learning_rate: float = 5e-5
     num_train_steps: int = 100000
     num_warmup_steps: int = 10000
-    save_checkpoints_steps: int = 1000
-    iterations_per_loop: int = 1000
+    steps_per_loop: int = 1000
     max_eval_steps: int = 100
-    optimizer: str = "adamw"
-    weight_decay_rate: float = 0.01
-    lr_schedule: str = "linear"
-    adam_bias_correction: bool = True
-    gradient_accumulation_steps: int = 1
-    mixed_precision: str = None
-    use_xla: bool = False
-    keep_checkpoint_max: int = 5
     input_compression: str = "auto"
-    seed: int = None
 
 
 def check_options(options, strategy):
@@ -151,11 +136,8 @@ def run_pretraining(options, strategy):
     result = {"train": None, "eval": None}
     model = None
     if options.do_train:
-        optimizer_fn = lambda: optimization.create_optimizer(  # noqa: E731
-            options.learning_rate, options.num_train_steps, options.num_warmup_steps,
-            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-            lr_schedule=options.lr_schedule,
-            adam_bias_correction=options.adam_bias_correction)
+        optimizer_fn = base.optimizer_builder(options, options.num_train_steps,
+                                              options.num_warmup_steps)
         result["train"] = _train_explaining_bad_records(options, lambda: loop.train(
             strategy, _model_fn(options), pretraining_losses_and_accuracy,
             _dataset_fn(options, True),
@@ -164,7 +146,7 @@ def run_pretraining(options, strategy):
             global_batch_size=options.train_batch_size,
             save_checkpoints_steps=options.save_checkpoints_steps,
             keep_checkpoint_max=options.keep_checkpoint_max,
-            steps_per_loop=options.iterations_per_loop,
+            steps_per_loop=options.steps_per_loop,
             gradient_accumulation_steps=options.gradient_accumulation_steps,
             mixed_precision=options.mixed_precision, use_xla=options.use_xla,
             init_checkpoint=options.init_checkpoint,

@@ -23,8 +23,8 @@ from bert_tf.text.rules import (  # noqa: F401
     convert_to_unicode, is_chinese_char, is_control, is_punctuation, is_whitespace,
     printable_text, strip_accents, whitespace_tokenize)
 from bert_tf.text.vocab import (  # noqa: F401
-    SPECIAL_TOKENS, UNK_TOKEN, check_vocab_has_unk, check_vocab_matches, convert_by_vocab,
-    load_vocab)
+    SPECIAL_TOKENS, UNK_TOKEN, check_case_matches, check_vocab_has_unk, check_vocab_matches,
+    convert_by_vocab, load_vocab)
 from bert_tf.text.wordpiece_graph import BertTokenizerLayer  # noqa: F401
 
 

@@ -79,3 +79,52 @@ def convert_by_vocab(vocab, items):
         except KeyError:
             raise KeyError(f"{item!r} is not in the vocabulary") from None
     return output
+
+
+# Fewer word pieces than this cannot tell a cased vocabulary from an uncased one.
+MIN_TOKENS_TO_TELL_CASE = 1000
+
+
+def vocab_case(vocab):
+    """"cased", "uncased", or None when `vocab` (tokens) is too small or mixed to tell.
+
+    An uncased vocabulary has no capital letter; a cased one has capitals in at least 1%
+    of its word pieces (google-research's cased vocabulary: about 30%).
+    """
+    pieces = [token for token in vocab if not (token.startswith("[") and token.endswith("]"))]
+    if len(pieces) < MIN_TOKENS_TO_TELL_CASE:
+        return None
+    capitalised = sum(1 for token in pieces if token != token.lower())
+    if capitalised == 0:
+        return "uncased"
+    return "cased" if capitalised >= 0.01 * len(pieces) else None
+
+
+def _released_model_case(init_checkpoint):
+    """"cased" / "uncased" from a released model's folder name (`uncased_L-12_...`)."""
+    for part in reversed(os.path.normpath(os.fspath(init_checkpoint)).split(os.sep)):
+        name = part.lower()
+        if name.startswith("uncased_l-"):
+            return "uncased"
+        if name.startswith(("cased_l-", "multi_cased_l-")):
+            return "cased"
+    return None
+
+
+def check_case_matches(do_lower_case, vocab, vocab_file, init_checkpoint=None):
+    """Refuses lower-casing that does not fit the model, as the original's
+    `validate_case_matches_checkpoint` does (by the released folder names), and also by
+    the vocabulary itself: an uncased vocabulary has no capitals.
+
+    Raises:
+      ValueError: naming the flag, the vocab or folder and what they are.
+    """
+    found = [(vocab_case(vocab), f"vocab_file {vocab_file}")]
+    if init_checkpoint:
+        found.append((_released_model_case(init_checkpoint), f"init_checkpoint {init_checkpoint}"))
+    for case, source in found:
+        if case is not None and (case == "uncased") != bool(do_lower_case):
+            raise ValueError(
+                f"do_lower_case={str(bool(do_lower_case)).lower()} does not fit {source}: it "
+                f"is {case}; pass --do_lower_case={str(case == 'uncased').lower()} (or "
+                "--allow_case_mismatch if you mean it)")

@@ -197,9 +197,20 @@ def _restore_or_initialize(tracked, latest, init_checkpoint):
         the checkpoint): the caller must then start a fresh iterator.
     """
     if latest:
+        status = None
         try:
-            tf.train.Checkpoint(**tracked).restore(latest).assert_existing_objects_matched()
+            status = tf.train.Checkpoint(**tracked).restore(latest)
+            status.assert_existing_objects_matched()
+        except (AssertionError, ValueError) as error:
+            if status is not None:
+                status.expect_partial()  # no warning per unmatched value when it dies
+            raise ValueError(
+                f"checkpoint {latest} does not fit this model ({str(error)[:200]}): the "
+                "output_dir holds a run of another model or task; use a new output_dir, "
+                "or remove it to start over") from None
         except tf.errors.FailedPreconditionError as error:  # the input pipeline changed
+            if status is not None:
+                status.expect_partial()
             logging.warning("Cannot restore the input position from %s (%s); resuming "
                             "with a fresh pass over the input.", latest,
                             error.message.split("Make sure")[0].strip())

@@ -156,6 +156,8 @@ def run(options: ClassifierOptions) -> dict:
     base.set_seed(options.seed)
     label_list = processor.get_labels(options.data_dir)
     is_regression = label_list is None
+    base.check_run_settings(options, "classifier", f"classification/{processor.name}",
+                            label_list)
     tokenizer = base.make_tokenizer(options)
 
     def make_head_model(encoder):

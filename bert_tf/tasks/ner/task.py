@@ -183,6 +183,7 @@ def run(options: NerOptions) -> dict:
     base.set_seed(options.seed)
     tokenizer = base.make_tokenizer(options)
     label_list, train_sentences = _label_list(options)
+    base.check_run_settings(options, "token_classifier", "ner", label_list)
 
     def make_head_model(encoder):
         return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate,

@@ -303,6 +303,8 @@ def predict(options, strategy, tokenizer, model=None, global_step=None):
 def run(options: SquadOptions) -> dict:
     """Runs do_train / do_predict; returns the evaluation of predict_file (or {})."""
     check_squad_options(options)
+    base.check_run_settings(options, "span_labeler",
+                            "squad2" if options.version_2_with_negative else "squad", None)
     base.set_seed(options.seed)
     tokenizer = base.make_tokenizer(options)
     strategy = base.make_strategy(options)

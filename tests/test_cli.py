@@ -1,0 +1,49 @@
+"""The commands: help that lists their own flags, and user errors as one line."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def _run(command, *args):
+    return subprocess.run([*command, *args], cwd=REPO, env=ENV, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_console_script_help_lists_its_flags_and_keeps_the_example_lines():
+    script = pathlib.Path(sys.executable).parent / "bert-run-squad"
+    if not script.exists():
+        pytest.skip(f"console scripts are not installed next to {sys.executable}")
+    result = _run([str(script)], "--help")
+    assert "--doc_stride" in result.stdout and "--learning_rate" in result.stdout
+    assert "--[no]verbose" in result.stdout
+    assert "bert-run-squad --vocab_file=uncased_L-12_H-768_A-12/vocab.txt \\\n" \
+        in result.stdout
+
+
+def test_user_error_is_one_line_and_verbose_shows_the_traceback(tmp_path):
+    command = [sys.executable, "run_pretraining.py", "--do_train",
+               f"--bert_config_file={tmp_path / 'missing.json'}",
+               f"--input_file={tmp_path / 'x.tfrecord'}", f"--output_dir={tmp_path / 'out'}"]
+    quiet = _run(command)
+    assert quiet.returncode == 1
+    assert quiet.stderr.strip().splitlines()[-1].startswith("run_pretraining: error: ")
+    assert "missing.json" in quiet.stderr and "Traceback" not in quiet.stderr
+    loud = _run(command, "--verbose")
+    assert loud.returncode == 1 and "Traceback" in loud.stderr
+
+
+def test_missing_required_flag_and_stray_argument_are_one_line():
+    missing = _run([sys.executable, "-m", "bert_tf.cli.run_ner", "--do_train"])
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines()[-1] == \
+        "run_ner: error: --output_dir is required"
+    stray = _run([sys.executable, "run_classifier.py", "oops"])
+    assert stray.stderr.strip().splitlines()[-1].startswith(
+        "run_classifier: error: unexpected arguments ['oops']")
