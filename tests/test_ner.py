@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from bert_tf.tasks import base
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 
@@ -162,10 +163,10 @@ def test_format_predictions_in_the_gold_scheme(conll_file):
 
 
 def test_label_list_file_round_trip(tmp_path):
-    ner_data.write_label_list(str(tmp_path / "labels.txt"), ["O", "B-PER"])
-    assert ner_data.read_label_list(str(tmp_path / "labels.txt")) == ["O", "B-PER"]
+    base.write_label_list(str(tmp_path), ["O", "B-PER"])
+    assert base.read_label_list(str(tmp_path)) == ["O", "B-PER"]
     with pytest.raises(FileNotFoundError, match="output_dir"):
-        ner_data.read_label_list(str(tmp_path / "none.txt"))
+        base.read_label_list(str(tmp_path / "none"))
 
 
 def test_undecodable_conll_file_names_file_and_line(tmp_path):

@@ -157,6 +157,24 @@ def _check_numbers(options: FinetuneOptions) -> None:
 
 
 RUN_SETTINGS_FILE = "run_settings.json"
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def write_label_list(output_dir: str, labels) -> None:
+    """`output_dir/label_list.txt`: one label per line, in label-id order."""
+    fileio.write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),
+                             "".join(label + "\n" for label in labels))
+
+
+def read_label_list(output_dir: str) -> list:
+    """The labels a training run wrote into `output_dir` (`write_label_list`)."""
+    path = os.path.join(output_dir, LABEL_LIST_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"label list not found: {path} (written by a training run "
+                                "into its output_dir)")
+    with open(path, encoding="utf-8") as file:
+        return [line.rstrip("\n") for line in file if line.strip()]
+
 
 
 def run_settings(options: FinetuneOptions, model_type: str, task: str, labels) -> dict:

@@ -20,7 +20,6 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
 from bert_tf.models import BertClassifier
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks import base
@@ -42,19 +41,14 @@ class ClassifierOptions(FinetuneOptions):
     xnli_language: str = "zh"
 
 
-LABEL_LIST_FILE = "label_list.txt"
-
-
 def make_processor(options: ClassifierOptions):
     """The task's processor; a generic task without labels reuses the saved label list."""
     name = options.task_name.strip().lower()
     if name in ("generic", "csv", "tsv", "jsonl"):
         labels = options.labels
-        saved = os.path.join(options.output_dir, LABEL_LIST_FILE)
         if not labels and not options.is_regression and not options.do_train and \
-                os.path.isfile(saved):
-            with open(saved, encoding="utf-8") as file:
-                labels = [line.rstrip("\n") for line in file if line.strip()]
+                os.path.isfile(os.path.join(options.output_dir, base.LABEL_LIST_FILE)):
+            labels = base.read_label_list(options.output_dir)
         return classification_data.get_processor(
             name, text_column=options.text_column, text_pair_column=options.text_pair_column,
             label_column=options.label_column, id_column=options.id_column, labels=labels,
@@ -170,9 +164,7 @@ def run(options: ClassifierOptions) -> dict:
     results = {}
     if options.do_train:
         if label_list is not None:
-            fileio.write_text_atomic(
-                os.path.join(options.output_dir, LABEL_LIST_FILE),
-                "".join(label + "\n" for label in label_list))
+            base.write_label_list(options.output_dir, label_list)
         examples, path = _cached_record(options, processor, "train", label_list, tokenizer)
         holder.train(_loss_fn(is_regression),
                      _dataset_fn(options, path, options.train_batch_size, True, is_regression),

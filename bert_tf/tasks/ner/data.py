@@ -133,20 +133,6 @@ def build_label_list(sentences: Sequence[Sentence]) -> list:
     return (["O"] if "O" in found else []) + sorted(found - {"O"})
 
 
-def write_label_list(path: str, labels: Sequence[str]) -> None:
-    """One label per line (temporary name, then renamed)."""
-    fileio.write_text_atomic(path, "".join(label + "\n" for label in labels))
-
-
-def read_label_list(path: str) -> list:
-    """Labels written by `write_label_list`."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"label list not found: {path} (written by a training run "
-                                "into its output_dir)")
-    with open(path, encoding="utf-8") as file:
-        return [line.rstrip("\n") for line in file if line.strip()]
-
-
 def plan_windows(piece_counts: Sequence[int], max_tokens: int, stride: int):
     """Windows of whole words and the window that scores each word.
 

@@ -30,7 +30,6 @@ from bert_tf.tasks import base
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.base import FinetuneOptions
 
-LABEL_LIST_FILE = "label_list.txt"
 DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
                  "eval": ("eng.testa", "valid.txt", "dev.txt"),
                  "predict": ("eng.testb", "test.txt")}
@@ -115,14 +114,13 @@ def _read(options, split, has_tags=True):
 
 
 def _label_list(options):
-    path = os.path.join(options.output_dir, LABEL_LIST_FILE)
     if options.do_train:
         _, sentences = _read(options, "train")
         labels = ner_data.build_label_list(sentences)
-        ner_data.write_label_list(path, labels)
+        base.write_label_list(options.output_dir, labels)
         logging.info("Label list from the training data: %s", labels)
         return labels, sentences
-    return ner_data.read_label_list(path), None
+    return base.read_label_list(options.output_dir), None
 
 
 def _evaluate(sentences, predicted, path, scheme):
