@@ -1,0 +1,144 @@
+"""Faults: commands killed (SIGKILL) at random points, then run again (slow tests).
+
+For each seed the command is killed after a random delay; what it left must not look
+finished (no final output file without all of them), and a rerun must end with the
+same outputs as an uninterrupted run, with no temporary file left behind.
+"""
+
+import filecmp
+import glob
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bert_tf.models import BertClassifier
+from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint,
+                     write_vocab)
+from test_run_classifier import tiny_model_files, write_sst2
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+SEEDS = (0, 1, 2)
+
+pytestmark = pytest.mark.slow
+
+
+def _run(command):
+    completed = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True,
+                               timeout=600)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return time.time()
+
+
+def _kill_after(command, delay):
+    """Starts `command`, SIGKILLs it after `delay` seconds (if still running)."""
+    process = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _timed(command):
+    started = time.time()
+    return _run(command) - started
+
+
+def _temporary_files(folder):
+    return glob.glob(os.path.join(folder, "**", "*.tmp-*"), recursive=True)
+
+
+def _stats(path):
+    stats = json.loads(path.read_text())
+    for varying in ("seconds", "instances_per_second", "output_files"):
+        stats.pop(varying)
+    return stats
+
+
+def test_create_pretraining_data_killed_then_rerun(tmp_path):
+    vocab_file, _ = tiny_model_files(tmp_path)
+    corpus = REPO / "demo" / "data" / "corpus.txt"
+
+    def command(prefix):
+        return [sys.executable, "-m", "data_prep.create_pretraining_data",
+                f"--input_file={corpus}", f"--output_file={prefix}", f"--vocab_file={vocab_file}",
+                "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=3",
+                "--num_output_shards=3", "--random_seed=7"]
+
+    reference = tmp_path / "reference" / "wiki.tfrecord"
+    reference.parent.mkdir()
+    seconds = _timed(command(reference))
+    names = sorted(os.path.basename(p) for p in glob.glob(f"{reference}*"))
+    assert len(names) == 4  # 3 shards + stats.json
+    for seed in SEEDS:
+        folder = tmp_path / f"killed_{seed}"
+        folder.mkdir()
+        _kill_after(command(folder / "wiki.tfrecord"),
+                    np.random.default_rng(seed).uniform(0.4, 1.0) * seconds)
+        left = sorted(os.path.basename(p) for p in glob.glob(f"{folder}/wiki.tfrecord*")
+                      if ".tmp-" not in p)
+        assert left in ([], names), f"seed {seed}: a partial output set {left}"
+        _run(command(folder / "wiki.tfrecord"))
+        assert not _temporary_files(folder), f"seed {seed}"
+        for name in names:
+            if name.endswith(".stats.json"):  # the same, but for timings and paths
+                assert _stats(folder / name) == _stats(reference.parent / name)
+            else:
+                assert filecmp.cmp(folder / name, reference.parent / name, shallow=False), name
+
+
+def test_export_killed_then_rerun(tmp_path):
+    words = ["good", "bad", "movie"]
+    model = tiny_model(BertClassifier, tiny_config(), 3, num_classes=2)
+    write_released_checkpoint(tmp_path / "model", model)
+    write_vocab(tmp_path / "model" / "vocab.txt", SPECIAL_TOKENS + words, size=99)
+
+    def command(export_dir):
+        return [sys.executable, "export_model.py", "--model_type=classifier",
+                f"--init_checkpoint={tmp_path / 'model'}", "--label_names=neg,pos",
+                f"--export_dir={export_dir}", "--max_seq_length=16", "--overwrite"]
+
+    seconds = _timed(command(tmp_path / "reference"))
+    for seed in SEEDS:
+        export_dir = tmp_path / f"killed_{seed}"
+        _kill_after(command(export_dir), np.random.default_rng(seed).uniform(0.4, 1.0) * seconds)
+        # Either nothing at export_dir, or a complete SavedModel.
+        assert not export_dir.exists() or (export_dir / "saved_model.pb").exists()
+        _run(command(export_dir))
+        assert (export_dir / "saved_model.pb").exists()
+        assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_run_classifier_killed_then_rerun(tmp_path):
+    write_sst2(tmp_path / "data")
+    vocab_file, config_file = tiny_model_files(tmp_path)
+
+    def command(output_dir):
+        return [sys.executable, "run_classifier.py", "--task_name=SST-2",
+                f"--data_dir={tmp_path / 'data'}", f"--output_dir={output_dir}",
+                f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}",
+                "--do_train", "--do_eval", "--max_seq_length=12", "--train_batch_size=16",
+                "--learning_rate=2e-3", "--num_train_epochs=20", "--save_checkpoints_steps=8",
+                "--steps_per_loop=4", "--seed=1", "--dropout_rate=0"]
+
+    seconds = _timed(command(tmp_path / "reference"))
+    expected = (tmp_path / "reference" / "eval_results.txt").read_text().splitlines()
+    for seed in SEEDS:
+        output_dir = tmp_path / f"killed_{seed}"
+        _kill_after(command(output_dir), np.random.default_rng(seed).uniform(0.4, 1.0) * seconds)
+        assert not (output_dir / "eval_results.txt").exists() or \
+            (output_dir / "eval_results.txt").read_text().splitlines() == expected
+        _run(command(output_dir))
+        results = (output_dir / "eval_results.txt").read_text().splitlines()
+        assert [line for line in results if line.startswith("global_step")] == \
+            [line for line in expected if line.startswith("global_step")]
+        assert not _temporary_files(output_dir), f"seed {seed}"
