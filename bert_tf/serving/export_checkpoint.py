@@ -23,6 +23,7 @@ from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.base import RUN_SETTINGS_FILE
 from bert_tf.text import tokenization
+from bert_tf.train import loop
 
 
 def _beside(path, name):
@@ -80,16 +81,7 @@ def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=N
     encoder = BertEncoder(BertConfig.from_json_file(config_file))
     model = model_cls.from_encoder(encoder, **head_kwargs)
     model.build()
-    status = None
-    try:
-        status = tf.train.Checkpoint(model=model).read(prefix)
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as err:
-        if status is not None:
-            status.expect_partial()  # no warning per unmatched value when the status dies
-        raise ValueError(f"{prefix} does not match a {model_cls.__name__} built from "
-                         f"{config_file} (head {head_kwargs}): {str(err)[:300]}") from None
-    status.expect_partial()
+    loop.restore_model(model, prefix)
     logging.info("Loaded %s from training checkpoint %s", model_cls.__name__, prefix)
     return model
 

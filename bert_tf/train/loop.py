@@ -143,10 +143,14 @@ def initialize_from_checkpoint(model, init_checkpoint):
 def restore_model(model, checkpoint):
     """Restores model weights from a training checkpoint (or the latest in a folder).
 
+    The one place a trained task model is read back: evaluation and prediction in the
+    runners (`bert_tf.tasks.base`) and `export_model` both come here.
+
     Returns:
         The checkpoint's global step.
     Raises:
-        ValueError: when no checkpoint is found.
+        ValueError: when no checkpoint is found, or it does not fit the model (another
+            config or head).
     """
     path = checkpoint
     if tf.io.gfile.isdir(checkpoint):
@@ -154,7 +158,16 @@ def restore_model(model, checkpoint):
     if not path:
         raise ValueError(f"no training checkpoint found in {checkpoint}")
     step = tf.Variable(0, dtype=tf.int64)
-    tf.train.Checkpoint(model=model, global_step=step).read(path).expect_partial()
+    status = None
+    try:
+        status = tf.train.Checkpoint(model=model, global_step=step).read(path)
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        raise ValueError(f"training checkpoint {path} does not fit a {type(model).__name__} "
+                         f"of this config and head: {str(error)[:300]}") from None
+    finally:
+        if status is not None:
+            status.expect_partial()  # optimizer slots are not read; no warning for them
     return int(step.numpy())
 
 
