@@ -52,6 +52,25 @@ def write_text_atomic(path: str, text: str) -> None:
             file.write(text)
 
 
+def check_output_path(path: str, flag: str = "output_file",
+                      parent_must_exist: bool = True) -> None:
+    """Refuses, before any work, an output path that cannot be written as a file.
+
+    Raises:
+      ValueError / FileNotFoundError: naming the flag, the path and what is wrong.
+    """
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path!r} is an existing directory: expected a file "
+                         "name (e.g. a name inside that directory)")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent) and not parent_must_exist:
+        parent = os.path.dirname(parent)  # the nearest existing ancestor must be a folder
+    if os.path.exists(parent) and not os.path.isdir(parent):
+        raise ValueError(f"{flag} {path!r}: {parent!r} is a file, not a directory")
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{flag} {path!r}: directory {parent!r} does not exist")
+
+
 def file_digest(path: str) -> str:
     """SHA-256 of a file's content: what caches are keyed by (never size or mtime)."""
     digest = hashlib.sha256()

@@ -27,6 +27,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.cli import common
 from bert_tf.text import tokenization
+from data_prep import wikipedia
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _LOG_EVERY_SENTENCES = 100_000
@@ -128,7 +129,7 @@ def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True,
                 num_unused=100, input_format="auto", max_sentences=0, language=None,
                 **learn_kwargs):
     """Reads the corpus, learns the vocab and writes it. Returns a summary dict."""
-    from data_prep import wikipedia  # pylint: disable=import-outside-toplevel
+    fileio.check_output_path(output_file, parent_must_exist=False)  # before any work
     stats = collections.Counter()
     sentences = (sentence for document in wikipedia.iter_documents(
         input_files, input_format=input_format, stats=stats, language=language)

@@ -20,13 +20,13 @@ import dataclasses
 import itertools
 import json
 import multiprocessing
-import os
 import time
 from typing import Counter, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
 
+from bert_tf import fileio
 from data_prep import example_encoding
 from data_prep import pretraining_instances
 from data_prep import wikipedia
@@ -60,20 +60,8 @@ def resolve_output_files(output_file: str, num_output_shards: int = 1) -> List[s
         names = [f"{names[0]}-{i:05d}-of-{num_output_shards:05d}"
                  for i in range(num_output_shards)]
     for name in names + [names[0] + STATS_SUFFIX]:
-        check_output_path(name)
+        fileio.check_output_path(name)
     return names
-
-
-def check_output_path(name: str) -> None:
-    """Refuses, before any work, an output path that cannot be written as a file."""
-    if os.path.isdir(name):
-        raise ValueError(f"output_file {name!r} is an existing directory: expected a file "
-                         "name (e.g. a name inside that directory)")
-    parent = os.path.dirname(os.path.abspath(name))
-    if os.path.exists(parent) and not os.path.isdir(parent):
-        raise ValueError(f"output_file {name!r}: {parent!r} is a file, not a directory")
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"output_file {name!r}: directory {parent!r} does not exist")
 
 
 def iter_raw_chunks(input_files: Sequence[str], input_format: str, chunk_chars: int,

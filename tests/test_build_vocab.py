@@ -87,3 +87,11 @@ def test_build_vocab_wikiextractor_input(tmp_path):
                                       input_format="wikiextractor", lower_thresh=2)
     vocab = tokenization.load_vocab(str(output))
     assert summary["vocab_size"] == len(vocab) == 120 and "running" in vocab
+
+
+def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):
+    (tmp_path / "vocab_dir").mkdir()
+    with pytest.raises(ValueError, match="is an existing directory"):
+        build_vocab.build_vocab(str(tmp_path / "missing_corpus.txt"),
+                                str(tmp_path / "vocab_dir"), vocab_size=200)
+    assert sorted(os.listdir(tmp_path)) == ["vocab_dir"]  # nothing read, nothing written

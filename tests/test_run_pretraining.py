@@ -120,7 +120,9 @@ def test_bad_input_is_rejected_before_training(tmp_path):
         (dict(do_train=False), "--do_train or --do_eval"),
         (dict(max_seq_length=32), "max_position_embeddings=16"),
         (dict(input_file=str(tmp_path / "nothing*")), "matches no file"),
+        (dict(input_file=str(tmp_path / "empty.tfrecord")), "empty \\(no records\\)"),
     ]
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
     for overrides, match in cases:
         with pytest.raises(ValueError, match=match):
             pretraining.run_pretraining(_options(tmp_path, **overrides), strategy)

@@ -3,6 +3,7 @@ help that lists the command's own flags, and the one place where a user error be
 one-line message (the traceback only with `--verbose`)."""
 
 import dataclasses
+import os
 import sys
 
 from absl import app, flags
@@ -131,6 +132,8 @@ def run_command(module, run_fn, required=()):
     """
     spec = getattr(module, "__spec__", None)  # under `python -m`, __name__ is __main__
     program = (spec.name if spec else module.__name__).rsplit(".", 1)[-1]
+    if program == "__main__":  # a script run by path: data_prep/build_vocab.py
+        program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
     main_module = sys.modules["__main__"]
     if main_module is not module:
         main_module.__doc__ = module.__doc__

@@ -57,7 +57,11 @@ def check_options(options, strategy):
                                            "eval_batch_size")
     if options.init_checkpoint:
         check_init_checkpoint_config(options.init_checkpoint, config)
-    records.expand_input_files(options.input_file)
+    input_files = records.expand_input_files(options.input_file)
+    if all(tf.io.gfile.stat(path).length == 0 for path in input_files):
+        raise ValueError(f"--input_file={options.input_file}: the {len(input_files)} "
+                         "file(s) it names are empty (no records); write records with "
+                         "create_pretraining_data first")
 
 
 def check_init_checkpoint_config(init_checkpoint, config):
