@@ -44,6 +44,9 @@ OVERRIDES = [
     (re.compile(r"--num_gpus=[1-9]\d*"), "--num_gpus=0"),
     (re.compile(r"--num_train_steps=\d{4,}"), PRETRAINING_OVERRIDES),
     (re.compile(r"--num_train_epochs=\d+"), "--num_train_epochs=1"),
+    # The cased stand-in is the demo's uncased BERT under another name.
+    (re.compile(r"--init_checkpoint=cased_L-12_H-768_A-12"),
+     "--init_checkpoint=cased_L-12_H-768_A-12 --allow_case_mismatch"),
     # The stand-in checkpoint (the demo's BERT) has 2 layers, not 12.
     (re.compile(r"--layers=-1,-2,-3,-4"), "--layers=-1,-2"),
 ]
@@ -70,12 +73,17 @@ def readme_commands(readme_path):
 
 
 def variants(command):
-    """The command without its `[...]` option group, then (if any) with it."""
+    """The command without its `[...]` option group, then (if any) with it.
+
+    The second variant writes to `<output_dir>_options`: a run directory records its
+    settings and refuses a run with others (SQuAD v1.1 vs v2.0, say).
+    """
     group = re.search(r"\s\[(--[^\]]+)\]", command)
     if not group:
         return [command]
-    return [command.replace(group.group(0), ""), command.replace(group.group(0),
-                                                                 " " + group.group(1))]
+    with_options = re.sub(r"(--output_dir=\S+)", r"\1_options",
+                          command.replace(group.group(0), " " + group.group(1)))
+    return [command.replace(group.group(0), ""), with_options]
 
 
 def adapt(command, work_dir):
@@ -196,7 +204,7 @@ def after_command(command, work_dir):
     if "bert-run-squad" in command and "--version_2_with_negative" in command:
         # `squad_eval dev-v2.0.json predictions.json --na-prob-file null_odds.json`
         for name in ("predictions.json", "null_odds.json"):
-            shutil.copy(os.path.join(work_dir, "tmp", "squad", name), work_dir)
+            shutil.copy(os.path.join(work_dir, "tmp", "squad_options", name), work_dir)
     if "bert-create-pretraining-data" in command:
         # The single-CPU example reads records/wiki.tfrecord.
         os.makedirs(os.path.join(work_dir, "records"), exist_ok=True)

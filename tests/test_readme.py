@@ -105,6 +105,8 @@ def test_check_readme_rewrites_outputs_and_overrides_pod_flags():
     assert check.variants("bert-x --a=1 [--b=2 --c] --d") == ["bert-x --a=1 --d",
                                                              "bert-x --a=1 --b=2 --c --d"]
     assert check.variants("bert-x --a=1") == ["bert-x --a=1"]
+    assert check.variants("bert-x --output_dir=/t/s [--b]") == [
+        "bert-x --output_dir=/t/s", "bert-x --output_dir=/t/s_options --b"]
 
 
 def test_check_readme_stand_ins_parse_with_the_readers(tmp_path):

@@ -243,10 +243,11 @@ def test_export_refuses_a_run_of_another_model_type(tmp_path):
                                          r".*asks for a span_labeler"):
         export_checkpoint.export_from_checkpoint("squad", str(run_dir), str(tmp_path / "e"),
                                                  vocab_file=vocab_file)
-    with pytest.raises(ValueError, match=r"differ from the labels \['0', '1'\]"):
+    with pytest.raises(ValueError, match=r"name 3 labels, but the run in .* was trained "
+                                         r"with 2: \['0', '1'\]"):
         export_checkpoint.export_from_checkpoint("classifier", str(run_dir),
                                                  str(tmp_path / "e"), vocab_file=vocab_file,
-                                                 label_names=["1", "0"])
+                                                 label_names=["neg", "neutral", "pos"])
 
 
 def test_lower_casing_that_does_not_fit_the_vocab_is_refused_unless_allowed(tmp_path):

@@ -87,7 +87,7 @@ def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=N
 
 
 def _check_run_settings(init_checkpoint, kind, label_names):
-    """Refuses a fine-tuning run of another model type, or with other labels.
+    """Refuses a fine-tuning run of another model type, or with another label count.
 
     A fine-tuning output_dir records its model type and labels in `run_settings.json`
     (`bert_tf.tasks.base`); heads of different types can have the same variables, so
@@ -102,10 +102,11 @@ def _check_run_settings(init_checkpoint, kind, label_names):
         raise ValueError(f"{init_checkpoint} holds a {saved.get('model_type')} run (task "
                          f"{saved.get('task')}, {path}); --model_type asks for a {kind}: "
                          "pass the model type it was trained as")
-    if label_names and saved.get("labels") and list(label_names) != saved["labels"]:
-        raise ValueError(f"--label_names/--labels_file {list(label_names)} differ from the "
-                         f"labels {saved['labels']} the run in {init_checkpoint} was trained "
-                         "with (label-id order matters)")
+    # Names may differ (display names for the ids); their number may not.
+    if label_names and saved.get("labels") and len(label_names) != len(saved["labels"]):
+        raise ValueError(f"--label_names/--labels_file name {len(label_names)} labels, but "
+                         f"the run in {init_checkpoint} was trained with "
+                         f"{len(saved['labels'])}: {saved['labels']} (in label-id order)")
 
 
 def export_from_checkpoint(model_type, init_checkpoint, export_dir, bert_config_file=None,
