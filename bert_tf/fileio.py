@@ -71,6 +71,21 @@ def check_output_path(path: str, flag: str = "output_file",
         raise FileNotFoundError(f"{flag} {path!r}: directory {parent!r} does not exist")
 
 
+def check_output_dir(path: str, flag: str = "output_dir") -> None:
+    """Refuses, before any work, an output folder that is a file or lies under one.
+
+    Remote paths (`gs://...`) are left to the filesystem.
+    """
+    if "://" in path:
+        return
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        where = "is" if folder == os.path.abspath(path) else f"lies under {folder!r}, which is"
+        raise ValueError(f"{flag} {path!r} {where} a file: expected a folder")
+
+
 def file_digest(path: str) -> str:
     """SHA-256 of a file's content: what caches are keyed by (never size or mtime)."""
     digest = hashlib.sha256()

@@ -115,6 +115,10 @@ def test_bad_input_is_reported_before_any_work(tmp_path):
         classification_task.run(options(tmp_path, task_name="rte", do_eval=True,
                                              data_dir=str(tmp_path / "empty")))
     # Checked before training starts, not after it.
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ValueError, match=r"output_dir .*a_file' is a file: expected a folder"):
+        classification_task.run(options(tmp_path, do_train=True,
+                                        output_dir=str(tmp_path / "a_file")))
     (tmp_path / "data" / "test.tsv").unlink()
     with pytest.raises(FileNotFoundError, match=r"test file was expected at .*test.tsv"):
         classification_task.run(options(tmp_path, do_train=True, do_predict=True))

@@ -121,6 +121,8 @@ def test_bad_input_is_rejected_before_training(tmp_path):
         (dict(max_seq_length=32), "max_position_embeddings=16"),
         (dict(input_file=str(tmp_path / "nothing*")), "matches no file"),
         (dict(input_file=str(tmp_path / "empty.tfrecord")), "empty \\(no records\\)"),
+        (dict(output_dir=str(tmp_path / "empty.tfrecord" / "out")),
+         "lies under .*empty.tfrecord', which is a file: expected a folder"),
     ]
     (tmp_path / "empty.tfrecord").write_bytes(b"")
     for overrides, match in cases:

@@ -131,6 +131,7 @@ def check_options(options: FinetuneOptions) -> None:
         raise ValueError(f"max_seq_length {options.max_seq_length} exceeds "
                          f"max_position_embeddings {config.max_position_embeddings} of "
                          f"{options.bert_config_file}")
+    fileio.check_output_dir(options.output_dir)
     os.makedirs(options.output_dir, exist_ok=True)
 
 

@@ -16,6 +16,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
 from bert_tf.tasks import base
@@ -42,6 +43,7 @@ def check_options(options, strategy):
     """Rejects options that cannot work, naming the flag, before anything runs."""
     if not (options.do_train or options.do_eval):
         raise ValueError("at least one of --do_train or --do_eval must be set")
+    fileio.check_output_dir(options.output_dir, "--output_dir")
     config = options.bert_config
     if options.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={options.max_seq_length} exceeds the model's "
