@@ -1,8 +1,10 @@
-"""What the fine-tuning pipelines (classification, NER) share: options, model set-up,
-training through `bert_tf.train.loop`, restoring for evaluation, result files.
+"""The task driver: what every task (classification, NER, SQuAD; pre-training for its
+options, optimizer and results) shares. Options and their checks before any work, the
+run directory's settings, the feature cache, the label list, training through
+`bert_tf.train.loop`, restoring for evaluation, result files and export.
 
-`FinetuneOptions` holds the flags common to run_classifier and run_ner (names as the
-original google-research scripts, plus strategy / precision / optimizer settings).
+`TrainingOptions` holds what every runner trains with; `FinetuneOptions` adds the flags
+common to the fine-tuning runners (names as the original google-research scripts).
 `init_checkpoint` may be a released folder (bert_config.json, vocab.txt,
 bert_model.ckpt.*), a TF1 checkpoint prefix or a Hugging Face folder; `bert_config_file`
 and `vocab_file` default to the files in that folder.

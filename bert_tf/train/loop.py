@@ -36,7 +36,7 @@ every `save_checkpoints_steps` and at the end, through `tf.train.CheckpointManag
 (`output_dir/ckpt-<step>.*`, the newest `keep_checkpoint_max` kept; the `checkpoint`
 state file is replaced atomically after the files are complete). Progress is logged
 once per loop with sequences/s; TensorBoard gets every loss, the learning rate and
-sequences/s. See `training_steps` for how gradients are reduced, clipped and accumulated.
+sequences/s. See `bert_tf.train.steps` for how gradients are reduced, clipped and accumulated.
 
 Notes:
     * Losses are averaged over replicas and micro-batches (each replica's loss is the

@@ -1,6 +1,6 @@
 """Fine-tune, evaluate and predict a sentence(-pair) classifier: what run_classifier runs.
 
-    results = classification_pipeline.run(ClassifierOptions(
+    results = classification_task.run(ClassifierOptions(
         task_name="mrpc", data_dir="glue/MRPC", init_checkpoint="uncased_L-12_H-768_A-12",
         output_dir="out", do_train=True, do_eval=True))
 

@@ -1,6 +1,6 @@
 """Fine-tune, evaluate and predict a BERT token tagger (NER): what run_ner runs.
 
-    results = ner_pipeline.run(NerOptions(
+    results = ner_task.run(NerOptions(
         data_dir="conll2003", init_checkpoint="cased_L-12_H-768_A-12", do_lower_case=False,
         output_dir="out", do_train=True, do_eval=True, do_predict=True))
 

@@ -1,6 +1,6 @@
 """Fine-tune and predict SQuAD v1.1 / v2.0: what run_squad runs.
 
-    results = squad_pipeline.run(SquadOptions(
+    results = squad_task.run(SquadOptions(
         train_file="train-v1.1.json", predict_file="dev-v1.1.json",
         init_checkpoint="uncased_L-12_H-768_A-12", output_dir="out",
         do_train=True, do_predict=True))
