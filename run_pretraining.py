@@ -1,6 +1,7 @@
 """Pre-trains BERT (masked LM + next-sentence prediction) on TFRecords.
 
-The command lives in `bert_tf.cli.run_pretraining`; this script runs it (`python run_pretraining.py --help`).
+The command lives in `bert_tf.cli.run_pretraining`; this script runs it
+(`python run_pretraining.py --help`).
 """
 
 from bert_tf.cli.run_pretraining import run_main

@@ -63,8 +63,8 @@ def check_output_path(path: str, flag: str = "output_file",
         raise ValueError(f"{flag} {path!r} is an existing directory: expected a file "
                          "name (e.g. a name inside that directory)")
     parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent) and not parent_must_exist:
-        parent = os.path.dirname(parent)  # the nearest existing ancestor must be a folder
+    if not parent_must_exist:
+        parent = _nearest_existing(parent)  # which must be a folder
     if os.path.exists(parent) and not os.path.isdir(parent):
         raise ValueError(f"{flag} {path!r}: {parent!r} is a file, not a directory")
     if not os.path.isdir(parent):
@@ -78,12 +78,32 @@ def check_output_dir(path: str, flag: str = "output_dir") -> None:
     """
     if "://" in path:
         return
-    folder = os.path.abspath(path)
-    while not os.path.exists(folder):
-        folder = os.path.dirname(folder)
+    folder = _nearest_existing(path)
     if not os.path.isdir(folder):
         where = "is" if folder == os.path.abspath(path) else f"lies under {folder!r}, which is"
         raise ValueError(f"{flag} {path!r} {where} a file: expected a folder")
+
+
+def _nearest_existing(path: str) -> str:
+    """`path` (absolute) or its nearest ancestor that exists."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def file_in_folder(folder, name):
+    """`folder/name` when `folder` is a directory holding that file, else None."""
+    if folder and os.path.isdir(folder) and os.path.isfile(os.path.join(folder, name)):
+        return os.path.join(folder, name)
+    return None
+
+
+def file_beside(path, name):
+    """`name` in the folder `path`, or beside the file or checkpoint prefix `path`."""
+    if not path:
+        return None
+    return file_in_folder(path if os.path.isdir(path) else os.path.dirname(path), name)
 
 
 def file_digest(path: str) -> str:

@@ -155,16 +155,13 @@ def run(flag_values):
     for name in ("input_file", "output_file"):
         if not getattr(FLAGS, name):
             raise app.UsageError(f"--{name} is required")
-    try:
-        return build_vocab(
-            FLAGS.input_file, FLAGS.output_file, vocab_size=FLAGS.vocab_size,
-            do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
-            input_format=FLAGS.input_format, max_sentences=FLAGS.max_sentences,
-            language=FLAGS.language, max_unique_chars=FLAGS.max_unique_chars,
-            max_token_length=FLAGS.max_token_length, lower_thresh=FLAGS.lower_thresh,
-            num_iterations=FLAGS.num_iterations)
-    except (ValueError, FileNotFoundError) as error:
-        raise app.UsageError(str(error)) from error
+    return build_vocab(
+        FLAGS.input_file, FLAGS.output_file, vocab_size=FLAGS.vocab_size,
+        do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
+        input_format=FLAGS.input_format, max_sentences=FLAGS.max_sentences,
+        language=FLAGS.language, max_unique_chars=FLAGS.max_unique_chars,
+        max_token_length=FLAGS.max_token_length, lower_thresh=FLAGS.lower_thresh,
+        num_iterations=FLAGS.num_iterations)
 
 
 def run_main():

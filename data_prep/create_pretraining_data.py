@@ -71,19 +71,16 @@ def run(flag_values):
             raise app.UsageError(f"--{name} is required")
     if FLAGS.num_workers < 1:
         raise app.UsageError(f"--num_workers={FLAGS.num_workers}: expected >= 1")
-    try:
-        options = pretraining_instances.InstanceOptions(
-            max_seq_length=FLAGS.max_seq_length,
-            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-            masked_lm_prob=FLAGS.masked_lm_prob,
-            short_seq_prob=FLAGS.short_seq_prob,
-            dupe_factor=FLAGS.dupe_factor,
-            do_whole_word_mask=FLAGS.do_whole_word_mask)
-        input_files = wikipedia.resolve_input_files(FLAGS.input_file)
-        output_files = pretraining_pipeline.resolve_output_files(
-            FLAGS.output_file, FLAGS.num_output_shards)
-    except (ValueError, FileNotFoundError) as error:
-        raise app.UsageError(str(error)) from error
+    options = pretraining_instances.InstanceOptions(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        do_whole_word_mask=FLAGS.do_whole_word_mask)
+    input_files = wikipedia.resolve_input_files(FLAGS.input_file)
+    output_files = pretraining_pipeline.resolve_output_files(
+        FLAGS.output_file, FLAGS.num_output_shards)
     logging.info("*** Reading from %d input file(s) ***", len(input_files))
     try:
         tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)

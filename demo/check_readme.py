@@ -253,7 +253,7 @@ def main():
     parser.add_argument("--demo_dir", default=os.path.join(REPO_ROOT, "demo_output"),
                         help="output of `make demo` (its pre-trained model and vocab)")
     parser.add_argument("--work_dir", default=os.path.join(REPO_ROOT, "demo_output",
-                                                          "readme_check"))
+                                                           "readme_check"))
     args = parser.parse_args()
     demo_dir, work_dir = os.path.abspath(args.demo_dir), os.path.abspath(args.work_dir)
     if not os.path.exists(os.path.join(demo_dir, "pretraining", "bert_model.ckpt.index")):

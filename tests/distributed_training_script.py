@@ -70,8 +70,8 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
     from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
-    from harness import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
-                         optimizer_fn, regression_loss)
+    from harness import (  # pylint: disable=import-outside-toplevel
+        TinyRegressor, dataset_fn_factory, optimizer_fn, regression_loss)
     import keras  # pylint: disable=import-outside-toplevel
     # A loss scale that never overflows here: dynamic scaling starting at 2**15 skips
     # overflowing steps, and how many depends on the size of the partial gradients.
@@ -101,8 +101,8 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
 def run_worker(out_dir, result_path):
     from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
     from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
-    from harness import (TinyRegressor, dataset_fn_factory,  # pylint: disable=import-outside-toplevel
-                         optimizer_fn, regression_loss)
+    from harness import (  # pylint: disable=import-outside-toplevel
+        TinyRegressor, dataset_fn_factory, optimizer_fn, regression_loss)
     strategy = distribute.get_strategy("multi_worker_mirrored")
     result = loop.train(
         strategy, TinyRegressor, regression_loss, dataset_fn_factory(8),

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
+from bert_tf.train import loop, optimization
 from bert_tf.weights import checkpoints
 
 # ------------------------------------------------------------------------ tiny config
@@ -266,12 +267,10 @@ def dataset_fn_factory(global_batch_size, seed=0, shuffle=True):
 
 
 def optimizer_fn(num_steps=1000):
-    from bert_tf.train import optimization  # pylint: disable=import-outside-toplevel
     return lambda: optimization.create_optimizer(0.05, num_steps, 2)
 
 
 def train_tiny(output_dir, num_steps, save_steps, sleep_seconds=0.0, **kwargs):
-    from bert_tf.train import loop  # pylint: disable=import-outside-toplevel
     loss_fn = regression_loss
     if sleep_seconds:
         def loss_fn(features, outputs):  # slows each step down, for the kill test

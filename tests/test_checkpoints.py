@@ -117,7 +117,8 @@ def test_report_skips_optimizer_state_and_lists_unmatched(tmp_path):
     np.testing.assert_array_equal(model.encoder.pooler.dense.kernel.numpy(),
                                   source.encoder.pooler.dense.kernel.numpy())
 
-    classifier, report = from_pretrained(BertClassifier, prefix, config=TINY, num_classes=3, return_report=True)
+    classifier, report = from_pretrained(BertClassifier, prefix, config=TINY, num_classes=3,
+                                         return_report=True)
     assert report.newly_initialized == ["output_weights", "output_bias"]
     assert classifier.head.dense.kernel.shape == (32, 3)
 
@@ -143,13 +144,14 @@ def test_task_heads_use_run_classifier_and_run_squad_names(tmp_path):
             (BertTokenClassifier(BertEncoder(TINY), num_classes=4), ["output_bias",
                                                                      "output_weights"]),
             (BertSpanLabeler(BertEncoder(TINY)), ["cls/squad/output_bias",
-                                                   "cls/squad/output_weights"])]:
+                                                  "cls/squad/output_weights"])]:
         prefix = str(tmp_path / model.name)
         checkpoints.save_google_checkpoint(model, prefix)
         shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
         assert sorted(set(shapes) - set(ENCODER_NAMES)) == names
-        restored, report = from_pretrained(type(model), prefix, config=TINY.to_dict(), return_report=True,
-            **({"num_classes": model.num_classes} if hasattr(model, "num_classes") else {}))
+        head = {"num_classes": model.num_classes} if hasattr(model, "num_classes") else {}
+        restored, report = from_pretrained(type(model), prefix, config=TINY.to_dict(),
+                                           return_report=True, **head)
         assert not report.newly_initialized and not report.unmatched
         inputs = make_inputs()
         for got, want in zip(tf.nest.flatten(restored(inputs)), tf.nest.flatten(model(inputs))):

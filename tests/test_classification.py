@@ -74,7 +74,7 @@ def test_glue_test_files_keep_their_index(tmp_path):
         "test-7", "A cat.", "A dog.", None)
     write_tsv(tmp_path / "cola" / "test.tsv", [["id", "sentence"], ["3", "The cat."]])
     [example] = classification_data.get_processor("cola").get_examples(str(tmp_path / "cola"),
-                                                                  "test")
+                                                                       "test")
     assert (example.guid, example.text_a) == ("test-3", "The cat.")
 
 
@@ -132,7 +132,7 @@ def test_generic_processor_named_columns(tmp_path, extension):
 def test_generic_regression_and_missing_column(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"text": "a", "score": 0.5}\n{"text": "b"}\n')
     processor = classification_data.get_processor("generic", label_column="score",
-                                             is_regression=True)
+                                                  is_regression=True)
     with pytest.raises(ValueError, match=r"train.jsonl:2: no label column 'score'"):
         processor.get_examples(str(tmp_path), "train")
     (tmp_path / "train.jsonl").write_text('{"text": "a", "score": 0.5}\n')
@@ -165,10 +165,11 @@ def test_bad_input_names_file_line_and_label(tmp_path):
 
 def test_features_pair_and_single(tokenizer):
     ids = {token: index for index, token in enumerate(VOCAB)}
-    examples = [classification_data.InputExample("dev-0", "The cats sat on the mat.", "A dog.", "1"),
-                classification_data.InputExample("dev-1", "big dog", None, "0")]
+    example = classification_data.InputExample
+    examples = [example("dev-0", "The cats sat on the mat.", "A dog.", "1"),
+                example("dev-1", "big dog", None, "0")]
     pair, single = classification_data.convert_examples_to_features(examples, ["0", "1"], 12,
-                                                                tokenizer)
+                                                                    tokenizer)
     # a: the cat ##s sat on the mat . (8) b: a dog . (3); 12 - 3 = 9 -> a loses 2 tokens.
     expected = ["[CLS]", "the", "cat", "##s", "sat", "on", "the", "[SEP]", "a", "dog", ".",
                 "[SEP]"]
@@ -202,7 +203,7 @@ def test_cache_features_round_trip(tmp_path, tokenizer):
     assert cache(8) == (3, False)
     assert cache(10) == (3, False)  # new length: rewritten
     dataset = classification_data.classifier_dataset(record, 10, 2, is_training=False,
-                                                is_regression=True)
+                                                     is_regression=True)
     batches = list(dataset.as_numpy_iterator())
     labels = np.concatenate([batch["label_ids"] for batch in batches])
     np.testing.assert_allclose(labels, [0.0, 0.5, 1.0])
@@ -219,11 +220,11 @@ def test_prediction_files(tmp_path):
     assert (tmp_path / "test_results.tsv").read_text() == (
         "0.900000\t0.100000\n0.250000\t0.750000\n")
     classification_data.write_submission(str(tmp_path / "RTE.tsv"), examples, probabilities,
-                                    ["entailment", "not_entailment"])
+                                         ["entailment", "not_entailment"])
     assert (tmp_path / "RTE.tsv").read_text() == (
         "index\tprediction\n7\tentailment\n9\tnot_entailment\n")
     classification_data.write_submission(str(tmp_path / "STS-B.tsv"), examples,
-                                    np.array([[3.14159], [0.5]]), None)
+                                         np.array([[3.14159], [0.5]]), None)
     assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n7\t3.142\n9\t0.500\n"
 
 

@@ -47,3 +47,13 @@ def test_missing_required_flag_and_stray_argument_are_one_line():
     stray = _run([sys.executable, "run_classifier.py", "oops"])
     assert stray.stderr.strip().splitlines()[-1].startswith(
         "run_classifier: error: unexpected arguments ['oops']")
+
+
+def test_successful_command_exits_zero_and_prints_nothing_on_stdout(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"the cat number {i} sat on the mat .\n" for i in range(50)))
+    done = _run([sys.executable, "-m", "data_prep.build_vocab", f"--input_file={corpus}",
+                 f"--output_file={tmp_path / 'vocab.txt'}", "--vocab_size=120",
+                 "--num_unused=2", "--lower_thresh=1"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "" and (tmp_path / "vocab.txt").exists()

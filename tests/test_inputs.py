@@ -29,7 +29,7 @@ def test_eval_pipeline_reads_every_record_once_in_order(tmp_path, gzip_files):
     paths, _ = write_records(tmp_path, 2, 5, SEQ, PRED, gzip_files=gzip_files)
     assert is_gzip(paths[0]) == gzip_files
     dataset = records.pretraining_dataset(",".join(paths), SEQ, PRED, 4, is_training=False,
-                                         drop_remainder=False)
+                                          drop_remainder=False)
     batches = _read_all(dataset)
     assert [len(b["input_ids"]) for b in batches] == [4, 4, 2]
     examples = _raw_examples(paths, "GZIP" if gzip_files else "")
@@ -66,7 +66,7 @@ def test_training_pipeline_sees_every_record_once_per_epoch(tmp_path, num_files,
     want = sorted(tuple(e.features.feature["input_ids"].int64_list.value)
                   for e in _raw_examples(paths))
     dataset = records.pretraining_dataset(paths, SEQ, PRED, 1, is_training=True, seed=3,
-                                         shuffle_buffer_size=10000)
+                                          shuffle_buffer_size=10000)
     rows = [tuple(b["input_ids"][0]) for b in _read_all(dataset.take(3 * count))]
     epochs = [rows[i * count:(i + 1) * count] for i in range(3)]
     for epoch in epochs:
@@ -82,7 +82,7 @@ def test_file_level_sharding_gives_disjoint_files_per_pipeline(tmp_path):
                                              input_pipeline_id=pipeline_id,
                                              num_replicas_in_sync=2)
         dataset = records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=False,
-                                             input_context=context, drop_remainder=False)
+                                              input_context=context, drop_remainder=False)
         batches = _read_all(dataset)
         assert all(len(b["input_ids"]) <= 2 for b in batches)  # per-replica batch
         seen.append({tuple(r) for b in batches for r in b["input_ids"]})
@@ -96,7 +96,7 @@ def test_record_level_sharding_when_fewer_files_than_pipelines(tmp_path):
     for pipeline_id in range(2):
         context = tf.distribute.InputContext(2, pipeline_id, 2)
         dataset = records.pretraining_dataset(paths, SEQ, PRED, 2, is_training=False,
-                                             input_context=context, drop_remainder=False)
+                                              input_context=context, drop_remainder=False)
         rows.append([tuple(r) for b in _read_all(dataset) for r in b["input_ids"]])
     assert len(rows[0]) == len(rows[1]) == 3
     assert not set(rows[0]) & set(rows[1])

@@ -125,7 +125,7 @@ def test_long_sentence_windows_give_every_word_one_tag(conll_file, tokenizer):
     labels = ner_data.build_label_list(sentences)
     # 12 sub-tokens, 6 per window: several overlapping windows.
     features = ner_data.convert_sentences_to_features(sentences[:1], labels, 8, tokenizer,
-                                                 doc_stride=3)
+                                                      doc_stride=3)
     assert len(features.input_ids) > 2
     assert np.all(features.sentence_index == 0)
     scored = features.word_ids[features.word_ids >= 0]
@@ -144,7 +144,7 @@ def test_long_sentence_windows_give_every_word_one_tag(conll_file, tokenizer):
 def test_decode_rejects_unknown_ids_and_reports_unknown_gold(conll_file, tokenizer):
     sentences = ner_data.read_tagged_file(conll_file)
     features = ner_data.convert_sentences_to_features(sentences, ["O", "B-PER", "I-PER"], 16,
-                                                 tokenizer)
+                                                      tokenizer)
     # ORG and MISC are unknown to this label list: left out of the loss, listed.
     assert [(line, tag) for _, line, tag in features.unknown_tags] == [
         (3, "B-ORG"), (5, "B-MISC"), (9, "B-MISC")]

@@ -103,7 +103,7 @@ def test_check_readme_rewrites_outputs_and_overrides_pod_flags():
     assert "--num_train_steps=1000000" not in adapted and "--num_gpus=8" not in adapted
     assert adapted.endswith(" ".join(overrides)) and "--num_gpus=0" in overrides
     assert check.variants("bert-x --a=1 [--b=2 --c] --d") == ["bert-x --a=1 --d",
-                                                             "bert-x --a=1 --b=2 --c --d"]
+                                                              "bert-x --a=1 --b=2 --c --d"]
     assert check.variants("bert-x --a=1") == ["bert-x --a=1"]
     assert check.variants("bert-x --output_dir=/t/s [--b]") == [
         "bert-x --output_dir=/t/s", "bert-x --output_dir=/t/s_options --b"]
@@ -131,6 +131,6 @@ def test_check_readme_stand_ins_parse_with_the_readers(tmp_path):
     assert len(sentences) > 30 and any("I-LOC" in s.tags for s in sentences)
     check._write_squad(documents[:4], str(tmp_path / "dev-v2.0.json"), v2=True)
     examples = squad_data.read_squad_examples(str(tmp_path / "dev-v2.0.json"), is_training=True,
-                                         version_2_with_negative=True)
+                                              version_2_with_negative=True)
     assert any(e.is_impossible for e in examples) and not all(e.is_impossible
-                                                               for e in examples)
+                                                              for e in examples)

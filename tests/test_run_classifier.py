@@ -59,7 +59,7 @@ def options(tmp_path, **changes):
 def test_train_eval_predict_sst2(tmp_path):
     write_sst2(tmp_path / "data")
     results = classification_task.run(options(tmp_path, do_train=True, do_eval=True,
-                                                  do_predict=True))
+                                              do_predict=True))
     out = tmp_path / "out"
     # 64 examples / 16 * 30 epochs = 120 steps; the "good"/"bad" rule is learnt.
     assert results["global_step"] == 120 and results["eval_examples"] == 16
@@ -83,7 +83,7 @@ def test_resume_then_eval_only_restores_the_checkpoint(tmp_path):
     assert first == {}  # no eval asked
     # More epochs: resumes from step 8 to 12; eval-only then restores step 12's weights.
     resumed = classification_task.run(options(tmp_path, do_train=True, do_eval=True,
-                                                  num_train_epochs=3.0))
+                                              num_train_epochs=3.0))
     assert resumed["global_step"] == 12
     again = classification_task.run(options(tmp_path, do_eval=True))
     assert again["global_step"] == 12
@@ -113,7 +113,7 @@ def test_bad_input_is_reported_before_any_work(tmp_path):
         classification_task.run(options(tmp_path, max_seq_length=32, do_eval=True))
     with pytest.raises(FileNotFoundError, match=r"dev file was expected at .*empty/dev.tsv"):
         classification_task.run(options(tmp_path, task_name="rte", do_eval=True,
-                                             data_dir=str(tmp_path / "empty")))
+                                        data_dir=str(tmp_path / "empty")))
     # Checked before training starts, not after it.
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(ValueError, match=r"output_dir .*a_file' is a file: expected a folder"):
@@ -144,7 +144,7 @@ def test_export_dir_serves_the_same_probabilities(tmp_path):
     write_sst2(tmp_path / "data")
     export_dir = tmp_path / "export"
     classification_task.run(options(tmp_path, do_train=True, do_predict=True,
-                                        num_train_epochs=2.0, export_dir=str(export_dir)))
+                                    num_train_epochs=2.0, export_dir=str(export_dir)))
     probabilities = np.loadtxt(tmp_path / "out" / "test_results.tsv", delimiter="\t")
     serving = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
     texts = [s for s, _ in sentiment_rows(6, 2)]
@@ -190,7 +190,7 @@ def test_missing_init_checkpoint_is_named_before_config_and_vocab(tmp_path):
     nope = str(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="init_checkpoint not found: .*nope"):
         classification_task.run(options(tmp_path, do_train=True, init_checkpoint=nope,
-                                            bert_config_file=None, vocab_file=None))
+                                        bert_config_file=None, vocab_file=None))
 
 
 def test_predict_without_training_refuses_a_random_head(tmp_path):
@@ -203,7 +203,7 @@ def test_predict_without_training_refuses_a_random_head(tmp_path):
     write_sst2(tmp_path / "data")
     with pytest.raises(ValueError, match="task head would be random"):
         classification_task.run(options(tmp_path, do_predict=True,
-                                            init_checkpoint=str(released)))
+                                        init_checkpoint=str(released)))
     assert not list((tmp_path / "out").glob("*.tsv"))
 
 
@@ -215,7 +215,7 @@ def test_vocab_of_another_model_is_refused(tmp_path):
     with pytest.raises(ValueError, match="has 20 tokens but .*bert_config.json has "
                                          "vocab_size 99"):
         classification_task.run(options(tmp_path, do_train=True,
-                                            vocab_file=small_vocab))
+                                        vocab_file=small_vocab))
     assert not (tmp_path / "out" / "train.tf_record").exists()
 
 

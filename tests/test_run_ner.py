@@ -70,7 +70,7 @@ def test_train_eval_predict_conll_layout(tmp_path):
     write_conll(data / "eng.testa", 12, 1, length=14)  # 14+ words: split into windows
     write_conll(data / "eng.testb", 4, 2, with_tags=False)
     results = ner_task.run(options(tmp_path, do_train=True, do_eval=True,
-                                       do_predict=True))
+                                   do_predict=True))
     out = tmp_path / "out"
     assert (out / "label_list.txt").read_text().split() == ["O", "B-LOC", "B-PER", "I-LOC"]
     assert results["eval_f1"] == 100.0, results

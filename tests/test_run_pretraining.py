@@ -134,7 +134,7 @@ def test_bad_input_is_rejected_before_training(tmp_path):
     with pytest.raises(ValueError, match="records-00000.tfrecord: record 0, feature "
                                          "'masked_lm_positions' has 3 values, expected 5"):
         pretraining.run_pretraining(_options(tmp_path, max_predictions_per_seq=5),
-                                        strategy)
+                                    strategy)
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
 
 

@@ -56,7 +56,7 @@ def test_train_predict_evaluate_and_resume(tmp_path):
     train_file = write_squad(tmp_path / "train.json", 40, seed=0)
     dev_file = write_squad(tmp_path / "dev.json", 12, seed=1)
     evaluation = squad_task.run(options(tmp_path, do_train=True, do_predict=True,
-                                            train_file=train_file, predict_file=dev_file))
+                                        train_file=train_file, predict_file=dev_file))
     out = tmp_path / "out"
     predictions = json.loads((out / "predictions.json").read_text())
     assert sorted(predictions) == sorted(f"q1_{i}" for i in range(12))
@@ -87,7 +87,7 @@ def test_train_predict_evaluate_and_resume(tmp_path):
 def test_export_dir_answers_raw_text(tmp_path):
     train_file = write_squad(tmp_path / "train.json", 40, seed=0)
     squad_task.run(options(tmp_path, do_train=True, train_file=train_file,
-                               export_dir=str(tmp_path / "export")))
+                           export_dir=str(tmp_path / "export")))
     # The exported SavedModel answers raw text with plain TensorFlow.
     serving = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
     answer = serving(question=tf.constant(["Where?"]),
@@ -120,10 +120,10 @@ def test_bad_options(tmp_path):
         squad_task.run(options(tmp_path, do_train=True))
     with pytest.raises(FileNotFoundError, match="predict_file not found: .*missing.json"):
         squad_task.run(options(tmp_path, do_predict=True,
-                                   predict_file=str(tmp_path / "missing.json")))
+                               predict_file=str(tmp_path / "missing.json")))
     with pytest.raises(ValueError, match="max_query_length"):
         squad_task.run(options(tmp_path, do_predict=True, max_query_length=13,
-                                   predict_file=write_squad(tmp_path / "d.json", 2, 0)))
+                               predict_file=write_squad(tmp_path / "d.json", 2, 0)))
 
 
 def test_cli_help_lists_original_flags():
@@ -146,7 +146,7 @@ def test_predict_file_without_answers_is_not_evaluated(tmp_path):
     del data["data"][0]["paragraphs"][1]["qas"][0]["answers"]
     (tmp_path / "test.json").write_text(json.dumps(data))
     assert squad_task.evaluate_predictions(str(tmp_path / "test.json"), predictions,
-                                               None) is None
+                                           None) is None
 
 
 @pytest.mark.parametrize("change, message", [

@@ -76,7 +76,7 @@ def _x_example(answer_words, qid="qx"):
     start = doc_tokens.index(answer_words[0])
     end = doc_tokens.index(answer_words[-1])
     return squad_data.SquadExample(qid, "what is ?", doc_tokens, " ".join(answer_words),
-                              start, end)
+                                   start, end)
 
 
 def test_windows_max_context_and_answers_across_borders(tokenizer):
@@ -280,7 +280,7 @@ def _gold_predictions(path, tokenizer, max_seq_length, doc_stride):
     """Features of a file, logits peaked at the gold sub-tokens, decoded predictions."""
     examples = squad_data.read_squad_examples(path, is_training=True)
     features = squad_data.convert_examples_to_features(examples, tokenizer, max_seq_length,
-                                                  doc_stride, 16, is_training=True)
+                                                       doc_stride, 16, is_training=True)
     results = []
     for feature in features:
         start_logits = np.zeros(max_seq_length, np.float32)

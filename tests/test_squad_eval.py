@@ -58,7 +58,7 @@ def test_v1_scores_by_hand(capsys):
 def test_v1_empty_prediction_scores_zero():
     data = _data([{"id": "q", "question": "?", "answers": _answers("x")}], "1.1")
     assert squad_evaluate.evaluate_v1(data["data"], {"q": ""}) == {"exact_match": 0.0,
-                                                                "f1": 0.0}
+                                                                   "f1": 0.0}
 
 
 def test_v2_scores_by_hand():
@@ -83,7 +83,7 @@ def test_v2_best_thresholds_by_hand():
 
 def test_v2_na_prob_threshold_switches_to_no_answer():
     result = squad_evaluate.evaluate_v2(V2_DATA["data"], V2_PREDICTIONS, V2_NA_PROBS,
-                                    na_prob_thresh=0.5)
+                                        na_prob_thresh=0.5)
     # C and D are above 0.5: both count as "no answer", which is right for both.
     assert (result["exact"], result["f1"]) == (75.0, 87.5)
     assert (result["NoAns_exact"], result["HasAns_exact"]) == (100.0, 50.0)

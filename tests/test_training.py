@@ -104,7 +104,7 @@ def test_bad_arguments_fail_before_training(tmp_path, kwargs, match):
 def test_evaluate_and_predict_match_numpy(tmp_path):
     strategy = tf.distribute.get_strategy()
     model = loop.build_model(strategy, TinyRegressor,
-                                 dataset_fn_factory(8)(tf.distribute.InputContext()).element_spec)
+                             dataset_fn_factory(8)(tf.distribute.InputContext()).element_spec)
     x, target = make_arrays()
 
     def eval_fn(_):
@@ -142,9 +142,9 @@ def test_sigkill_mid_run_then_restart_finishes_like_an_uninterrupted_run(tmp_pat
 def test_loss_fn_must_give_total_loss(tmp_path):
     with pytest.raises(ValueError, match="total_loss"):
         loop.train(tf.distribute.get_strategy(), TinyRegressor,
-                       lambda f, o: {"mse": tf.reduce_mean(o["y"])}, dataset_fn_factory(8),
-                       optimizer_fn=optimizer_fn(), output_dir=str(tmp_path),
-                       num_train_steps=2, global_batch_size=8)
+                   lambda f, o: {"mse": tf.reduce_mean(o["y"])}, dataset_fn_factory(8),
+                   optimizer_fn=optimizer_fn(), output_dir=str(tmp_path),
+                   num_train_steps=2, global_batch_size=8)
 
 
 class _IdsRegressor(keras.Model):

@@ -161,7 +161,7 @@ def test_real_english_dump_and_wikiextractor(shared_data_dir):
 
 
 @pytest.mark.parametrize("suffix, compress", [(".txt.bz2", bz2.compress),
-                                               (".txt.gz", gzip.compress)])
+                                              (".txt.gz", gzip.compress)])
 def test_truncated_compressed_input_is_named(tmp_path, suffix, compress):
     text = "".join(f"Sentence number {i} of the first document.\n" for i in range(2000))
     data = compress(text.encode("utf-8"))

@@ -141,17 +141,18 @@ def run_command(module, run_fn, required=()):
         for flag in flags.FLAGS.get_flags_for_module(module_name):
             flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
 
-    def check_and_run():
+    def check_and_run(argv):
+        if len(argv) > 1:
+            raise app.UsageError(f"unexpected arguments {argv[1:]}; flags are written "
+                                 "--name=value")
         missing = [name for name in required if getattr(flags.FLAGS, name) in (None, "")]
         if missing:
             raise app.UsageError(", ".join(f"--{name}" for name in missing) +
                                  (" is" if len(missing) == 1 else " are") + " required")
-        return run_fn()
+        run_fn()
 
-    def main(argv):
-        if len(argv) > 1:
-            sys.exit(f"{program}: error: unexpected arguments {argv[1:]}; flags are "
-                     "written --name=value")
-        run_reporting_user_errors(program, check_and_run)
+    def main(argv):  # returns None: app.run would exit with any value returned
+        run_reporting_user_errors(program, check_and_run, argv)
 
     app.run(main)
+

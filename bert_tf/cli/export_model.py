@@ -64,7 +64,8 @@ def export():
 
 
 def run_main():
-    common.run_command(sys.modules[__name__], export, required=('model_type', 'init_checkpoint', 'export_dir'))
+    common.run_command(sys.modules[__name__], export,
+                       required=("model_type", "init_checkpoint", "export_dir"))
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ one entry per token of `[CLS] a [SEP] (b [SEP])` (padding excluded), the chosen
 are then found in it), a checkpoint prefix or a Hugging Face folder.
 """
 
-import os
 import sys
 
 from absl import flags
 
+from bert_tf import fileio
 from bert_tf.cli import common
 
 from bert_tf.tasks import feature_extraction
@@ -43,14 +43,9 @@ flags.DEFINE_bool("do_lower_case", True, "Uncased model: lowercase and strip acc
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence ([CLS] and [SEP] included).")
 flags.DEFINE_integer("batch_size", 32, "Sequences per model call.")
 
-def _in_folder(folder, name):
-    path = os.path.join(folder, name) if folder and os.path.isdir(folder) else None
-    return path if path and os.path.isfile(path) else None
-
-
 def extract():
     """Writes the features of the flags' input file."""
-    vocab_file = FLAGS.vocab_file or _in_folder(FLAGS.init_checkpoint, "vocab.txt")
+    vocab_file = FLAGS.vocab_file or fileio.file_in_folder(FLAGS.init_checkpoint, "vocab.txt")
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {FLAGS.init_checkpoint}; pass --vocab_file")
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=FLAGS.do_lower_case)
@@ -62,7 +57,8 @@ def extract():
 
 
 def run_main():
-    common.run_command(sys.modules[__name__], extract, required=('input_file', 'output_file', 'init_checkpoint'))
+    common.run_command(sys.modules[__name__], extract,
+                       required=("input_file", "output_file", "init_checkpoint"))
 
 
 if __name__ == "__main__":

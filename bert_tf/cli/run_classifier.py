@@ -37,7 +37,8 @@ common.define_common_flags()
 
 def run():
     """Runs the command with the parsed flags; returns the evaluation results."""
-    return classification_task.run(common.options_from_values(classification_task.ClassifierOptions, FLAGS))
+    options = common.options_from_values(classification_task.ClassifierOptions, FLAGS)
+    return classification_task.run(options)
 
 
 def run_main():

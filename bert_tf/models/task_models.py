@@ -56,7 +56,6 @@ class BertClassifier(_ClassifierModel):
         return {"logits": self.head(pooled, training=training)}  # [B, C]
 
 
-
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertSpanLabeler(EncoderHeadModel):
     """Extractive QA: start and end logits for every token.

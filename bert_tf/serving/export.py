@@ -297,7 +297,7 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
     return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
                    versioned,
                    lambda module: classifier_text_signature(module, names, is_regression,
-                                                      text_pair))
+                                                            text_pair))
 
 
 def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export_dir,

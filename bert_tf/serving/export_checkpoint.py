@@ -17,6 +17,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.weights import checkpoints
 from bert_tf.serving import export
 from bert_tf.configs import BertConfig
@@ -24,15 +25,6 @@ from bert_tf.models import BertEncoder
 from bert_tf.tasks.base import RUN_SETTINGS_FILE
 from bert_tf.text import tokenization
 from bert_tf.train import loop
-
-
-def _beside(path, name):
-    """`name` in the folder `path`, or beside the checkpoint prefix `path`; else None."""
-    if not path:
-        return None
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    candidate = os.path.join(folder, name)
-    return candidate if os.path.isfile(candidate) else None
 
 
 def read_label_names(label_names, labels_file):
@@ -73,7 +65,7 @@ def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=N
     if prefix is None:  # released / google-research / Hugging Face weights
         return checkpoints.from_pretrained(model_cls, init_checkpoint,
                                            config=bert_config_file, **head_kwargs)
-    config_file = bert_config_file or _beside(init_checkpoint, "bert_config.json")
+    config_file = bert_config_file or fileio.file_beside(init_checkpoint, "bert_config.json")
     if not config_file or not os.path.isfile(config_file):
         raise FileNotFoundError(f"{init_checkpoint} is a training checkpoint: pass "
                                 "--bert_config_file (the bert_config.json it was trained "
@@ -93,7 +85,7 @@ def _check_run_settings(init_checkpoint, kind, label_names):
     (`bert_tf.tasks.base`); heads of different types can have the same variables, so
     without this check a classifier's head would load as a SQuAD head.
     """
-    path = _beside(init_checkpoint, RUN_SETTINGS_FILE)
+    path = fileio.file_beside(init_checkpoint, RUN_SETTINGS_FILE)
     if not path:
         return
     with open(path, encoding="utf-8") as file:
@@ -116,7 +108,7 @@ def export_from_checkpoint(model_type, init_checkpoint, export_dir, bert_config_
                            versioned=False, allow_case_mismatch=False):
     """Loads the model and exports it (see the module docstring). Returns the path."""
     kind = {"squad": "span_labeler", "ner": "token_classifier"}.get(model_type, model_type)
-    vocab_file = vocab_file or _beside(init_checkpoint, "vocab.txt")
+    vocab_file = vocab_file or fileio.file_beside(init_checkpoint, "vocab.txt")
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {init_checkpoint}; pass --vocab_file")
     if not export_dir:

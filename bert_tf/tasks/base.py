@@ -86,13 +86,6 @@ class FinetuneOptions(TrainingOptions):
         return self.distribution_strategy != "tpu" and not self.use_xla
 
 
-def _folder_file(options, name):
-    folder = options.init_checkpoint
-    if folder and os.path.isdir(folder) and os.path.isfile(os.path.join(folder, name)):
-        return os.path.join(folder, name)
-    return None
-
-
 def check_options(options: FinetuneOptions) -> None:
     """Fills config/vocab paths from an init_checkpoint folder; rejects what cannot work."""
     if not (options.do_train or options.do_eval or options.do_predict):
@@ -106,9 +99,9 @@ def check_options(options: FinetuneOptions) -> None:
         raise FileNotFoundError(f"init_checkpoint not found: {options.init_checkpoint} "
                                 "(expected a folder or a checkpoint prefix with .index)")
     options.bert_config_file = (options.bert_config_file
-                                or _folder_file(options, "bert_config.json")
-                                or _folder_file(options, "config.json"))
-    options.vocab_file = options.vocab_file or _folder_file(options, "vocab.txt")
+                                or fileio.file_in_folder(options.init_checkpoint, "bert_config.json")
+                                or fileio.file_in_folder(options.init_checkpoint, "config.json"))
+    options.vocab_file = options.vocab_file or fileio.file_in_folder(options.init_checkpoint, "vocab.txt")
     for name in ("bert_config_file", "vocab_file"):
         value = getattr(options, name)
         if not value:
@@ -177,7 +170,6 @@ def read_label_list(output_dir: str) -> list:
                                 "into its output_dir)")
     with open(path, encoding="utf-8") as file:
         return [line.rstrip("\n") for line in file if line.strip()]
-
 
 
 def run_settings(options: FinetuneOptions, model_type: str, task: str, labels) -> dict:

@@ -68,10 +68,8 @@ def check_options(options, strategy):
 
 def check_init_checkpoint_config(init_checkpoint, config):
     """Compares the bert_config.json beside `init_checkpoint` (if any) with `config`."""
-    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(
-        init_checkpoint)
-    path = os.path.join(folder, "bert_config.json")
-    if not os.path.isfile(path):
+    path = fileio.file_beside(init_checkpoint, "bert_config.json")
+    if not path:
         return
     theirs = BertConfig.from_json_file(path).to_dict()
     ours = config.to_dict()
@@ -174,7 +172,7 @@ def _train_explaining_bad_records(options, train_fn):
         records.explain_parse_error(
             options.input_file,
             records.pretraining_features(options.max_seq_length,
-                                        options.max_predictions_per_seq),
+                                         options.max_predictions_per_seq),
             options.input_compression)
         raise
 
@@ -195,7 +193,7 @@ def _evaluate(options, strategy, model, global_step):
             raise ValueError(f"--do_eval: no checkpoint in --output_dir={options.output_dir} "
                              "and no --init_checkpoint")
     results = loop.evaluate(strategy, model, _dataset_fn(options, False),
-                                pretraining_metrics, num_steps=options.max_eval_steps)
+                            pretraining_metrics, num_steps=options.max_eval_steps)
     results["global_step"] = global_step
     results.pop("eval_steps")
     path = os.path.join(options.output_dir, "eval_results.txt")

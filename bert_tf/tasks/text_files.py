@@ -1,8 +1,9 @@
 """Reading labelled text files for classification: TSV rows, CSV/JSONL with named columns.
 
 Every file is read through `bert_tf.fileio.iter_text_lines` (UTF-8; a line that is not,
-or a binary file, is an error naming file, line and byte). `read_tsv` yields (line number, fields) and rejects a row
-whose column count differs from the first row's, naming file and line. `GenericProcessor` reads your own
+or a binary file, is an error naming file, line and byte). `read_tsv` yields (line
+number, fields) and rejects a row whose column count differs from the first row's,
+naming file and line. `GenericProcessor` reads your own
 `train` / `dev` / `test` files (`.tsv`, `.csv`, `.jsonl`) with named text, optional
 text-pair, optional id and label columns.
 """

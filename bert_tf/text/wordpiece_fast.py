@@ -16,9 +16,9 @@ ICU's does not, or the reverse) the outcome could differ, so a text containing a
 "risky" character, a character the original deletes (U+0000, U+FFFD, Cc/Cf: rare, and
 deleting them would cost a pass over every text), or a run of more than 66 characters
 without a separator (a word that might pass 200 characters once normalised), is routed
-to the exact code-point path (`bert_tf.text.wordpiece_graph`). The risky set is measured, not guessed: each code
-point is put through the ICU ops and FastBertTokenizer once and compared with Python
-(a few seconds, cached per process and in ~/.cache/bert_tf).
+to the exact code-point path (`bert_tf.text.wordpiece_graph`). The risky set is
+measured, not guessed: each code point is put through the ICU ops and FastBertTokenizer
+once and compared with Python (a few seconds, cached per process and in ~/.cache/bert_tf).
 """
 
 import dataclasses

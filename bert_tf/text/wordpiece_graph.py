@@ -101,7 +101,7 @@ def _words(graph_tables, texts, do_lower_case):
     lengths = _field(tf.gather(info, in_word), tables.LENGTH_SHIFT, tables.LENGTH_MASK)
     origin = tf.repeat(tf.range(tf.shape(in_word)[0]), lengths)  # [O] index into L
     slot = tf.range(tf.shape(origin)[0]) - tf.repeat(tf.cumsum(lengths, exclusive=True),
-                                                       lengths)
+                                                     lengths)
     row_of_expansion = tf.gather(tf.bitwise.right_shift(tf.gather(info, in_word),
                                                         tables.EXPANSION_SHIFT), origin)
     expansion_index = tf.stack([row_of_expansion, tf.maximum(slot - 1, 0)], axis=1)

@@ -137,7 +137,7 @@ _CACHE_VERSION = 1  # bump when the tables change
 def _cache_file(do_lower_case):
     root = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
     name = (f"char_tables_v{_CACHE_VERSION}_py{sys.version_info[0]}{sys.version_info[1]}"
-        f"_ucd{unicodedata.unidata_version}_{'uncased' if do_lower_case else 'cased'}.npz")
+            f"_ucd{unicodedata.unidata_version}_{'uncased' if do_lower_case else 'cased'}.npz")
     return os.path.join(root, "bert_tf", name)
 
 
@@ -148,8 +148,8 @@ def char_tables(do_lower_case):
     try:
         with np.load(path) as arrays:
             return CharTables(TwoLevelTable(arrays["info_index"], arrays["info_blocks"]),
-                     TwoLevelTable(arrays["delta_index"], arrays["delta_blocks"]),
-                     arrays["expansions"])
+                              TwoLevelTable(arrays["delta_index"], arrays["delta_blocks"]),
+                              arrays["expansions"])
     except (OSError, KeyError, ValueError):
         pass
     tables = build_char_tables(do_lower_case)
@@ -157,8 +157,8 @@ def char_tables(do_lower_case):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with fileio.atomic_output(path) as temporary, open(temporary, "wb") as writer:
             np.savez(writer, info_index=tables.info.block_index, info_blocks=tables.info.blocks,
-                delta_index=tables.delta.block_index, delta_blocks=tables.delta.blocks,
-                expansions=tables.expansions)
+                     delta_index=tables.delta.block_index, delta_blocks=tables.delta.blocks,
+                     expansions=tables.expansions)
     except OSError:
         pass  # a read-only home only costs the next process the build
     return tables

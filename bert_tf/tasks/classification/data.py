@@ -5,7 +5,8 @@ label) and knows the task's labels and metrics. `get_processor(task_name, ...)` 
 one by name; `TASK_NAMES` lists the names. `convert_examples_to_features` tokenizes
 (`[CLS] a [SEP] b [SEP]`, pairs truncated longest-first) and
 `write_example_features` writes them as a TFRecord (the task caches it in the output
-folder under `feature_cache_key`: reused while data, vocabulary and settings are equal). `classifier_dataset` reads it back.
+folder under `feature_cache_key`: reused while data, vocabulary and settings are equal).
+`classifier_dataset` reads it back.
 
 GLUE files are read as GLUE's download script lays them out (`train.tsv`, `dev.tsv`,
 `test.tsv`; MNLI `dev_matched.tsv` / `dev_mismatched.tsv`); a row with another column

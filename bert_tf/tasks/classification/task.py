@@ -160,7 +160,7 @@ def run(options: ClassifierOptions) -> dict:
                               head_initializer=options.head_initializer)
 
     holder = base.ModelHolder(options, base.make_strategy(options),
-                                    make_head_model)
+                              make_head_model)
     results = {}
     if options.do_train:
         if label_list is not None:
@@ -176,12 +176,12 @@ def run(options: ClassifierOptions) -> dict:
         results.update(eval_loss=loss, global_step=holder.global_step,
                        eval_examples=len(examples))
         base.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"),
-                                      results)
+                                results)
     if options.do_predict:
         examples, logits, _ = _predict(options, holder, processor, "test", label_list,
                                        tokenizer)
         _write_predictions(options, processor, examples, logits, label_list)
     if options.export_dir and holder.model is not None:
         base.export_model(options, holder.model, "classifier", label_names=label_list,
-                                is_regression=is_regression, text_pair=_has_pairs(processor))
+                          is_regression=is_regression, text_pair=_has_pairs(processor))
     return results

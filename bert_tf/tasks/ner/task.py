@@ -153,14 +153,14 @@ def _predict_split(options, holder, split, label_list, tokenizer, batch_size):
     has_tags = split == "eval" or file_has_tags(path)
     _, sentences = _read(options, split, has_tags)
     features = ner_data.convert_sentences_to_features(sentences, label_list, options.max_seq_length,
-                                                 tokenizer, options.doc_stride)
+                                                      tokenizer, options.doc_stride)
     predicted_ids = []
     for batch_logits in holder.predict_batches(
             _dataset_fn(features, batch_size, False, None, options.use_trim_padding)):
         ids = np.argmax(batch_logits, axis=-1)  # [B, S'] with S' <= max_seq_length
         predicted_ids.append(np.pad(ids, [(0, 0), (0, options.max_seq_length - ids.shape[1])]))
     predicted = ner_data.decode_predictions(features, np.concatenate(predicted_ids), sentences,
-                                       label_list)
+                                            label_list)
     name = "eval" if split == "eval" else "test"
     output = os.path.join(options.output_dir, f"{name}_predictions.txt")
     if not has_tags:
@@ -188,7 +188,7 @@ def run(options: NerOptions) -> dict:
                                    head_initializer=options.head_initializer)
 
     holder = base.ModelHolder(options, base.make_strategy(options),
-                                    make_head_model)
+                              make_head_model)
     if options.do_train:
         features = ner_data.convert_sentences_to_features(
             train_sentences, label_list, options.max_seq_length, tokenizer, options.doc_stride)
@@ -206,5 +206,5 @@ def run(options: NerOptions) -> dict:
                                       options.predict_batch_size))
     if options.export_dir and holder.model is not None:
         base.export_model(options, holder.model, "token_classifier",
-                                label_names=label_list)
+                          label_names=label_list)
     return results

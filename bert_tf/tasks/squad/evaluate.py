@@ -220,7 +220,7 @@ def _check_dataset(data_json, path):
                 for a, answer in enumerate(squad_data.require_field(
                         qa, "answers", list, path, f"{where}.qas[{k}]")):
                     squad_data.require_field(answer, "text", str, path,
-                                   f"{where}.qas[{k}].answers[{a}]")
+                                             f"{where}.qas[{k}].answers[{a}]")
     return data
 
 

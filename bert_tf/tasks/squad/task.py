@@ -140,7 +140,7 @@ def prepare_train_record(options, tokenizer):
     """
     stats = collections.Counter()
     examples = squad_data.read_squad_examples(options.train_file, True,
-                                         options.version_2_with_negative, stats)
+                                              options.version_2_with_negative, stats)
     if not examples:
         raise ValueError(f"train_file {options.train_file}: no usable training question")
     random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
@@ -188,7 +188,7 @@ def train(options, strategy, tokenizer):
             shuffle_buffer_size=10000, drop_remainder=True)
 
     return base.train(options, strategy, head_model_builder(options), span_loss,
-                            dataset_fn, num_features)
+                      dataset_fn, num_features)
 
 
 def features_to_arrays(features, is_training):
@@ -232,7 +232,7 @@ def predict_logits(strategy, model, features, batch_size):
     results, started, done = [], time.time(), 0
     last_log = started
     for batch in loop.predict(strategy, model, predict_dataset_fn(arrays, batch_size),
-                                  passthrough_keys=("unique_ids",)):
+                              passthrough_keys=("unique_ids",)):
         start_logits = batch["start_logits"].astype(np.float32)
         end_logits = batch["end_logits"].astype(np.float32)
         for i, unique_id in enumerate(batch["unique_ids"]):
@@ -261,7 +261,7 @@ def evaluate_predictions(predict_file, predictions, null_odds):
         return None
     if version_2:
         return squad_evaluate.evaluate_v2(data_json["data"], predictions,
-                                      null_odds if null_odds else None)
+                                          null_odds if null_odds else None)
     return squad_evaluate.evaluate_v1(data_json["data"], predictions)
 
 
@@ -269,7 +269,7 @@ def predict(options, strategy, tokenizer, model=None, global_step=None):
     """Predicts predict_file, writes the prediction files and, when it has answers,
     eval_results.json; returns (model, the evaluation dict or {})."""
     examples = squad_data.read_squad_examples(options.predict_file, False,
-                                         options.version_2_with_negative)
+                                              options.version_2_with_negative)
     features = squad_data.convert_examples_to_features(
         examples, tokenizer, options.max_seq_length, options.doc_stride,
         options.max_query_length, is_training=False)
