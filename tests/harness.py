@@ -6,7 +6,8 @@ Plain functions and constants (tests/conftest.py wraps some of them in fixtures)
     tiny_model(model_cls, config, seed, **head)
     write_released_checkpoint(folder, model, vocab=None)
     write_tiny_model_files(folder, words, **overrides)   (what the run_* tests pass)
-    write_records(...), write_bad_record_file(...), is_gzip(path)   (pre-training data)
+    write_records(...), write_unmasked_records(...), write_bad_record_file(...),
+    is_gzip(path)   (pre-training data)
     write_tsv(path, rows), squad_json(paragraphs, version), write_squad_json(...)
     TinyRegressor, regression_loss, make_arrays, dataset_fn_factory, optimizer_fn,
     train_tiny   (a tiny regression problem for bert_tf.train.loop; no BERT needed)
@@ -127,14 +128,19 @@ def _float(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
-def make_example(rng, seq_length, max_predictions, vocab_size, num_masked=None):
-    """One tf.train.Example; returns (example, masked_lm_ids)."""
-    length = int(rng.integers(seq_length // 2, seq_length + 1))
+def _counting_instance(rng, seq_length, vocab_size, min_length=None):
+    """[CLS] counting tokens [SEP] of a random length, and their segment ids."""
+    length = int(rng.integers(min_length or seq_length // 2, seq_length + 1))
     span = vocab_size - FIRST_TOKEN
     start = int(rng.integers(0, span))
     tokens = [CLS_ID] + [FIRST_TOKEN + (start + i) % span for i in range(length - 2)] + [SEP_ID]
     cut = len(tokens) // 2
-    segment_ids = [0] * cut + [1] * (len(tokens) - cut)
+    return tokens, [0] * cut + [1] * (len(tokens) - cut)
+
+
+def make_example(rng, seq_length, max_predictions, vocab_size, num_masked=None):
+    """One tf.train.Example; returns (example, masked_lm_ids)."""
+    tokens, segment_ids = _counting_instance(rng, seq_length, vocab_size)
     candidates = list(range(1, len(tokens) - 1))
     count = num_masked or int(rng.integers(1, max_predictions + 1))
     count = min(count, len(candidates))
@@ -179,6 +185,27 @@ def write_records(directory, num_files, records_per_file, seq_length=16,
                 writer.write(record)
         paths.append(path)
     return paths, targets
+
+
+def write_unmasked_records(path, num_records, seq_length=16, vocab_size=99, seed=0,
+                           next_sentence=True, min_length=None):
+    """Records as `create_pretraining_data --masking=none` writes them: the counting
+    stream without masks (and without `next_sentence_labels` unless `next_sentence`).
+
+    Returns the path as a string."""
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(num_records):
+            tokens, segment_ids = _counting_instance(rng, seq_length, vocab_size, min_length)
+            pad = seq_length - len(tokens)
+            features = {"input_ids": _int64(tokens + [0] * pad),
+                        "input_mask": _int64([1] * len(tokens) + [0] * pad),
+                        "segment_ids": _int64(segment_ids + [0] * pad)}
+            if next_sentence:
+                features["next_sentence_labels"] = _int64([int(rng.integers(0, 2))])
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=features)).SerializeToString())
+    return str(path)
 
 
 def write_bad_record_file(path, bad_index, seq_length=16, max_predictions=3):

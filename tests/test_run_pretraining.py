@@ -16,8 +16,9 @@ from bert_tf.train import distribute
 from bert_tf.train import records
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertPretrainer
-from harness import (RUNNER_OVERRIDES, kill_once_checkpointed, tiny_config, tiny_model,
-                     write_bad_record_file, write_records, write_released_checkpoint)
+from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, kill_once_checkpointed, tiny_config,
+                     tiny_model, write_bad_record_file, write_records,
+                     write_released_checkpoint, write_unmasked_records, write_vocab)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -135,6 +136,59 @@ def test_bad_input_is_rejected_before_training(tmp_path):
                                          "'masked_lm_positions' has 3 values, expected 5"):
         pretraining.run_pretraining(_options(tmp_path, max_predictions_per_seq=5),
                                     strategy)
+    assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def test_packed_dynamic_masked_run_without_next_sentence_learns_and_restores(tmp_path):
+    """--pack_sequences --dynamic_masking --next_sentence=false end to end."""
+    (tmp_path / "records").mkdir()
+    write_unmasked_records(tmp_path / "records" / "plain.tfrecord", 256, min_length=5,
+                           next_sentence=False)
+    vocab = write_vocab(tmp_path / "vocab.txt", SPECIAL_TOKENS, size=99)
+    options = _options(tmp_path, do_eval=True, pack_sequences=True, max_sequences_per_row=3,
+                       packing_window=64, dynamic_masking=True, vocab_file=vocab,
+                       next_sentence=False, train_batch_size=16, eval_batch_size=16,
+                       num_train_steps=100, save_checkpoints_steps=100)
+    result = pretraining.run_pretraining(options, distribute.get_strategy())
+    history = result["train"].history
+    assert "next_sentence_loss" not in history[-1]
+    assert history[-1]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 0.5
+    model = result["train"].model
+    assert model.next_sentence is None
+    assert result["eval"]["masked_lm_accuracy"] > 0.03  # chance: about 1/94
+    assert "next_sentence_accuracy" not in result["eval"]
+    names = tf.train.load_checkpoint(str(tmp_path / "out" / "bert_model.ckpt")
+                                     ).get_variable_to_shape_map()
+    assert "cls/predictions/output_bias" in names
+    assert not any(name.startswith("cls/seq_relationship") for name in names)
+    again = pretraining.run_pretraining(
+        _options(tmp_path, do_train=False, do_eval=True, pack_sequences=True,
+                 packing_window=64, dynamic_masking=True, vocab_file=vocab,
+                 next_sentence=False, eval_batch_size=16), distribute.get_strategy())
+    assert again["eval"] == pytest.approx(result["eval"])
+
+
+def test_packing_and_masking_flags_refuse_what_cannot_work(tmp_path):
+    write_records(tmp_path / "records", 1, 4)
+    (tmp_path / "plain").mkdir()
+    write_unmasked_records(tmp_path / "plain" / "p.tfrecord", 4)
+    vocab = write_vocab(tmp_path / "vocab.txt", SPECIAL_TOKENS, size=99)
+    strategy = distribute.get_strategy()
+    plain = str(tmp_path / "plain" / "*")
+    cases = [
+        (dict(pack_sequences=True, max_sequences_per_row=0),
+         "--max_sequences_per_row=0: a packed row must hold at least one sequence"),
+        (dict(dynamic_masking=True, vocab_file=vocab),
+         "--dynamic_masking: the records .* already carry masks"),
+        (dict(input_file=plain), "the records carry no masks .* add --dynamic_masking"),
+        (dict(input_file=plain, dynamic_masking=True), "--dynamic_masking needs --vocab_file"),
+        (dict(whole_word_masking=True), "--whole_word_masking applies to masks drawn"),
+        (dict(input_file=plain, dynamic_masking=True, vocab_file=vocab, max_ngram_size=3),
+         "max_ngram_size=3 masks spans of whole words: set whole_word_masking"),
+    ]
+    for overrides, match in cases:
+        with pytest.raises(ValueError, match=match):
+            pretraining.run_pretraining(_options(tmp_path, **overrides), strategy)
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
 
 

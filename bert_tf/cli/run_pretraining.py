@@ -3,7 +3,10 @@
 Flags are those of google-research/bert's run_pretraining.py, plus
 `distribution_strategy`, `num_gpus`, `optimizer`, `weight_decay_rate`,
 `gradient_accumulation_steps`, `mixed_precision`, `use_xla`, `keep_checkpoint_max`,
-`input_compression`. `--use_tpu` means `--distribution_strategy=tpu`.
+`input_compression`, and for less wasted work `pack_sequences`,
+`max_sequences_per_row`, `dynamic_masking` (with `vocab_file`, `masked_lm_prob`,
+`whole_word_masking`, `max_ngram_size`) and `next_sentence`. `--use_tpu` means
+`--distribution_strategy=tpu`.
 
 `output_dir` receives training checkpoints (`ckpt-<step>.*`, resumed from on restart),
 TensorBoard summaries (`train/`), the final model in the google-research layout
@@ -69,6 +72,37 @@ flags.DEFINE_integer("keep_checkpoint_max", 5, "Training checkpoints kept.")
 flags.DEFINE_enum("input_compression", "auto", list(records.COMPRESSION_TYPES),
                   "TFRecord compression (auto detects gzip).")
 flags.DEFINE_integer("seed", None, "Seed for shuffling and initialisation.")
+flags.DEFINE_bool("pack_sequences", False,
+                  "Pack up to --max_sequences_per_row instances into each row of "
+                  "--max_seq_length (best-fit bin packing over windows of instances): "
+                  "less padding, the same losses. Each instance attends only to itself, "
+                  "its position ids restart at 0 and the next-sentence head reads its "
+                  "own [CLS]. --train_batch_size then counts rows.")
+flags.DEFINE_integer("max_sequences_per_row", 3,
+                     "With --pack_sequences: at most this many instances share a row "
+                     "(>= 1). Each row has room for this many times "
+                     "--max_predictions_per_seq masked positions.")
+flags.DEFINE_bool("dynamic_masking", False,
+                  "Draw the masks in the input pipeline, anew each epoch, with the "
+                  "original's rules (--masked_lm_prob, 80% [MASK] / 10% kept / 10% "
+                  "random, at most --max_predictions_per_seq, never [CLS]/[SEP]/[PAD]). "
+                  "Needs records without masks (create_pretraining_data --masking=none) "
+                  "and --vocab_file.")
+flags.DEFINE_string("vocab_file", None,
+                    "vocab.txt of the model: with --dynamic_masking, the ids of [MASK], the "
+                    "special tokens and the ## word pieces.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: share of the tokens "
+                   "of each instance to mask.")
+flags.DEFINE_bool("whole_word_masking", False,
+                  "With --dynamic_masking: mask all the word pieces of a word together.")
+flags.DEFINE_integer("max_ngram_size", 1,
+                     "With --dynamic_masking and --whole_word_masking: mask spans of up "
+                     "to this many whole words, span length n drawn with weight 1/n "
+                     "(tensorflow/models' n-gram masking). 1: single words.")
+flags.DEFINE_bool("next_sentence", True,
+                  "Train the next-sentence head on next_sentence_labels. false: masked "
+                  "LM only (RoBERTa; records of create_pretraining_data "
+                  "--next_sentence=false), the model has no next-sentence head.")
 
 
 def options_from_flags():

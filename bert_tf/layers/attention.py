@@ -1,4 +1,9 @@
-"""Multi-head self-attention with an additive padding mask (Vaswani et al., sec. 3.2)."""
+"""Multi-head self-attention with an additive mask (Vaswani et al., sec. 3.2).
+
+The mask is a padding mask [B, S] (1 for real tokens) or a 3-D attention mask
+[B, S, S] (1 where query i may attend to key j), e.g. the block-diagonal mask of rows
+that pack several sequences (`packed_attention_mask`).
+"""
 
 import math
 
@@ -13,13 +18,35 @@ MASK_ADDER = -10000.0
 
 
 def attention_bias_from_mask(input_mask):
-    """Additive float32 bias [B, 1, 1, S]: 0 for real tokens, -10000 for padding.
+    """Additive float32 bias: 0 where attention is allowed, -10000 elsewhere.
 
     Args:
-        input_mask: [B, S] integer or boolean tensor, 1 for real tokens.
+        input_mask: integer or boolean tensor, [B, S] (1 for real tokens; gives a bias
+            [B, 1, 1, S]) or [B, S, S] (1 where query i may attend to key j; gives
+            [B, 1, S, S]).
     """
-    mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
+    mask = tf.cast(input_mask, tf.float32)
+    if mask.shape.rank == 3:
+        mask = mask[:, tf.newaxis]  # [B, 1, S, S]
+    else:
+        mask = mask[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
     return (1.0 - mask) * MASK_ADDER
+
+
+def packed_attention_mask(sequence_ids):
+    """Block-diagonal attention mask [B, S, S] int32 of rows packing several sequences.
+
+    Args:
+        sequence_ids: int [B, S], the 1-based index of the sequence each token belongs
+            to within its row, 0 for padding.
+
+    Returns:
+        1 where query i and key j belong to the same sequence (padding attends nothing).
+    """
+    sequence_ids = tf.cast(sequence_ids, tf.int32)
+    same = tf.equal(sequence_ids[:, :, tf.newaxis], sequence_ids[:, tf.newaxis, :])
+    real_key = tf.greater(sequence_ids, 0)[:, tf.newaxis, :]  # [B, 1, S]
+    return tf.cast(tf.logical_and(same, real_key), tf.int32)  # [B, S, S]
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -60,7 +87,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, input_mask, training=None):
-        """Args: hidden_states [B, S, H]; input_mask int [B, S], 1 for real tokens.
+        """Args: hidden_states [B, S, H]; input_mask int [B, S] (1 for real tokens) or
+        [B, S, S] (1 where query i may attend to key j).
 
         Returns: [B, S, H], the heads' context vectors side by side.
         """

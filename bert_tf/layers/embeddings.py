@@ -11,7 +11,8 @@ LAYER_NORM_EPSILON = 1e-12
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class PositionEmbedding(keras.layers.Layer):
-    """Learned absolute position embeddings; for inputs [B, S, ...] returns rows [S, H].
+    """Learned absolute position embeddings: rows [S, H] for inputs [B, S, ...], or the
+    rows of given position ids.
 
     Args:
         max_length: Rows of the table (`max_position_embeddings`).
@@ -31,7 +32,12 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=truncated_normal(self.initializer_range))
         self.built = True
 
-    def call(self, inputs):
+    def call(self, inputs, position_ids=None):
+        """Rows [S, H] for inputs [B, S, ...]; with `position_ids` int [B, S] (e.g.
+        restarting at 0 for every sequence packed into a row), their rows [B, S, H]."""
+        table = tf.cast(self.embeddings, self.compute_dtype)
+        if position_ids is not None:
+            return tf.gather(table, tf.cast(position_ids, tf.int32))  # [B, S, H]
         seq_length = inputs.shape[1]
         if seq_length is None:
             seq_length = tf.shape(inputs)[1]
@@ -42,7 +48,6 @@ class PositionEmbedding(keras.layers.Layer):
                 raise ValueError(f"{message}, got {seq_length}.")
         else:
             tf.debugging.assert_less_equal(seq_length, self.max_length, message=message)
-        table = tf.cast(self.embeddings, self.compute_dtype)
         return table[:seq_length]  # [S, H]
 
     def get_config(self):
@@ -99,10 +104,15 @@ class BertEmbeddings(keras.layers.Layer):
         """The word-embedding matrix [V, H] (tied with the masked-LM output layer)."""
         return self.word_embeddings.embeddings
 
-    def call(self, input_ids, segment_ids, training=None):
+    def call(self, input_ids, segment_ids, position_ids=None, training=None):
+        """Args: input_ids, segment_ids int [B, S]; position_ids int [B, S] or None
+        (0 ... S-1 in every row). Returns [B, S, H]."""
         embeddings = self.word_embeddings(input_ids)  # [B, S, H]
         embeddings += self.token_type_embeddings(segment_ids)  # [B, S, H]
-        embeddings += self.position_embeddings(input_ids)[tf.newaxis]  # [1, S, H]
+        if position_ids is None:
+            embeddings += self.position_embeddings(input_ids)[tf.newaxis]  # [1, S, H]
+        else:
+            embeddings += self.position_embeddings(input_ids, position_ids)  # [B, S, H]
         embeddings = self.layer_norm(embeddings)
         return self.dropout(embeddings, training=training)
 

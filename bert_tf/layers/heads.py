@@ -24,7 +24,8 @@ class _Head(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class Pooler(_Head):
-    """tanh(W h_[CLS] + b): dense on the first token (google-research `bert/pooler/dense`).
+    """tanh(W h_[CLS] + b): dense on the first token (google-research `bert/pooler/dense`),
+    or on given positions.
 
     Args:
         hidden_size: Width H.
@@ -45,8 +46,15 @@ class Pooler(_Head):
         self.dense.build((None, self.hidden_size))
         self.built = True
 
-    def call(self, sequence_output):
-        return self.dense(sequence_output[:, 0])  # [B, H]
+    def call(self, sequence_output, positions=None):
+        """Args: sequence_output [B, S, H]; positions int [B, K] or None. Returns the
+        pooled first token [B, H], or with `positions` the pooled tokens there
+        [B, K, H] (the [CLS] of each sequence packed into a row)."""
+        if positions is None:
+            return self.dense(sequence_output[:, 0])  # [B, H]
+        gathered = tf.gather(sequence_output, tf.cast(positions, tf.int32),
+                             batch_dims=1)  # [B, K, H]
+        return self.dense(gathered)  # [B, K, H]
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -67,7 +67,8 @@ class TransformerBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, input_mask, training=None):
-        """Args: hidden_states [B, S, H]; input_mask int [B, S], 1 for real tokens."""
+        """Args: hidden_states [B, S, H]; input_mask int [B, S] or [B, S, S] (see
+        `MultiHeadSelfAttention.call`)."""
         context = self.self_attention(hidden_states, input_mask, training=training)
         attended = self.attention_dropout(self.attention_output(context), training=training)
         attended = self.attention_layer_norm(hidden_states + attended)  # [B, S, H]

@@ -1,8 +1,9 @@
 """BERT models: encoder, pre-trainer and the fine-tuning models."""
 
 from bert_tf.models.encoder import BertEncoder
-from bert_tf.models.pretrainer import BertPretrainer, pretraining_losses
+from bert_tf.models.pretrainer import (BertPretrainer, next_sentence_weights,
+                                      pretraining_losses)
 from bert_tf.models.task_models import BertClassifier, BertSpanLabeler, BertTokenClassifier
 
 __all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSpanLabeler",
-           "BertTokenClassifier", "pretraining_losses"]
+           "BertTokenClassifier", "next_sentence_weights", "pretraining_losses"]

@@ -4,9 +4,14 @@ import keras
 import tensorflow as tf
 
 from bert_tf.configs import BertConfig
+from bert_tf.layers.attention import packed_attention_mask
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.heads import Pooler
 from bert_tf.layers.transformer import TransformerBlock
+
+
+# Optional inputs of rows that pack several sequences (bert_tf.train.sequence_packing).
+PACKED_INPUTS = ("position_ids", "sequence_ids")
 
 
 def as_bert_config(config):
@@ -19,9 +24,15 @@ def as_bert_config(config):
 
 
 def standardize_inputs(inputs):
-    """Returns int32 (input_ids, input_mask, segment_ids) from the encoder's input dict.
+    """The encoder's inputs as int32 tensors, defaults filled in.
 
-    `input_mask` defaults to all ones and `segment_ids` to all zeros when absent.
+    `input_mask` defaults to all ones and `segment_ids` to all zeros when absent;
+    `position_ids` [B, S] and `sequence_ids` [B, S] (packed rows: the 1-based index of
+    the sequence each token belongs to, 0 for padding) are kept when given.
+
+    Returns:
+        dict with `input_ids`, `input_mask` ([B, S] or [B, S, S]), `segment_ids`, and
+        `position_ids` / `sequence_ids` when present.
 
     Raises:
         ValueError: naming the missing key when `input_ids` is absent.
@@ -37,7 +48,12 @@ def standardize_inputs(inputs):
     segment_ids = inputs.get("segment_ids")
     segment_ids = tf.zeros_like(input_ids) if segment_ids is None else tf.cast(
         segment_ids, tf.int32)
-    return input_ids, input_mask, segment_ids
+    features = {"input_ids": input_ids, "input_mask": input_mask,
+                "segment_ids": segment_ids}
+    for key in PACKED_INPUTS:
+        if inputs.get(key) is not None:
+            features[key] = tf.cast(inputs[key], tf.int32)
+    return features
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -45,7 +61,11 @@ class BertEncoder(keras.Model):
     """BERT encoder (Devlin et al., 2019), post-LayerNorm Transformer.
 
     Call with a dict of int tensors `input_ids`, `input_mask`, `segment_ids`, each
-    [B, S] (any S up to `max_position_embeddings`). Returns a dict:
+    [B, S] (any S up to `max_position_embeddings`). Optional: `input_mask` may be a 3-D
+    attention mask [B, S, S] (1 where token i may attend to token j); `position_ids`
+    [B, S] replace 0 ... S-1; `sequence_ids` [B, S] (rows packing several sequences:
+    1, 2, ... per sequence, 0 for padding) give the block-diagonal attention mask,
+    each sequence attending only to itself. Returns a dict:
     `sequence_output` [B, S, H], `pooled_output` [B, H] and `encoder_outputs`, the
     list of the L blocks' outputs [B, S, H].
 
@@ -86,11 +106,16 @@ class BertEncoder(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
-        input_ids, input_mask, segment_ids = standardize_inputs(inputs)
-        hidden_states = self.embeddings(input_ids, segment_ids, training=training)
+        features = standardize_inputs(inputs)
+        attention_mask = features["input_mask"]  # [B, S] or [B, S, S]
+        if "sequence_ids" in features:
+            attention_mask = packed_attention_mask(features["sequence_ids"])  # [B, S, S]
+        hidden_states = self.embeddings(
+            features["input_ids"], features["segment_ids"],
+            position_ids=features.get("position_ids"), training=training)
         encoder_outputs = []
         for block in self.transformer_layers:
-            hidden_states = block(hidden_states, input_mask, training=training)
+            hidden_states = block(hidden_states, attention_mask, training=training)
             encoder_outputs.append(hidden_states)
         return {
             "sequence_output": hidden_states,  # [B, S, H]

@@ -1,4 +1,4 @@
-"""BertPretrainer (masked LM + next-sentence prediction) and its losses."""
+"""BertPretrainer (masked LM, optionally next-sentence prediction) and its losses."""
 
 import keras
 import tensorflow as tf
@@ -16,58 +16,92 @@ class BertPretrainer(EncoderHeadModel):
     The masked-LM logits use the encoder's word embeddings (tied) and are computed only
     at the P masked positions.
 
+    Rows that pack several sequences (`sequence_ids`, `position_ids`, see `BertEncoder`)
+    also give `next_sentence_positions` int [B, K], the position of each sequence's
+    [CLS]; the next-sentence logits are then [B, K, 2], one per sequence, each from
+    its own [CLS] through the pooler.
+
     Sub-layers: `encoder`, `predictions` (google-research `cls/predictions`),
-    `seq_relationship` (`cls/seq_relationship`).
+    `seq_relationship` (`cls/seq_relationship`, absent without `next_sentence`).
 
     Args:
         encoder: A `BertEncoder`.
+        next_sentence: Whether the model has the next-sentence head (False: masked LM
+            only, as RoBERTa's full-sentence pre-training).
     """
 
-    def __init__(self, encoder, **kwargs):
+    def __init__(self, encoder, next_sentence=True, **kwargs):
         super().__init__(encoder, **kwargs)
         cfg = encoder.config
+        self.next_sentence_enabled = bool(next_sentence)
         self.masked_lm = MaskedLMHead(cfg.vocab_size, cfg.hidden_size, cfg.hidden_act,
                                       cfg.initializer_range, name="predictions",
                                       dtype=self.dtype_policy)
-        self.next_sentence = ClassificationHead(
-            2, cfg.hidden_size, dropout_rate=0.0, initializer_range=cfg.initializer_range,
-            name="seq_relationship", dtype=self.dtype_policy)
+        self.next_sentence = None
+        if self.next_sentence_enabled:
+            self.next_sentence = ClassificationHead(
+                2, cfg.hidden_size, dropout_rate=0.0,
+                initializer_range=cfg.initializer_range, name="seq_relationship",
+                dtype=self.dtype_policy)
 
     def heads(self):
-        return [self.masked_lm, self.next_sentence]
+        return [head for head in (self.masked_lm, self.next_sentence) if head is not None]
 
     def call(self, inputs, training=None):
         if "masked_lm_positions" not in inputs:
             raise ValueError("BertPretrainer inputs need `masked_lm_positions` [batch, "
                              f"max_predictions]; got keys {sorted(inputs)}.")
-        input_ids, input_mask, segment_ids = standardize_inputs(inputs)
-        outputs = self.encoder({"input_ids": input_ids, "input_mask": input_mask,
-                                "segment_ids": segment_ids}, training=training)
+        outputs = self.encoder(standardize_inputs(inputs), training=training)
         positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
-        masked_lm_logits = self.masked_lm(
-            outputs["sequence_output"], positions, self.encoder.embeddings.embedding_table)
-        next_sentence_logits = self.next_sentence(outputs["pooled_output"],
-                                                  training=training)
-        return {"masked_lm_logits": masked_lm_logits,  # [B, P, V]
-                "next_sentence_logits": next_sentence_logits}  # [B, 2]
+        result = {"masked_lm_logits": self.masked_lm(  # [B, P, V]
+            outputs["sequence_output"], positions, self.encoder.embeddings.embedding_table)}
+        if self.next_sentence is not None:
+            pooled = outputs["pooled_output"]  # [B, H]
+            if inputs.get("next_sentence_positions") is not None:
+                pooled = self.encoder.pooler(  # [B, K, H]
+                    outputs["sequence_output"], inputs["next_sentence_positions"])
+            result["next_sentence_logits"] = self.next_sentence(  # [B, 2] or [B, K, 2]
+                pooled, training=training)
+        return result
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(next_sentence=self.next_sentence_enabled)
+        return config
+
+
+def next_sentence_weights(features):
+    """Float32 [N] weights of the next-sentence slots, flat (1.0 each when not packed)."""
+    labels = tf.reshape(features["next_sentence_labels"], [-1])
+    weights = features.get("next_sentence_weights")
+    if weights is None:
+        return tf.ones_like(labels, tf.float32)
+    return tf.reshape(tf.cast(weights, tf.float32), [-1])
 
 
 def pretraining_losses(features, outputs):
-    """The two BERT pre-training losses, in float32, and their sum.
+    """The BERT pre-training losses, in float32, and their sum.
 
     masked_lm_loss = sum_i w_i * CE(logits_i, id_i) / (sum_i w_i + 1e-5) over all masked
     slots (padding slots have weight 0), as in google-research/bert;
-    next_sentence_loss = mean cross-entropy of the 2-way NSP logits.
+    next_sentence_loss = mean cross-entropy of the 2-way NSP logits over the sequences
+    (packed rows: weighted by `next_sentence_weights`, 0 for empty slots), present when
+    the model has a next-sentence head.
 
     Args:
         features: dict with `masked_lm_ids` int [B, P], `masked_lm_weights` float [B, P]
-            and `next_sentence_labels` int [B] or [B, 1].
+            and, with a next-sentence head, `next_sentence_labels` int [B], [B, 1] or
+            (packed) [B, K] with `next_sentence_weights` float [B, K].
         outputs: `BertPretrainer` outputs (`masked_lm_logits`, `next_sentence_logits`).
 
     Returns:
-        dict of scalar float32 `total_loss`, `masked_lm_loss`, `next_sentence_loss`.
+        dict of scalar float32 `total_loss`, `masked_lm_loss` and `next_sentence_loss`
+        (the last only with a next-sentence head).
     """
-    for key in ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels"):
+    keys = ["masked_lm_ids", "masked_lm_weights"]
+    if "next_sentence_logits" in outputs:
+        keys.append("next_sentence_labels")
+    for key in keys:
         if key not in features:
             raise ValueError(f"pretraining_losses: features lack `{key}`; got "
                              f"{sorted(features)}.")
@@ -78,10 +112,16 @@ def pretraining_losses(features, outputs):
         labels=mlm_ids, logits=mlm_logits)  # [B, P]
     masked_lm_loss = tf.reduce_sum(per_slot * mlm_weights) / (
         tf.reduce_sum(mlm_weights) + 1e-5)
-    nsp_logits = tf.cast(outputs["next_sentence_logits"], tf.float32)  # [B, 2]
+    if "next_sentence_logits" not in outputs:
+        return {"total_loss": masked_lm_loss, "masked_lm_loss": masked_lm_loss}
+    nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"], tf.float32),
+                            [-1, 2])  # [N, 2]
     nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-    next_sentence_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=nsp_labels, logits=nsp_logits))
+    nsp_weights = next_sentence_weights(features)  # [N]
+    per_sequence = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=nsp_labels, logits=nsp_logits)  # [N]
+    next_sentence_loss = tf.reduce_sum(per_sequence * nsp_weights) / tf.maximum(
+        tf.reduce_sum(nsp_weights), 1e-5)
     return {"total_loss": masked_lm_loss + next_sentence_loss,
             "masked_lm_loss": masked_lm_loss,
             "next_sentence_loss": next_sentence_loss}

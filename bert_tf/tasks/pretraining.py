@@ -11,6 +11,7 @@ and, with `do_eval`, `eval_results.txt`.
 
 import dataclasses
 import os
+from typing import Optional
 
 import keras
 import tensorflow as tf
@@ -18,9 +19,12 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
-from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
+from bert_tf.models import (BertEncoder, BertPretrainer, next_sentence_weights,
+                            pretraining_losses)
 from bert_tf.tasks import base
-from bert_tf.train import distribute, loop, optimization, records
+from bert_tf.text import vocab as vocab_io
+from bert_tf.train import (distribute, loop, masking, optimization, records,
+                           sequence_packing)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -37,6 +41,17 @@ class PretrainingOptions(base.TrainingOptions):
     steps_per_loop: int = 1000
     max_eval_steps: int = 100
     input_compression: str = "auto"
+    # Rows packing several instances (see bert_tf.train.sequence_packing).
+    pack_sequences: bool = False
+    max_sequences_per_row: int = 3
+    packing_window: int = 1024
+    # Masks drawn in the pipeline each epoch (records of --masking=none).
+    dynamic_masking: bool = False
+    vocab_file: Optional[str] = None
+    masked_lm_prob: float = 0.15
+    whole_word_masking: bool = False
+    max_ngram_size: int = 1
+    next_sentence: bool = True
 
 
 def check_options(options, strategy):
@@ -64,6 +79,38 @@ def check_options(options, strategy):
         raise ValueError(f"--input_file={options.input_file}: the {len(input_files)} "
                          "file(s) it names are empty (no records); write records with "
                          "create_pretraining_data first")
+    if options.pack_sequences:
+        try:
+            sequence_packing.check_max_sequences_per_row(options.max_sequences_per_row)
+        except ValueError as error:
+            raise ValueError(f"--{error}") from None
+    _check_masking_options(options)
+
+
+def _check_masking_options(options):
+    """Dynamic masking needs records without masks and a vocab; the reverse too."""
+    carry_masks = records.records_carry_masks(options.input_file, options.input_compression)
+    if options.dynamic_masking and carry_masks:
+        raise ValueError(
+            f"--dynamic_masking: the records of --input_file={options.input_file} already "
+            "carry masks (masked_lm_positions) made at data time; write them with "
+            "create_pretraining_data --masking=none, or drop --dynamic_masking")
+    if not options.dynamic_masking and not carry_masks:
+        raise ValueError(
+            f"--input_file={options.input_file}: the records carry no masks (made with "
+            "create_pretraining_data --masking=none); add --dynamic_masking and "
+            "--vocab_file to draw them during training")
+    if not options.dynamic_masking:
+        for flag, value, default in (("whole_word_masking", options.whole_word_masking, False),
+                                     ("max_ngram_size", options.max_ngram_size, 1)):
+            if value != default:
+                raise ValueError(f"--{flag} applies to masks drawn in training: it needs "
+                                 "--dynamic_masking (records without masks)")
+    elif not options.vocab_file:
+        raise ValueError("--dynamic_masking needs --vocab_file (the ids of [MASK], the "
+                         "special tokens and the ## word pieces)")
+    else:
+        masking_options(options)  # raises on a bad combination, naming it
 
 
 def check_init_checkpoint_config(init_checkpoint, config):
@@ -83,25 +130,33 @@ def check_init_checkpoint_config(init_checkpoint, config):
 
 
 def pretraining_metrics(features, outputs):
-    """The original's eval metrics as (values, weights) for `loop.evaluate`."""
+    """The original's eval metrics as (values, weights) for `loop.evaluate`.
+
+    Packed rows: one next-sentence value per packed sequence, empty slots weighted 0.
+    Without a next-sentence head: the masked-LM metrics and the loss only.
+    """
     logits = tf.cast(outputs["masked_lm_logits"], tf.float32)  # [B, P, V]
     ids = tf.cast(features["masked_lm_ids"], tf.int32)  # [B, P]
     weights = tf.cast(features["masked_lm_weights"], tf.float32)  # [B, P]
-    nsp_logits = tf.cast(outputs["next_sentence_logits"], tf.float32)  # [B, 2]
-    labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])  # [B]
     mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids),
                           tf.float32)
-    nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels),
-                          tf.float32)
-    return {
+    metrics = {
         "masked_lm_accuracy": (mlm_correct, weights),
         "masked_lm_loss": (tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=ids, logits=logits), weights),
-        "next_sentence_accuracy": nsp_correct,
-        "next_sentence_loss": tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=labels, logits=nsp_logits),
         "loss": pretraining_losses(features, outputs)["total_loss"],
     }
+    if "next_sentence_logits" in outputs:
+        nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"], tf.float32),
+                                [-1, 2])  # [N, 2]
+        labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+        nsp_weights = next_sentence_weights(features)  # [N]
+        nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32),
+                                       labels), tf.float32)
+        metrics["next_sentence_accuracy"] = (nsp_correct, nsp_weights)
+        metrics["next_sentence_loss"] = (tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=nsp_logits), nsp_weights)
+    return metrics
 
 
 def pretraining_losses_and_accuracy(features, outputs):
@@ -115,14 +170,39 @@ def pretraining_losses_and_accuracy(features, outputs):
     return losses
 
 
+def masking_options(options):
+    """The `MaskingOptions` of --dynamic_masking (None without it).
+
+    Raises:
+        ValueError: naming the flag, for a vocab without [MASK]/[CLS]/[SEP] or a bad
+            combination (e.g. --max_ngram_size > 1 without --whole_word_masking).
+    """
+    if not options.dynamic_masking:
+        return None
+    vocab = vocab_io.load_vocab(options.vocab_file)
+    try:
+        return masking.MaskingOptions.from_vocab(
+            vocab, options.vocab_file,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            masked_lm_prob=options.masked_lm_prob,
+            whole_word_masking=options.whole_word_masking,
+            max_ngram_size=options.max_ngram_size)
+    except ValueError as error:
+        raise ValueError(f"--dynamic_masking: {error}") from None
+
+
 def _dataset_fn(options, is_training):
     batch = options.train_batch_size if is_training else options.eval_batch_size
+    mask_options = masking_options(options)
 
     def dataset_fn(input_context):
         return records.pretraining_dataset(
             options.input_file, options.max_seq_length, options.max_predictions_per_seq,
             batch, is_training, input_context, compression=options.input_compression,
-            seed=options.seed, drop_remainder=is_training)
+            seed=options.seed, drop_remainder=is_training, masking_options=mask_options,
+            max_sequences_per_row=(options.max_sequences_per_row
+                                   if options.pack_sequences else None),
+            next_sentence=options.next_sentence, packing_window=options.packing_window)
     return dataset_fn
 
 
@@ -130,7 +210,8 @@ def _model_fn(options):
     def model_fn():
         if options.seed is not None:
             keras.utils.set_random_seed(options.seed)
-        return BertPretrainer(BertEncoder(options.bert_config), name="bert_pretrainer")
+        return BertPretrainer(BertEncoder(options.bert_config),
+                              next_sentence=options.next_sentence, name="bert_pretrainer")
     return model_fn
 
 
@@ -172,7 +253,9 @@ def _train_explaining_bad_records(options, train_fn):
         records.explain_parse_error(
             options.input_file,
             records.pretraining_features(options.max_seq_length,
-                                         options.max_predictions_per_seq),
+                                         options.max_predictions_per_seq,
+                                         masked=not options.dynamic_masking,
+                                         next_sentence=options.next_sentence),
             options.input_compression)
         raise
 

@@ -23,21 +23,50 @@ import re
 
 import tensorflow as tf
 
+from bert_tf.train import masking, sequence_packing
+
 COMPRESSION_TYPES = ("auto", "none", "GZIP", "ZLIB")
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def pretraining_features(max_seq_length, max_predictions_per_seq):
-    """The pre-training record spec: feature name -> tf.io.FixedLenFeature."""
-    return {
+MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True,
+                         next_sentence=True):
+    """The pre-training record spec: feature name -> tf.io.FixedLenFeature.
+
+    Args:
+        masked: The records carry their masks (False: rows of
+            `create_pretraining_data --masking=none`, masked in the pipeline).
+        next_sentence: The records carry `next_sentence_labels`.
+    """
+    spec = {
         "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
     }
+    if masked:
+        spec.update({
+            "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq],
+                                                       tf.float32),
+        })
+    if next_sentence:
+        spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
+
+
+def records_carry_masks(input_files, compression="auto"):
+    """Whether the first record of the first file has `masked_lm_positions`."""
+    files = expand_input_files(input_files)
+    dataset = tf.data.TFRecordDataset(files[0], compression_type=resolve_compression(
+        files[:1], compression)).take(1)
+    for serialized in dataset:
+        example = tf.train.Example.FromString(serialized.numpy())
+        return "masked_lm_positions" in example.features.feature
+    return False
 
 
 # Which flag sets the length of each pre-training feature, for error messages.
@@ -248,8 +277,45 @@ def tfrecord_dataset(input_files, name_to_features, global_batch_size, is_traini
 
 
 def pretraining_dataset(input_files, max_seq_length, max_predictions_per_seq,
-                        global_batch_size, is_training, input_context=None, **kwargs):
-    """The pre-training pipeline; `kwargs` go to `tfrecord_dataset`."""
-    return tfrecord_dataset(
-        input_files, pretraining_features(max_seq_length, max_predictions_per_seq),
-        global_batch_size, is_training, input_context=input_context, **kwargs)
+                        global_batch_size, is_training, input_context=None, *,
+                        masking_options=None, max_sequences_per_row=None,
+                        next_sentence=True, packing_window=1024, **kwargs):
+    """The pre-training pipeline; `kwargs` go to `tfrecord_dataset`.
+
+    Args:
+        masking_options: A `masking.MaskingOptions`: the records have no masks and get
+            new ones drawn for every batch of instances (dynamic masking, seeded by
+            `kwargs["seed"]`). None: the records' own masks.
+        max_sequences_per_row: Pack up to this many instances into one row of
+            `max_seq_length` (see `sequence_packing`); None: one instance a row.
+        next_sentence: Read `next_sentence_labels` (False: masked LM only).
+        packing_window: Instances packed together (per input pipeline).
+    """
+    spec = pretraining_features(max_seq_length, max_predictions_per_seq,
+                                masked=masking_options is None, next_sentence=next_sentence)
+    if masking_options is None and max_sequences_per_row is None:
+        return tfrecord_dataset(input_files, spec, global_batch_size, is_training,
+                                input_context=input_context, **kwargs)
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    batch_size = global_batch_size // replicas
+    drop_remainder = kwargs.pop("drop_remainder", True)
+    packing = max_sequences_per_row is not None
+    # Instances are read in windows: a batch (masking only), or a packing window whose
+    # last, partial one is packed too.
+    dataset = tfrecord_dataset(
+        input_files, spec, (packing_window if packing else batch_size) * replicas,
+        is_training, input_context=input_context,
+        drop_remainder=drop_remainder and not packing, **kwargs)
+    if masking_options is not None:
+        seed = kwargs.get("seed")
+        if seed is None and not is_training:
+            seed = 0  # the same eval masks every time
+        dataset = masking.mask_dataset(dataset, masking_options, seed=seed)
+    if packing:
+        dataset = sequence_packing.pack_dataset(
+            dataset, max_seq_length, max_sequences_per_row, max_predictions_per_seq,
+            next_sentence)
+        if is_training:  # rows come out longest first: mix them
+            dataset = dataset.shuffle(packing_window, seed=kwargs.get("seed"))
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)

@@ -196,8 +196,9 @@ def google_variable_map(model):
         entries.update(_layer_norm_entries("cls/predictions/transform/LayerNorm",
                                            head.transform_layer_norm))
         entries["cls/predictions/output_bias"] = (head.output_bias, False)
-        entries.update(_dense_entries("cls/seq_relationship", model.next_sentence.dense,
-                                      transposed_name="output_weights"))
+        if model.next_sentence is not None:
+            entries.update(_dense_entries("cls/seq_relationship", model.next_sentence.dense,
+                                          transposed_name="output_weights"))
     elif isinstance(model, (BertClassifier, BertTokenClassifier)):
         entries.update(_dense_entries("", model.head.dense, "output_weights"))
         entries = {name.lstrip("/"): value for name, value in entries.items()}

@@ -1,0 +1,206 @@
+"""Packing pre-training instances into rows: several sequences share one row.
+
+At sequence length 512 about half of a batch of BERT instances is padding. Packing
+puts up to `max_sequences_per_row` instances into one row of `max_seq_length` tokens
+(as MLPerf's packed BERT): each keeps its own tokens and segment ids, its position ids
+restart at 0, `sequence_ids` (1, 2, ... per instance, 0 for padding) give the
+block-diagonal attention mask in the encoder, its masked-LM positions are shifted to
+where it sits in the row, and `next_sentence_positions` point at its own [CLS].
+
+Rows are filled by best-fit decreasing bin packing over a window of instances: the
+instances of the window, longest first, each go into the fullest row that still has
+room for it and fewer than `max_sequences_per_row` instances (a new row otherwise).
+
+Packed features (R rows, S = max_seq_length, K = max_sequences_per_row, P = K *
+max_predictions_per_seq):
+    input_ids, input_mask, segment_ids, position_ids, sequence_ids   [R, S]
+    masked_lm_positions, masked_lm_ids, masked_lm_weights            [R, P]
+    next_sentence_positions, next_sentence_labels, next_sentence_weights   [R, K]
+(`next_sentence_*` only when the instances carry `next_sentence_labels`).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+ROW_FEATURES = ("input_ids", "input_mask", "segment_ids", "position_ids", "sequence_ids")
+PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+NEXT_SENTENCE_FEATURES = ("next_sentence_positions", "next_sentence_labels",
+                          "next_sentence_weights")
+
+
+def check_max_sequences_per_row(max_sequences_per_row):
+    """Raises ValueError, with the reason, for a `max_sequences_per_row` below 1."""
+    if isinstance(max_sequences_per_row, bool) or int(max_sequences_per_row) < 1:
+        raise ValueError(
+            f"max_sequences_per_row={max_sequences_per_row!r}: a packed row must hold at "
+            "least one sequence (1 is the same as no packing); use 2 or 3")
+
+
+def instance_lengths(input_mask, max_seq_length):
+    """Real tokens per instance [N] of a padding mask [N, S_in].
+
+    Raises:
+        ValueError: naming the first instance longer than `max_seq_length`, or one whose
+            tokens are not a prefix of its row.
+    """
+    input_mask = np.asarray(input_mask) > 0
+    lengths = input_mask.sum(axis=1)
+    too_long = np.nonzero(lengths > max_seq_length)[0]
+    if len(too_long):
+        index = int(too_long[0])
+        raise ValueError(
+            f"instance {index} of the packing window has {int(lengths[index])} tokens, "
+            f"more than max_seq_length={max_seq_length}: a packed row cannot hold it "
+            "(write the records with a max_seq_length no larger than the packed rows')")
+    columns = np.arange(input_mask.shape[1])[None, :]
+    not_prefix = np.nonzero((input_mask != (columns < lengths[:, None])).any(axis=1))[0]
+    if len(not_prefix):
+        raise ValueError(f"instance {int(not_prefix[0])} of the packing window has "
+                         "padding before its last token: expected input_mask 1...1 0...0")
+    return lengths.astype(np.int64)
+
+
+def assign_rows(lengths, max_seq_length, max_sequences_per_row):
+    """Best-fit decreasing packing of instances of `lengths` into rows.
+
+    Returns:
+        (row, offset, slot, num_rows): per instance its row, the position of its first
+        token in the row, and its 0-based slot among the row's instances (in the order
+        they were placed; offsets grow with the slot).
+    """
+    check_max_sequences_per_row(max_sequences_per_row)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    count = len(lengths)
+    row = np.zeros([count], np.int64)
+    offset = np.zeros([count], np.int64)
+    slot = np.zeros([count], np.int64)
+    used = np.zeros([count], np.int64)  # tokens per row (at most one row per instance)
+    filled = np.zeros([count], np.int64)  # instances per row
+    num_rows = 0
+    for index in np.argsort(-lengths, kind="stable"):
+        length = lengths[index]
+        room = (used[:num_rows] + length <= max_seq_length) & (
+            filled[:num_rows] < max_sequences_per_row)
+        if room.any():
+            # The fullest row that fits (best fit): fewest tokens left afterwards.
+            target = int(np.argmax(np.where(room, used[:num_rows], -1)))
+        else:
+            target, num_rows = num_rows, num_rows + 1
+        row[index], offset[index], slot[index] = target, used[target], filled[target]
+        used[target] += length
+        filled[target] += 1
+    return row, offset, slot, num_rows
+
+
+def pack_instances(features, max_seq_length, max_sequences_per_row):
+    """Packs a window of instances (numpy dict, leading axis N) into rows.
+
+    Args:
+        features: `input_ids`, `input_mask`, `segment_ids` [N, S_in] and
+            `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights` [N, P_in],
+            optionally `next_sentence_labels` [N] or [N, 1].
+        max_seq_length: Row length S (at least S_in's longest instance).
+        max_sequences_per_row: K, at least 1.
+
+    Returns:
+        dict of the packed features (see the module docstring), int32 / float32.
+    """
+    lengths = instance_lengths(features["input_mask"], max_seq_length)
+    row, offset, slot, num_rows = assign_rows(lengths, max_seq_length,
+                                              max_sequences_per_row)
+    k, seq_in = max_sequences_per_row, features["input_ids"].shape[1]
+    packed = {name: np.zeros([num_rows, max_seq_length], np.int32) for name in ROW_FEATURES}
+    columns = np.arange(seq_in)[None, :]
+    token = columns < lengths[:, None]  # [N, S_in]
+    rows = np.broadcast_to(row[:, None], token.shape)[token]
+    cols = (offset[:, None] + columns)[token]
+    packed["input_ids"][rows, cols] = features["input_ids"][token]
+    packed["input_mask"][rows, cols] = 1
+    packed["segment_ids"][rows, cols] = features["segment_ids"][token]
+    packed["position_ids"][rows, cols] = np.broadcast_to(columns, token.shape)[token]
+    packed["sequence_ids"][rows, cols] = np.broadcast_to(slot[:, None] + 1, token.shape)[token]
+    packed.update(_pack_predictions(features, row, offset, slot, num_rows, k))
+    if "next_sentence_labels" in features:
+        labels = np.asarray(features["next_sentence_labels"]).reshape(-1)
+        packed["next_sentence_positions"] = np.zeros([num_rows, k], np.int32)
+        packed["next_sentence_labels"] = np.zeros([num_rows, k], np.int32)
+        packed["next_sentence_weights"] = np.zeros([num_rows, k], np.float32)
+        packed["next_sentence_positions"][row, slot] = offset
+        packed["next_sentence_labels"][row, slot] = labels
+        packed["next_sentence_weights"][row, slot] = 1.0
+    return packed
+
+
+def _pack_predictions(features, row, offset, slot, num_rows, k):
+    """Masked-LM slots of each row: its instances' predictions one after the other."""
+    weights = np.asarray(features["masked_lm_weights"]) > 0  # [N, P_in]
+    predictions_in = weights.shape[1]
+    counts = weights.sum(axis=1)
+    # Slots before an instance in its row: the predictions of the row's earlier slots.
+    order = np.lexsort((slot, row))
+    before = np.zeros_like(counts)
+    running = np.cumsum(counts[order]) - counts[order]
+    row_start = np.zeros([num_rows], np.int64)
+    first_of_row = np.ones(len(order), bool)
+    first_of_row[1:] = row[order][1:] != row[order][:-1]
+    row_start[row[order][first_of_row]] = running[first_of_row]
+    before[order] = running - row_start[row[order]]
+    size = k * predictions_in
+    out = {"masked_lm_positions": np.zeros([num_rows, size], np.int32),
+           "masked_lm_ids": np.zeros([num_rows, size], np.int32),
+           "masked_lm_weights": np.zeros([num_rows, size], np.float32)}
+    instances, index = np.nonzero(weights)
+    rank = np.cumsum(weights, axis=1)[instances, index] - 1
+    rows, cols = row[instances], before[instances] + rank
+    out["masked_lm_positions"][rows, cols] = (
+        offset[instances] + np.asarray(features["masked_lm_positions"])[instances, index])
+    out["masked_lm_ids"][rows, cols] = np.asarray(features["masked_lm_ids"])[instances, index]
+    out["masked_lm_weights"][rows, cols] = 1.0
+    return out
+
+
+def packed_feature_spec(max_seq_length, max_sequences_per_row, max_predictions_per_seq,
+                        next_sentence=True):
+    """name -> (dtype, shape without the batch axis) of the packed features."""
+    spec = {name: (tf.int32, [max_seq_length]) for name in ROW_FEATURES}
+    predictions = max_sequences_per_row * max_predictions_per_seq
+    spec.update(masked_lm_positions=(tf.int32, [predictions]),
+                masked_lm_ids=(tf.int32, [predictions]),
+                masked_lm_weights=(tf.float32, [predictions]))
+    if next_sentence:
+        spec.update(next_sentence_positions=(tf.int32, [max_sequences_per_row]),
+                    next_sentence_labels=(tf.int32, [max_sequences_per_row]),
+                    next_sentence_weights=(tf.float32, [max_sequences_per_row]))
+    return spec
+
+
+def pack_dataset(dataset, max_seq_length, max_sequences_per_row, max_predictions_per_seq,
+                 next_sentence=True):
+    """Packs a dataset of instance windows (batched dicts) into a dataset of rows.
+
+    Each element of `dataset` is a window of parsed instances; the result has one
+    packed row per element (unbatched), to be batched again.
+    """
+    check_max_sequences_per_row(max_sequences_per_row)
+    spec = packed_feature_spec(max_seq_length, max_sequences_per_row,
+                               max_predictions_per_seq, next_sentence)
+    names = list(spec)
+    inputs = ["input_ids", "input_mask", "segment_ids", *PREDICTION_FEATURES]
+    if next_sentence:
+        inputs.append("next_sentence_labels")
+
+    def pack_numpy(*arrays):
+        packed = pack_instances(dict(zip(inputs, arrays)), max_seq_length,
+                                max_sequences_per_row)
+        return [packed[name].astype(spec[name][0].as_numpy_dtype) for name in names]
+
+    def pack(window):
+        arrays = tf.numpy_function(pack_numpy, [window[name] for name in inputs],
+                                   [spec[name][0] for name in names], stateful=False)
+        packed = {}
+        for name, array in zip(names, arrays):
+            array.set_shape([None] + spec[name][1])
+            packed[name] = array
+        return packed
+
+    return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
