@@ -58,6 +58,17 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("chunk_chars", 1_000_000,
                          "Characters of text per chunk: documents are shuffled and paired "
                          "within a chunk. Part of the seed: changing it changes the output.", flag_values=fv)
+    flags.DEFINE_enum("masking", "static", list(pretraining_instances.MASKING_MODES),
+                      "static: masks drawn here, one set per --dupe_factor copy (the "
+                      "original). none: rows without masked_lm_* features, one copy "
+                      "(--dupe_factor=1), for run_pretraining --dynamic_masking, which "
+                      "draws new masks every epoch.", flag_values=fv)
+    flags.DEFINE_bool("next_sentence", True,
+                      "true: [CLS] A [SEP] B [SEP] pairs with next_sentence_labels (the "
+                      "original). false: RoBERTa's full-sentence rows, [CLS] sentences "
+                      "[SEP] filled to --max_seq_length across documents ([SEP] between "
+                      "documents), segment ids 0, no next_sentence_labels; train with "
+                      "run_pretraining --next_sentence=false.", flag_values=fv)
     flags.DEFINE_string("language", None,
                         "pysbd language code for sentence splitting of wiki text "
                         "(default: the dump's language, else en).", flag_values=fv)
@@ -77,7 +88,8 @@ def run(flag_values):
         masked_lm_prob=FLAGS.masked_lm_prob,
         short_seq_prob=FLAGS.short_seq_prob,
         dupe_factor=FLAGS.dupe_factor,
-        do_whole_word_mask=FLAGS.do_whole_word_mask)
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        masking=FLAGS.masking, next_sentence=FLAGS.next_sentence)
     input_files = wikipedia.resolve_input_files(FLAGS.input_file)
     output_files = pretraining_pipeline.resolve_output_files(
         FLAGS.output_file, FLAGS.num_output_shards)

@@ -107,13 +107,14 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
 
     Args:
       features: FEATURE_ORDER names to arrays with N rows (2-D; int features
-        non-negative, masked_lm_weights float).
+        non-negative, masked_lm_weights float); `input_ids` and the others present
+        (rows without masks or next-sentence labels leave those out).
     """
     arrays = {name: np.asarray(features[name]).reshape(len(features[name]), -1)
-              for name in FEATURE_ORDER}
+              for name in FEATURE_ORDER if name in features}
     num_rows = arrays["input_ids"].shape[0]
     fixed_names, variable_names = [], []
-    for name in FEATURE_ORDER:
+    for name in arrays:
         array = arrays[name]
         small = name in INT_FEATURES and (array.size == 0 or (array.min() >= 0 and array.max() < 128))
         if name in FLOAT_FEATURES or small:

@@ -22,9 +22,12 @@ passes and shuffles the chunk's instances, as the original does for the whole co
 
 import dataclasses
 import random
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+
+MASKING_MODES = ("static", "none")
+
 
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
@@ -35,8 +38,17 @@ class InstanceOptions:
     short_seq_prob: float = 0.1
     dupe_factor: int = 10
     do_whole_word_mask: bool = False
+    masking: str = "static"  # "none": rows without masks (run_pretraining --dynamic_masking)
+    next_sentence: bool = True  # False: full-sentence rows (data_prep.full_sentences)
 
     def __post_init__(self):
+        if self.masking not in MASKING_MODES:
+            raise ValueError(f"masking={self.masking!r}: expected one of {MASKING_MODES}")
+        if self.masking == "none" and self.dupe_factor != 1:
+            raise ValueError(
+                f"dupe_factor={self.dupe_factor} with masking='none': the copies would be "
+                "identical (no masks to vary); write one copy, --dupe_factor=1, and let "
+                "run_pretraining --dynamic_masking draw new masks every epoch")
         if self.max_seq_length < 5:
             raise ValueError(
                 f"max_seq_length={self.max_seq_length}: expected at least 5 "
@@ -324,9 +336,10 @@ def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: Voc
 
 
 class ChunkInstances(NamedTuple):
-    """All instances of one chunk (dupe_factor passes, shuffled)."""
+    """All instances of one chunk (dupe_factor passes, shuffled); no masks (None) with
+    `masking="none"`."""
     packed: PackedPairs
-    masked: MaskedBatch
+    masked: Optional[MaskedBatch]
     num_documents: int
 
 
@@ -357,5 +370,6 @@ def build_chunk_instances(corpus: ChunkCorpus, options: InstanceOptions,
                 options.short_seq_prob, py_rng))
     pairs = [pairs[i] for i in np_rng.permutation(len(pairs))]
     packed = pack_pairs(pairs, corpus.token_ids, options.max_seq_length, vocab_ids)
-    masked = mask_instances(packed, options, vocab_ids, np_rng)
+    masked = None if options.masking == "none" else mask_instances(
+        packed, options, vocab_ids, np_rng)
     return ChunkInstances(packed, masked, len(documents))

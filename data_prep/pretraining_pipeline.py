@@ -28,6 +28,7 @@ from absl import logging
 
 from bert_tf import fileio
 from data_prep import example_encoding
+from data_prep import full_sentences
 from data_prep import pretraining_instances
 from data_prep import wikipedia
 
@@ -130,28 +131,35 @@ def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
     """Serialized Examples of one tokenized chunk, shuffled (runs in a worker)."""
     options, vocab_ids = _WORKER["options"], _WORKER["vocab_ids"]
     corpus = corpus_from_tokenized(*tokenized)
-    chunk = pretraining_instances.build_chunk_instances(
-        corpus, options, vocab_ids, _WORKER["random_seed"], chunk_index)
+    build = (pretraining_instances.build_chunk_instances if options.next_sentence
+             else full_sentences.build_chunk_rows)
+    chunk = build(corpus, options, vocab_ids, _WORKER["random_seed"], chunk_index)
     packed, masked = chunk.packed, chunk.masked
     column = np.arange(options.max_seq_length, dtype=np.int32)[None, :]
     valid = column < packed.lengths[:, None]
     segment_ids = valid & (column >= packed.segment_a_lengths[:, None])
     if not len(packed.lengths):  # a chunk without usable documents
         return ChunkResult([], _chunk_stats(chunk, corpus, vocab_ids, options))
-    records = example_encoding.serialize_examples({
-        "input_ids": masked.input_ids,
-        "input_mask": valid.view(np.uint8),
-        "segment_ids": segment_ids.view(np.uint8),
-        "masked_lm_positions": masked.masked_lm_positions,
-        "masked_lm_ids": masked.masked_lm_ids,
-        "masked_lm_weights": masked.masked_lm_weights,
-        "next_sentence_labels": packed.next_sentence_labels[:, None],
-    })
+    features = {"input_ids": packed.input_ids if masked is None else masked.input_ids,
+                "input_mask": valid.view(np.uint8),
+                "segment_ids": segment_ids.view(np.uint8)}
+    if masked is not None:
+        features.update(masked_lm_positions=masked.masked_lm_positions,
+                        masked_lm_ids=masked.masked_lm_ids,
+                        masked_lm_weights=masked.masked_lm_weights)
+    if options.next_sentence:
+        features["next_sentence_labels"] = packed.next_sentence_labels[:, None]
+    records = example_encoding.serialize_examples(features)
     return ChunkResult(records, _chunk_stats(chunk, corpus, vocab_ids, options))
 
 
 def _chunk_stats(chunk, corpus, vocab_ids, options) -> Dict[str, int]:
     packed, masked = chunk.packed, chunk.masked
+    if masked is None:  # masking="none": no masks to count
+        masked = pretraining_instances.MaskedBatch(
+            packed.input_ids, np.zeros([len(packed.lengths), 0], np.int32),
+            np.zeros([len(packed.lengths), 0], np.int32),
+            np.zeros([len(packed.lengths), 0], np.float32))
     weights = masked.masked_lm_weights > 0
     rows, slots = np.nonzero(weights)
     replaced_by = masked.input_ids[rows, masked.masked_lm_positions[rows, slots]]

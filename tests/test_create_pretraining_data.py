@@ -428,3 +428,63 @@ def test_a_rerun_replaces_the_whole_output_set(tmp_path):
         "other.tfrecord-00000-of-00001", "wiki.tfrecord-00000-of-00002",
         "wiki.tfrecord-00001-of-00002", "wiki.tfrecord.stats.json"]
     assert sum(1 for path in paths for _ in tf.data.TFRecordDataset(path)) == 3
+
+
+def test_masking_none_writes_rows_without_masks_once(tmp_path, vocab_file):
+    corpus = write_corpus(tmp_path / "corpus.txt", 30, seed=8)
+    with pytest.raises(ValueError, match="dupe_factor=2 with masking='none'.*--dupe_factor=1"):
+        run_tool(tmp_path, vocab_file, corpus, masking="none")
+    paths, stats = run_tool(tmp_path, vocab_file, corpus, masking="none", dupe_factor=1)
+    spec = records.pretraining_features(SEQ, PRED, masked=False)
+    dataset = tf.data.TFRecordDataset(paths).map(lambda r: tf.io.parse_single_example(r, spec))
+    features = {k: v.numpy() for k, v in next(iter(dataset.batch(100000))).items()}
+    example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(paths))).numpy())
+    assert sorted(example.features.feature) == ["input_ids", "input_mask",
+                                                "next_sentence_labels", "segment_ids"]
+    assert not (features["input_ids"] == 4).any()  # no [MASK] anywhere
+    assert stats["masked_tokens"] == 0 and stats["instances"] == len(features["input_ids"])
+    # The same pairs as the masked run of the same seed, before masking.
+    masked_paths, _ = run_tool(tmp_path, vocab_file, corpus, name="masked.tfrecord",
+                               dupe_factor=1)
+    masked = read_records(masked_paths)
+    for row in range(len(features["input_ids"])):
+        ids = masked["input_ids"][row].copy()
+        real = masked["masked_lm_weights"][row] > 0
+        ids[masked["masked_lm_positions"][row][real]] = masked["masked_lm_ids"][row][real]
+        np.testing.assert_array_equal(ids, features["input_ids"][row])
+
+
+def test_full_sentence_rows_without_next_sentence(tmp_path, vocab_file):
+    corpus = write_corpus(tmp_path / "corpus.txt", 30, seed=9)
+    paths, stats = run_tool(tmp_path, vocab_file, corpus, next_sentence=False,
+                            masking="none", dupe_factor=1)
+    spec = records.pretraining_features(SEQ, PRED, masked=False, next_sentence=False)
+    dataset = tf.data.TFRecordDataset(paths).map(lambda r: tf.io.parse_single_example(r, spec))
+    features = {k: v.numpy() for k, v in next(iter(dataset.batch(100000))).items()}
+    example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(paths))).numpy())
+    assert sorted(example.features.feature) == ["input_ids", "input_mask", "segment_ids"]
+    lengths = features["input_mask"].sum(1)
+    assert (features["segment_ids"] == 0).all()
+    assert (features["input_ids"][:, 0] == 2).all()
+    assert (features["input_ids"][np.arange(len(lengths)), lengths - 1] == 3).all()
+    # Rows are full: only the last row of the chunk and rows before a sentence that
+    # does not fit are short, so most rows are within a sentence of max_seq_length.
+    assert np.median(lengths) > SEQ - 16
+    # Every token of the corpus, once: the rows' tokens without [CLS]/[SEP] are the
+    # corpus' tokens (documents in a shuffled order).
+    tokenizer = shared_tokenizer(vocab_file)
+    corpus_ids = [i for line in open(corpus, encoding="utf-8").read().split("\n") if line
+                  for i in tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))]
+    row_ids = features["input_ids"][(features["input_mask"] > 0)
+                                    & ~np.isin(features["input_ids"], [2, 3])]
+    assert np.bincount(row_ids, minlength=len(VOCAB)).tolist() == np.bincount(
+        corpus_ids, minlength=len(VOCAB)).tolist()
+    assert stats["nsp"]["random_next"] == 0
+    # With masks (the default), the same rows carry the original's masks.
+    paths, _ = run_tool(tmp_path, vocab_file, corpus, name="masked.tfrecord",
+                        next_sentence=False)
+    spec = records.pretraining_features(SEQ, PRED, next_sentence=False)
+    masked = next(iter(tf.data.TFRecordDataset(paths).map(
+        lambda r: tf.io.parse_single_example(r, spec)).batch(100000)))
+    assert len(masked["input_ids"]) == 2 * len(lengths)  # dupe_factor 2
+    assert masked["masked_lm_weights"].numpy().sum(1).min() >= 1
