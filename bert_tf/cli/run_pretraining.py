@@ -80,8 +80,9 @@ flags.DEFINE_bool("pack_sequences", False,
                   "own [CLS]. --train_batch_size then counts rows.")
 flags.DEFINE_integer("max_sequences_per_row", 3,
                      "With --pack_sequences: at most this many instances share a row "
-                     "(>= 1). Each row has room for this many times "
-                     "--max_predictions_per_seq masked positions.")
+                     "(>= 1). A row has --max_predictions_per_seq + "
+                     "max_sequences_per_row - 1 masked-LM slots; an instance that would "
+                     "overflow them (or the row's tokens) goes to another row.")
 flags.DEFINE_bool("dynamic_masking", False,
                   "Draw the masks in the input pipeline, anew each epoch, with the "
                   "original's rules (--masked_lm_prob, 80% [MASK] / 10% kept / 10% "

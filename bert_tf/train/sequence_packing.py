@@ -11,8 +11,8 @@ Rows are filled by best-fit decreasing bin packing over a window of instances: t
 instances of the window, longest first, each go into the fullest row that still has
 room for it and fewer than `max_sequences_per_row` instances (a new row otherwise).
 
-Packed features (R rows, S = max_seq_length, K = max_sequences_per_row, P = K *
-max_predictions_per_seq):
+Packed features (R rows, S = max_seq_length, K = max_sequences_per_row, P =
+max_predictions_per_seq + K - 1 masked-LM slots, a second limit of the bin packing):
     input_ids, input_mask, segment_ids, position_ids, sequence_ids   [R, S]
     masked_lm_positions, masked_lm_ids, masked_lm_weights            [R, P]
     next_sentence_positions, next_sentence_labels, next_sentence_weights   [R, K]
@@ -60,8 +60,12 @@ def instance_lengths(input_mask, max_seq_length):
     return lengths.astype(np.int64)
 
 
-def assign_rows(lengths, max_seq_length, max_sequences_per_row):
+def assign_rows(lengths, max_seq_length, max_sequences_per_row, predictions=None,
+                max_predictions_per_row=None):
     """Best-fit decreasing packing of instances of `lengths` into rows.
+
+    With `predictions` (masked tokens per instance), a row also holds at most
+    `max_predictions_per_row` of them.
 
     Returns:
         (row, offset, slot, num_rows): per instance its row, the position of its first
@@ -71,6 +75,10 @@ def assign_rows(lengths, max_seq_length, max_sequences_per_row):
     check_max_sequences_per_row(max_sequences_per_row)
     lengths = np.asarray(lengths, dtype=np.int64)
     count = len(lengths)
+    if predictions is None:
+        predictions, max_predictions_per_row = np.zeros([count], np.int64), 0
+    predictions = np.asarray(predictions, dtype=np.int64)
+    predicted = np.zeros([count], np.int64)  # masked tokens per row
     row = np.zeros([count], np.int64)
     offset = np.zeros([count], np.int64)
     slot = np.zeros([count], np.int64)
@@ -79,8 +87,9 @@ def assign_rows(lengths, max_seq_length, max_sequences_per_row):
     num_rows = 0
     for index in np.argsort(-lengths, kind="stable"):
         length = lengths[index]
-        room = (used[:num_rows] + length <= max_seq_length) & (
-            filled[:num_rows] < max_sequences_per_row)
+        room = ((used[:num_rows] + length <= max_seq_length)
+                & (filled[:num_rows] < max_sequences_per_row)
+                & (predicted[:num_rows] + predictions[index] <= max_predictions_per_row))
         if room.any():
             # The fullest row that fits (best fit): fewest tokens left afterwards.
             target = int(np.argmax(np.where(room, used[:num_rows], -1)))
@@ -89,10 +98,20 @@ def assign_rows(lengths, max_seq_length, max_sequences_per_row):
         row[index], offset[index], slot[index] = target, used[target], filled[target]
         used[target] += length
         filled[target] += 1
+        predicted[target] += predictions[index]
     return row, offset, slot, num_rows
 
 
-def pack_instances(features, max_seq_length, max_sequences_per_row):
+def default_predictions_per_row(max_predictions_per_seq, max_sequences_per_row):
+    """Masked-LM slots of a packed row: those of one full instance plus one per extra
+    sequence (each instance masks round(prob * length), at least 1), enough for the
+    instances that share a row's tokens; an instance that would overflow them starts a
+    new row (never dropped)."""
+    return max_predictions_per_seq + max_sequences_per_row - 1
+
+
+def pack_instances(features, max_seq_length, max_sequences_per_row,
+                   max_predictions_per_row=None):
     """Packs a window of instances (numpy dict, leading axis N) into rows.
 
     Args:
@@ -101,13 +120,24 @@ def pack_instances(features, max_seq_length, max_sequences_per_row):
             optionally `next_sentence_labels` [N] or [N, 1].
         max_seq_length: Row length S (at least S_in's longest instance).
         max_sequences_per_row: K, at least 1.
+        max_predictions_per_row: Masked-LM slots of a row (default:
+            `default_predictions_per_row`).
 
     Returns:
         dict of the packed features (see the module docstring), int32 / float32.
     """
     lengths = instance_lengths(features["input_mask"], max_seq_length)
+    predictions_in = np.asarray(features["masked_lm_weights"]).shape[1]
+    if max_predictions_per_row is None:
+        max_predictions_per_row = default_predictions_per_row(predictions_in,
+                                                              max_sequences_per_row)
+    if max_predictions_per_row < predictions_in:
+        raise ValueError(f"max_predictions_per_row={max_predictions_per_row} is less than "
+                         f"the instances' max_predictions_per_seq={predictions_in}")
+    counts = (np.asarray(features["masked_lm_weights"]) > 0).sum(axis=1)
     row, offset, slot, num_rows = assign_rows(lengths, max_seq_length,
-                                              max_sequences_per_row)
+                                              max_sequences_per_row, counts,
+                                              max_predictions_per_row)
     k, seq_in = max_sequences_per_row, features["input_ids"].shape[1]
     packed = {name: np.zeros([num_rows, max_seq_length], np.int32) for name in ROW_FEATURES}
     columns = np.arange(seq_in)[None, :]
@@ -119,7 +149,8 @@ def pack_instances(features, max_seq_length, max_sequences_per_row):
     packed["segment_ids"][rows, cols] = features["segment_ids"][token]
     packed["position_ids"][rows, cols] = np.broadcast_to(columns, token.shape)[token]
     packed["sequence_ids"][rows, cols] = np.broadcast_to(slot[:, None] + 1, token.shape)[token]
-    packed.update(_pack_predictions(features, row, offset, slot, num_rows, k))
+    packed.update(_pack_predictions(features, row, offset, slot, num_rows,
+                                    max_predictions_per_row))
     if "next_sentence_labels" in features:
         labels = np.asarray(features["next_sentence_labels"]).reshape(-1)
         packed["next_sentence_positions"] = np.zeros([num_rows, k], np.int32)
@@ -131,10 +162,9 @@ def pack_instances(features, max_seq_length, max_sequences_per_row):
     return packed
 
 
-def _pack_predictions(features, row, offset, slot, num_rows, k):
+def _pack_predictions(features, row, offset, slot, num_rows, size):
     """Masked-LM slots of each row: its instances' predictions one after the other."""
     weights = np.asarray(features["masked_lm_weights"]) > 0  # [N, P_in]
-    predictions_in = weights.shape[1]
     counts = weights.sum(axis=1)
     # Slots before an instance in its row: the predictions of the row's earlier slots.
     order = np.lexsort((slot, row))
@@ -145,7 +175,6 @@ def _pack_predictions(features, row, offset, slot, num_rows, k):
     first_of_row[1:] = row[order][1:] != row[order][:-1]
     row_start[row[order][first_of_row]] = running[first_of_row]
     before[order] = running - row_start[row[order]]
-    size = k * predictions_in
     out = {"masked_lm_positions": np.zeros([num_rows, size], np.int32),
            "masked_lm_ids": np.zeros([num_rows, size], np.int32),
            "masked_lm_weights": np.zeros([num_rows, size], np.float32)}
@@ -163,7 +192,8 @@ def packed_feature_spec(max_seq_length, max_sequences_per_row, max_predictions_p
                         next_sentence=True):
     """name -> (dtype, shape without the batch axis) of the packed features."""
     spec = {name: (tf.int32, [max_seq_length]) for name in ROW_FEATURES}
-    predictions = max_sequences_per_row * max_predictions_per_seq
+    predictions = default_predictions_per_row(max_predictions_per_seq,
+                                              max_sequences_per_row)
     spec.update(masked_lm_positions=(tf.int32, [predictions]),
                 masked_lm_ids=(tf.int32, [predictions]),
                 masked_lm_weights=(tf.float32, [predictions]))
