@@ -1,0 +1,176 @@
+"""The Beam graph of create_pretraining_data: the local tool's chunks, built in parallel.
+
+    input splits ─┬─ SizeDocuments: each split's document sizes (and the reader's skip
+                  │  counts) -> one plan: where each of the local tool's chunks starts
+                  └─ ReadChunks (plan as side input): each split reads the chunks that
+                     start in it, reading on into the next splits to finish its last
+                     -> Reshuffle -> BuildInstances: data_prep.pretraining_pipeline's
+                     convert_chunk, tokenize_chunk and build_chunk_records, seeded by
+                     the chunk index -> WriteToTFRecord (Beam's sink: sharded, a retried
+                     bundle's files are discarded, never duplicated)
+
+The chunks, their indices and so their seeds are the local tool's, so the instances
+are the same multiset. Every count goes to a Beam metric in the `bert_tf` namespace
+(the launcher sums them into stats.json). A worker holds one split's reader and one
+chunk at a time: memory does not grow with the corpus.
+"""
+
+import collections
+import dataclasses
+import itertools
+import os
+import tempfile
+from typing import Dict, Iterator, Optional, Sequence, Tuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.metrics import Metrics
+
+from bert_tf.text import tokenization
+from data_prep import beam_inputs
+from data_prep import pretraining_instances
+from data_prep import pretraining_pipeline
+
+METRICS_NAMESPACE = "bert_tf"
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamSettings:
+    """Everything the workers need (pickled into the pipeline)."""
+    input_files: Tuple[str, ...]
+    output_prefix: str
+    num_shards: int
+    options: pretraining_instances.InstanceOptions
+    vocab_bytes: bytes
+    do_lower_case: bool = True
+    random_seed: int = 12345
+    input_format: str = "auto"
+    language: Optional[str] = None
+    chunk_chars: int = 1_000_000
+    streams_per_split: int = 100
+    gzip: bool = False
+
+
+def count_stats(stats: Dict[str, int]):
+    """Adds every count of `stats` to its Beam counter."""
+    for name, value in stats.items():
+        if value:
+            Metrics.counter(METRICS_NAMESPACE, name).inc(int(value))
+
+
+def size_documents(split: beam_inputs.InputSplit, settings: BeamSettings):
+    """(split, [n] int64 document sizes); the reader's skip counts go to the metrics."""
+    stats = collections.Counter()
+    documents = beam_inputs.iter_split_documents(
+        split, settings.input_format, stats, settings.language)
+    sizes = np.fromiter(map(beam_inputs.document_chars, documents), dtype=np.int64)
+    count_stats(stats)
+    return split, sizes
+
+
+def make_plan(split_sizes: Sequence, chunk_chars: int) -> dict:
+    """The splits in reading order and plan_chunks' (first doc, first chunk) per split."""
+    splits = sorted((split for split, _ in split_sizes), key=lambda s: s.key)
+    plan = beam_inputs.plan_chunks([(split.key, sizes) for split, sizes in split_sizes],
+                                   chunk_chars)
+    return {"splits": splits, "plan": plan}
+
+
+def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettings
+                 ) -> Iterator[Tuple[int, list]]:
+    """(chunk index, raw documents) of the chunks that start in `split`."""
+    first_doc, chunk_index = plan["plan"][split.key]
+    if first_doc is None:
+        return
+    ignored = collections.Counter()  # SizeDocuments counted the reader's skips
+
+    def documents(of_split):
+        return beam_inputs.iter_split_documents(
+            of_split, settings.input_format, ignored, settings.language)
+
+    chunk, filled = [], 0
+    for document in itertools.islice(documents(split), first_doc, None):
+        chunk.append(document)
+        filled += beam_inputs.document_chars(document)
+        if filled >= settings.chunk_chars:
+            yield chunk_index, chunk
+            chunk_index, chunk, filled = chunk_index + 1, [], 0
+    if not chunk:
+        return
+    position = next(i for i, s in enumerate(plan["splits"]) if s.key == split.key)
+    for later in plan["splits"][position + 1:]:  # finish the last chunk
+        for document in documents(later):
+            chunk.append(document)
+            filled += beam_inputs.document_chars(document)
+            if filled >= settings.chunk_chars:
+                yield chunk_index, chunk
+                return
+    yield chunk_index, chunk  # the corpus ends inside it
+
+
+class BuildChunkRecords(beam.DoFn):
+    """(chunk index, raw documents) -> the local tool's serialized Examples of the chunk."""
+
+    def __init__(self, settings: BeamSettings):
+        super().__init__()
+        self.settings = settings
+        self.tokenizer = None
+
+    def setup(self):
+        # The vocab travels in the pipeline: workers need no access to the launcher's disk.
+        folder = tempfile.mkdtemp(prefix="bert_tf_vocab_")
+        vocab_path = os.path.join(folder, "vocab.txt")
+        with open(vocab_path, "wb") as vocab_file:
+            vocab_file.write(self.settings.vocab_bytes)
+        self.tokenizer = tokenization.FullTokenizer(vocab_path, self.settings.do_lower_case)
+        vocab_ids = pretraining_instances.VocabIds.from_vocab(self.tokenizer.vocab, vocab_path)
+        pretraining_pipeline.init_worker(self.settings.options, vocab_ids,
+                                         self.settings.random_seed)
+
+    def process(self, element):
+        chunk_index, raw_documents = element
+        documents, stats = pretraining_pipeline.convert_chunk(raw_documents)
+        stats = collections.Counter(stats)
+        tokenized = pretraining_pipeline.tokenize_chunk(self.tokenizer, documents, stats)
+        result = pretraining_pipeline.build_chunk_records(tokenized, chunk_index)
+        stats.update(result.stats)
+        count_stats(stats)
+        yield from result.records
+
+
+def shard_name_template(num_shards: int) -> str:
+    """The local tool's names: `prefix` for one shard, else `prefix-00000-of-00004`."""
+    return "" if num_shards == 1 else "-SSSSS-of-NNNNN"
+
+
+def output_files(prefix: str, num_shards: int):
+    """The shard names WriteToTFRecord writes (local ones checked like the local tool's)."""
+    if not beam_inputs.is_remote(prefix):
+        return pretraining_pipeline.resolve_output_files(prefix, num_shards)
+    if num_shards == 1:
+        return [prefix]
+    return [f"{prefix}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
+
+
+def build_pipeline(pipeline: beam.Pipeline, settings: BeamSettings):
+    """Adds the whole create_pretraining_data graph to `pipeline`."""
+    splits = (pipeline
+              | "Files" >> beam.Create(list(enumerate(settings.input_files)))
+              | "Splits" >> beam.FlatMapTuple(
+                  beam_inputs.file_splits, streams_per_split=settings.streams_per_split)
+              | "SpreadSplits" >> beam.Reshuffle())
+    plan = (splits
+            | "SizeDocuments" >> beam.Map(size_documents, settings=settings)
+            | "AllSizes" >> beam.combiners.ToList()
+            | "Plan" >> beam.Map(make_plan, chunk_chars=settings.chunk_chars))
+    records = (splits
+               | "ReadChunks" >> beam.FlatMap(
+                   owned_chunks, plan=beam.pvalue.AsSingleton(plan), settings=settings)
+               | "SpreadChunks" >> beam.Reshuffle()
+               | "BuildInstances" >> beam.ParDo(BuildChunkRecords(settings)))
+    return records | "Write" >> beam.io.WriteToTFRecord(
+        settings.output_prefix, num_shards=settings.num_shards,
+        shard_name_template=shard_name_template(settings.num_shards),
+        compression_type=(CompressionTypes.GZIP if settings.gzip
+                          else CompressionTypes.UNCOMPRESSED))
