@@ -17,13 +17,17 @@ chunk at a time: memory does not grow with the corpus.
 
 import collections
 import dataclasses
+import hashlib
 import itertools
 import os
 import tempfile
+import threading
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
+from absl import logging
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
@@ -33,6 +37,9 @@ from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
 
 METRICS_NAMESPACE = "bert_tf"
+# A file that went away or cannot be opened is counted and skipped (not a corrupt one).
+UNREADABLE_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError,
+                          NotADirectoryError, BeamIOError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,11 +66,23 @@ def count_stats(stats: Dict[str, int]):
             Metrics.counter(METRICS_NAMESPACE, name).inc(int(value))
 
 
+def readable_documents(split: beam_inputs.InputSplit, settings: BeamSettings, stats):
+    """The split's RawDocuments; a file that cannot be read ends them (counted in stats).
+
+    A corrupt compressed file is not skipped: its ValueError names the file.
+    """
+    try:
+        yield from beam_inputs.iter_split_documents(
+            split, settings.input_format, stats, settings.language)
+    except UNREADABLE_FILE_ERRORS as error:
+        logging.warning("%s: cannot read it, skipped (%s)", split.label, error)
+        stats["unreadable_files"] += 1
+
+
 def size_documents(split: beam_inputs.InputSplit, settings: BeamSettings):
     """(split, [n] int64 document sizes); the reader's skip counts go to the metrics."""
     stats = collections.Counter()
-    documents = beam_inputs.iter_split_documents(
-        split, settings.input_format, stats, settings.language)
+    documents = readable_documents(split, settings, stats)
     sizes = np.fromiter(map(beam_inputs.document_chars, documents), dtype=np.int64)
     count_stats(stats)
     return split, sizes
@@ -86,8 +105,7 @@ def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettin
     ignored = collections.Counter()  # SizeDocuments counted the reader's skips
 
     def documents(of_split):
-        return beam_inputs.iter_split_documents(
-            of_split, settings.input_format, ignored, settings.language)
+        return readable_documents(of_split, settings, ignored)
 
     chunk, filled = [], 0
     for document in itertools.islice(documents(split), first_doc, None):
@@ -109,6 +127,26 @@ def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettin
     yield chunk_index, chunk  # the corpus ends inside it
 
 
+_TOKENIZERS = {}  # (vocab digest, do_lower_case) -> FullTokenizer, one per process
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+def shared_tokenizer(vocab_bytes: bytes, do_lower_case: bool) -> tokenization.FullTokenizer:
+    """One tokenizer per worker process (an SDK worker runs bundles in several threads).
+
+    The vocab travels in the pipeline, so workers need no access to the launcher's disk.
+    """
+    key = (hashlib.sha256(vocab_bytes).hexdigest(), do_lower_case)
+    with _TOKENIZERS_LOCK:
+        if key not in _TOKENIZERS:
+            folder = tempfile.mkdtemp(prefix="bert_tf_vocab_")
+            vocab_path = os.path.join(folder, "vocab.txt")
+            with open(vocab_path, "wb") as vocab_file:
+                vocab_file.write(vocab_bytes)
+            _TOKENIZERS[key] = tokenization.FullTokenizer(vocab_path, do_lower_case)
+        return _TOKENIZERS[key]
+
+
 class BuildChunkRecords(beam.DoFn):
     """(chunk index, raw documents) -> the local tool's serialized Examples of the chunk."""
 
@@ -118,13 +156,9 @@ class BuildChunkRecords(beam.DoFn):
         self.tokenizer = None
 
     def setup(self):
-        # The vocab travels in the pipeline: workers need no access to the launcher's disk.
-        folder = tempfile.mkdtemp(prefix="bert_tf_vocab_")
-        vocab_path = os.path.join(folder, "vocab.txt")
-        with open(vocab_path, "wb") as vocab_file:
-            vocab_file.write(self.settings.vocab_bytes)
-        self.tokenizer = tokenization.FullTokenizer(vocab_path, self.settings.do_lower_case)
-        vocab_ids = pretraining_instances.VocabIds.from_vocab(self.tokenizer.vocab, vocab_path)
+        self.tokenizer = shared_tokenizer(self.settings.vocab_bytes, self.settings.do_lower_case)
+        vocab_ids = pretraining_instances.VocabIds.from_vocab(
+            self.tokenizer.vocab, self.tokenizer.vocab_file)
         pretraining_pipeline.init_worker(self.settings.options, vocab_ids,
                                          self.settings.random_seed)
 

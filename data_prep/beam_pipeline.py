@@ -137,6 +137,7 @@ def run_pipeline(settings, pipeline_options) -> dict:
         language=settings.language)
     summary = pretraining_pipeline.summarize_stats(stats, settings.options, config,
                                                    time.time() - start)
+    summary["skipped"]["unreadable_files"] = stats["unreadable_files"]
     summary["runner"] = type(pipeline.runner).__name__
     if not summary["instances"]:
         FileSystems.delete([f for f in files if FileSystems.exists(f)])
@@ -145,7 +146,7 @@ def run_pipeline(settings, pipeline_options) -> dict:
             f"{summary['documents']} usable documents, skipped {summary['skipped']} "
             "(expected text with one sentence per line, WikiExtractor output or a "
             "MediaWiki XML dump)")
-    write_stats(files[0] + pretraining_pipeline.STATS_SUFFIX, summary)
+    write_stats(settings.output_prefix + pretraining_pipeline.STATS_SUFFIX, summary)
     logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s)",
                  summary["instances"], len(files), summary["seconds"],
                  summary["instances_per_second"])
@@ -176,9 +177,13 @@ def run_main():
     define_flags()
     sys.modules["__main__"].__doc__ = __doc__  # --help shows this command's text
     pipeline_args = flags.FLAGS(sys.argv, known_only=True)[1:]
-    app.run(lambda argv: common.run_reporting_user_errors(
-        "bert-create-pretraining-data-beam", run, flags.FLAGS, pipeline_args),
-            argv=sys.argv[:1])
+
+    def main(argv):  # returns None: app.run would exit with any value returned
+        del argv
+        common.run_reporting_user_errors(
+            "bert-create-pretraining-data-beam", run, flags.FLAGS, pipeline_args)
+
+    app.run(main, argv=sys.argv[:1])
 
 
 if __name__ == "__main__":
