@@ -33,9 +33,13 @@ CLI_MODULES = sorted(p.stem for p in (HERE / "bert_tf" / "cli").glob("*.py")
 DATA_PREP_CLIS = sorted(
     p.stem for name in ("create_pretraining_data.py", "build_vocab.py")
     for p in (HERE / "data_prep").glob(name))
+# The same two on Apache Beam (they say to install the `beam` extra when it is missing).
+BEAM_CLIS = {"bert-create-pretraining-data-beam": "data_prep.beam_pipeline",
+             "bert-build-vocab-beam": "data_prep.beam_vocab"}
 CONSOLE_SCRIPTS = (
     [f"bert-{m.replace('_', '-')}=bert_tf.cli.{m}:run_main" for m in CLI_MODULES]
-    + [f"bert-{m.replace('_', '-')}=data_prep.{m}:run_main" for m in DATA_PREP_CLIS])
+    + [f"bert-{m.replace('_', '-')}=data_prep.{m}:run_main" for m in DATA_PREP_CLIS]
+    + [f"{script}={module}:run_main" for script, module in BEAM_CLIS.items()])
 
 setuptools.setup(
     name="bert_tf",

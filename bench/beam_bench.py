@@ -67,6 +67,7 @@ def run_measured(command, stats_file):
         time.sleep(0.02)
     wall = time.time() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     stderr = process.stderr.read()
     if process.returncode != 0:
         raise RuntimeError(f"{command[2]} failed:\n{stderr[-3000:]}")
@@ -75,8 +76,7 @@ def run_measured(command, stats_file):
     others = [kb for pid, kb in peaks.items() if pid != process.pid]
     return {"instances": stats["instances"], "wall_s": round(wall, 2),
             "instances_per_s": round(stats["instances"] / wall),
-            "cpu_s": round((after.ru_utime - before.ru_utime)
-                           + (after.ru_stime - before.ru_stime), 2),
+            "cpu_s": round(cpu, 2), "instances_per_cpu_s": round(stats["instances"] / cpu),
             "peak_rss_launcher_mb": round(peaks.get(process.pid, 0) / 1024),
             "peak_rss_largest_other_mb": round(max(others, default=0) / 1024),
             "processes": len(peaks)}
@@ -91,6 +91,9 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--num_output_shards", type=int, default=4)
+    parser.add_argument("--with_dump", action="store_true",
+                        help="also run both on the XML dump itself (wikitext parsing and "
+                             "sentence splitting: the per-core rate of a whole Wikipedia)")
     args = parser.parse_args()
     work = pathlib.Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -102,6 +105,8 @@ def main():
         if not repeated.exists():
             repeated.write_text(text.read_text(encoding="utf-8") * args.repeat, encoding="utf-8")
         inputs.append((repeated, f"x{args.repeat}"))
+    if args.with_dump:
+        inputs.append((pathlib.Path(args.dump), "dump"))
     results = []
     for input_file, label in inputs:
         for tool in ("local", "beam"):
@@ -121,11 +126,12 @@ def main():
             results.append(figures)
             print(json.dumps(figures), flush=True)
     print("\n| input | tool | workers | instances | wall s | instances/s | CPU s "
-          "| peak RSS launcher MB | peak RSS largest other process MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| instances/CPU-s | peak RSS launcher MB | peak RSS largest other process MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['input']} | {r['tool']} | {r['workers']} | {r['instances']} | "
               f"{r['wall_s']} | {r['instances_per_s']} | {r['cpu_s']} | "
+              f"{r['instances_per_cpu_s']} | "
               f"{r['peak_rss_launcher_mb']} | {r['peak_rss_largest_other_mb']} |")
     for _, label in inputs:
         local, beam = (next(r for r in results if r["input"] == label and r["tool"] == tool)

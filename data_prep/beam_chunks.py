@@ -66,14 +66,14 @@ def count_stats(stats: Dict[str, int]):
             Metrics.counter(METRICS_NAMESPACE, name).inc(int(value))
 
 
-def readable_documents(split: beam_inputs.InputSplit, settings: BeamSettings, stats):
+def readable_documents(split: beam_inputs.InputSplit, input_format: str,
+                       language: Optional[str], stats):
     """The split's RawDocuments; a file that cannot be read ends them (counted in stats).
 
     A corrupt compressed file is not skipped: its ValueError names the file.
     """
     try:
-        yield from beam_inputs.iter_split_documents(
-            split, settings.input_format, stats, settings.language)
+        yield from beam_inputs.iter_split_documents(split, input_format, stats, language)
     except UNREADABLE_FILE_ERRORS as error:
         logging.warning("%s: cannot read it, skipped (%s)", split.label, error)
         stats["unreadable_files"] += 1
@@ -82,7 +82,7 @@ def readable_documents(split: beam_inputs.InputSplit, settings: BeamSettings, st
 def size_documents(split: beam_inputs.InputSplit, settings: BeamSettings):
     """(split, [n] int64 document sizes); the reader's skip counts go to the metrics."""
     stats = collections.Counter()
-    documents = readable_documents(split, settings, stats)
+    documents = readable_documents(split, settings.input_format, settings.language, stats)
     sizes = np.fromiter(map(beam_inputs.document_chars, documents), dtype=np.int64)
     count_stats(stats)
     return split, sizes
@@ -105,7 +105,7 @@ def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettin
     ignored = collections.Counter()  # SizeDocuments counted the reader's skips
 
     def documents(of_split):
-        return readable_documents(of_split, settings, ignored)
+        return readable_documents(of_split, settings.input_format, settings.language, ignored)
 
     chunk, filled = [], 0
     for document in itertools.islice(documents(split), first_doc, None):
@@ -187,13 +187,18 @@ def output_files(prefix: str, num_shards: int):
     return [f"{prefix}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
 
 
+def input_splits(pipeline: beam.Pipeline, input_files: Sequence[str], streams_per_split: int):
+    """PCollection of the InputSplits of `input_files`, spread over the workers."""
+    return (pipeline
+            | "Files" >> beam.Create(list(enumerate(input_files)))
+            | "Splits" >> beam.FlatMapTuple(beam_inputs.file_splits,
+                                            streams_per_split=streams_per_split)
+            | "SpreadSplits" >> beam.Reshuffle())
+
+
 def build_pipeline(pipeline: beam.Pipeline, settings: BeamSettings):
     """Adds the whole create_pretraining_data graph to `pipeline`."""
-    splits = (pipeline
-              | "Files" >> beam.Create(list(enumerate(settings.input_files)))
-              | "Splits" >> beam.FlatMapTuple(
-                  beam_inputs.file_splits, streams_per_split=settings.streams_per_split)
-              | "SpreadSplits" >> beam.Reshuffle())
+    splits = input_splits(pipeline, settings.input_files, settings.streams_per_split)
     plan = (splits
             | "SizeDocuments" >> beam.Map(size_documents, settings=settings)
             | "AllSizes" >> beam.combiners.ToList()

@@ -172,18 +172,25 @@ def run(flag_values, pipeline_args) -> dict:
     return run_pipeline(settings, PipelineOptions(pipeline_args))
 
 
-def run_main():
-    """Console script: absl flags first, every other argument a Beam pipeline option."""
-    define_flags()
-    sys.modules["__main__"].__doc__ = __doc__  # --help shows this command's text
+def run_beam_command(program: str, doc: str, run_fn):
+    """Runs a Beam command: absl flags first, every other argument a pipeline option.
+
+    `run_fn(flag_values, pipeline_args)` does the work; a user error ends the process
+    with one line, as every command does (bert_tf.cli.common).
+    """
+    sys.modules["__main__"].__doc__ = doc  # --help shows the command's text
     pipeline_args = flags.FLAGS(sys.argv, known_only=True)[1:]
 
     def main(argv):  # returns None: app.run would exit with any value returned
         del argv
-        common.run_reporting_user_errors(
-            "bert-create-pretraining-data-beam", run, flags.FLAGS, pipeline_args)
+        common.run_reporting_user_errors(program, run_fn, flags.FLAGS, pipeline_args)
 
     app.run(main, argv=sys.argv[:1])
+
+
+def run_main():
+    define_flags()
+    run_beam_command("bert-create-pretraining-data-beam", __doc__, run)
 
 
 if __name__ == "__main__":
