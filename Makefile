@@ -30,7 +30,7 @@ demo: $(STAMP)
 	$(PY) demo/run_demo.py --output_dir demo_output
 
 # Runs every command of the README on stand-ins made from the demo's output.
-check-readme: $(STAMP)
+check-readme: install-extras
 	test -f demo_output/pretraining/bert_model.ckpt.index || $(MAKE) demo
 	$(PY) demo/check_readme.py --demo_dir demo_output
 

@@ -138,7 +138,7 @@ def main():
                        for tool in ("local", "beam"))
         print(f"{label}: beam / local instances/s = {beam['instances_per_s']} / "
               f"{local['instances_per_s']} = {beam['instances_per_s'] / local['instances_per_s']:.2f}"
-              f" (same instances: {beam['instances'] == local['instances']})")
+              f" (same instance count: {beam['instances'] == local['instances']})")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.cli import common
 from bert_tf.text import tokenization
+from data_prep import build_vocab
 from data_prep import create_pretraining_data
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
@@ -179,6 +180,11 @@ def run_beam_command(program: str, doc: str, run_fn):
     with one line, as every command does (bert_tf.cli.common).
     """
     sys.modules["__main__"].__doc__ = doc  # --help shows the command's text
+    app.define_help_flags()  # before the parse below: --help must not become a pipeline option
+    for module_name in (run_fn.__module__, create_pretraining_data.__name__,
+                        build_vocab.__name__, common.__name__):  # listed by --help
+        for flag in flags.FLAGS.get_flags_for_module(module_name):
+            flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
     pipeline_args = flags.FLAGS(sys.argv, known_only=True)[1:]
 
     def main(argv):  # returns None: app.run would exit with any value returned
