@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import itertools
 import os
+import re
 import tempfile
 import threading
 from typing import Dict, Iterator, Optional, Sequence, Tuple
@@ -29,6 +30,7 @@ import numpy as np
 from absl import logging
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from bert_tf.text import tokenization
@@ -37,6 +39,7 @@ from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
 
 METRICS_NAMESPACE = "bert_tf"
+SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 # A file that went away or cannot be opened is counted and skipped (not a corrupt one).
 UNREADABLE_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError,
                           NotADirectoryError, BeamIOError)
@@ -178,13 +181,23 @@ def shard_name_template(num_shards: int) -> str:
     return "" if num_shards == 1 else "-SSSSS-of-NNNNN"
 
 
-def output_files(prefix: str, num_shards: int):
-    """The shard names WriteToTFRecord writes (local ones checked like the local tool's)."""
+def output_files(prefix: str, num_shards: int) -> Optional[list]:
+    """The shard names WriteToTFRecord writes (local ones checked like the local tool's).
+
+    None for num_shards=0: the runner decides how many (one per bundle).
+    """
     if not beam_inputs.is_remote(prefix):
-        return pretraining_pipeline.resolve_output_files(prefix, num_shards)
-    if num_shards == 1:
-        return [prefix]
+        names = pretraining_pipeline.resolve_output_files(prefix, max(num_shards, 1))
+        return names if num_shards else None
+    if num_shards <= 1:
+        return [prefix] if num_shards else None
     return [f"{prefix}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
+
+
+def written_shards(prefix: str) -> list:
+    """The `prefix-NNNNN-of-MMMMM` files that exist (after a num_shards=0 run)."""
+    matches = FileSystems.match([prefix + "-*-of-*"])[0].metadata_list
+    return sorted(m.path for m in matches if SHARD_SUFFIX.search(m.path))
 
 
 def input_splits(pipeline: beam.Pipeline, input_files: Sequence[str], streams_per_split: int):
@@ -208,6 +221,8 @@ def build_pipeline(pipeline: beam.Pipeline, settings: BeamSettings):
                    owned_chunks, plan=beam.pvalue.AsSingleton(plan), settings=settings)
                | "SpreadChunks" >> beam.Reshuffle()
                | "BuildInstances" >> beam.ParDo(BuildChunkRecords(settings)))
+    # num_shards=0: no grouping step, each bundle streams into its own file (memory stays
+    # flat on the DirectRunner, which hands a worker a whole shard group at once).
     return records | "Write" >> beam.io.WriteToTFRecord(
         settings.output_prefix, num_shards=settings.num_shards,
         shard_name_template=shard_name_template(settings.num_shards),

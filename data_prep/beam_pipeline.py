@@ -11,7 +11,9 @@ Example (this machine, 2 processes):
     --runner=DirectRunner --direct_num_workers=2 --direct_running_mode=multi_processing
 
 The flags are the local tool's (data_prep/create_pretraining_data.py; --num_workers is
-the local pool's and is ignored here: the runner decides), plus --streams_per_split;
+the local pool's and is ignored here: the runner decides; --num_output_shards=0 lets the
+runner decide, one shard per bundle, streamed without a grouping step), plus
+--streams_per_split;
 every other argument is a Beam pipeline option (--runner, --project, --region,
 --temp_location, --flink_master, ...). For the same input, flags and seed the
 instances are the local tool's (the same multiset; the order within the shards is the
@@ -74,6 +76,9 @@ def settings_from_flags(flag_values):
     if "," in FLAGS.output_file:
         raise app.UsageError(f"--output_file={FLAGS.output_file!r}: the Beam pipeline writes "
                              "one name's shards (--num_output_shards), not a list of files")
+    if FLAGS.num_output_shards < 0:
+        raise app.UsageError(f"--num_output_shards={FLAGS.num_output_shards}: expected >= 0 "
+                             "(0: one shard per bundle, as the runner cuts them)")
     if FLAGS.streams_per_split < 1:
         raise app.UsageError(f"--streams_per_split={FLAGS.streams_per_split}: expected >= 1")
     options = pretraining_instances.InstanceOptions(
@@ -131,6 +136,7 @@ def run_pipeline(settings, pipeline_options) -> dict:
     with beam.Pipeline(options=pipeline_options) as pipeline:
         beam_chunks.build_pipeline(pipeline, settings)
     stats = metric_counts(pipeline.result)
+    files = files or beam_chunks.written_shards(settings.output_prefix)
     config = pretraining_pipeline.PipelineConfig(
         input_files=settings.input_files, output_files=files,
         random_seed=settings.random_seed, input_format=settings.input_format,
