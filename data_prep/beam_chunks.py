@@ -28,7 +28,6 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 import apache_beam as beam
 import numpy as np
 from absl import logging
-from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -40,9 +39,6 @@ from data_prep import pretraining_pipeline
 
 METRICS_NAMESPACE = "bert_tf"
 SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
-# A file that went away or cannot be opened is counted and skipped (not a corrupt one).
-UNREADABLE_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError,
-                          NotADirectoryError, BeamIOError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +55,8 @@ class BeamSettings:
     language: Optional[str] = None
     chunk_chars: int = 1_000_000
     streams_per_split: int = 100
+    split_bytes: int = 2_000_000
+    reshuffle_chunks: bool = True
     gzip: bool = False
 
 
@@ -77,7 +75,7 @@ def readable_documents(split: beam_inputs.InputSplit, input_format: str,
     """
     try:
         yield from beam_inputs.iter_split_documents(split, input_format, stats, language)
-    except UNREADABLE_FILE_ERRORS as error:
+    except beam_inputs.UNREADABLE_FILE_ERRORS as error:
         logging.warning("%s: cannot read it, skipped (%s)", split.label, error)
         stats["unreadable_files"] += 1
 
@@ -96,7 +94,8 @@ def make_plan(split_sizes: Sequence, chunk_chars: int) -> dict:
     splits = sorted((split for split, _ in split_sizes), key=lambda s: s.key)
     plan = beam_inputs.plan_chunks([(split.key, sizes) for split, sizes in split_sizes],
                                    chunk_chars)
-    return {"splits": splits, "plan": plan}
+    return {"splits": splits, "plan": plan,
+            "position": {split.key: position for position, split in enumerate(splits)}}
 
 
 def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettings
@@ -119,8 +118,7 @@ def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettin
             chunk_index, chunk, filled = chunk_index + 1, [], 0
     if not chunk:
         return
-    position = next(i for i, s in enumerate(plan["splits"]) if s.key == split.key)
-    for later in plan["splits"][position + 1:]:  # finish the last chunk
+    for later in plan["splits"][plan["position"][split.key] + 1:]:  # finish the last chunk
         for document in documents(later):
             chunk.append(document)
             filled += beam_inputs.document_chars(document)
@@ -200,27 +198,30 @@ def written_shards(prefix: str) -> list:
     return sorted(m.path for m in matches if SHARD_SUFFIX.search(m.path))
 
 
-def input_splits(pipeline: beam.Pipeline, input_files: Sequence[str], streams_per_split: int):
+def input_splits(pipeline: beam.Pipeline, input_files: Sequence[str], streams_per_split: int,
+                 input_format: str = "auto", split_bytes: int = 0):
     """PCollection of the InputSplits of `input_files`, spread over the workers."""
     return (pipeline
             | "Files" >> beam.Create(list(enumerate(input_files)))
-            | "Splits" >> beam.FlatMapTuple(beam_inputs.file_splits,
-                                            streams_per_split=streams_per_split)
+            | "Splits" >> beam.FlatMapTuple(
+                beam_inputs.file_splits, streams_per_split=streams_per_split,
+                input_format=input_format, split_bytes=split_bytes)
             | "SpreadSplits" >> beam.Reshuffle())
 
 
 def build_pipeline(pipeline: beam.Pipeline, settings: BeamSettings):
     """Adds the whole create_pretraining_data graph to `pipeline`."""
-    splits = input_splits(pipeline, settings.input_files, settings.streams_per_split)
+    splits = input_splits(pipeline, settings.input_files, settings.streams_per_split,
+                          settings.input_format, settings.split_bytes)
     plan = (splits
             | "SizeDocuments" >> beam.Map(size_documents, settings=settings)
             | "AllSizes" >> beam.combiners.ToList()
             | "Plan" >> beam.Map(make_plan, chunk_chars=settings.chunk_chars))
-    records = (splits
-               | "ReadChunks" >> beam.FlatMap(
-                   owned_chunks, plan=beam.pvalue.AsSingleton(plan), settings=settings)
-               | "SpreadChunks" >> beam.Reshuffle()
-               | "BuildInstances" >> beam.ParDo(BuildChunkRecords(settings)))
+    chunks = splits | "ReadChunks" >> beam.FlatMap(
+        owned_chunks, plan=beam.pvalue.AsSingleton(plan), settings=settings)
+    if settings.reshuffle_chunks:  # balance the building over workers; moves the raw text
+        chunks = chunks | "SpreadChunks" >> beam.Reshuffle()
+    records = chunks | "BuildInstances" >> beam.ParDo(BuildChunkRecords(settings))
     # num_shards=0: no grouping step, each bundle streams into its own file (memory stays
     # flat on the DirectRunner, which hands a worker a whole shard group at once).
     return records | "Write" >> beam.io.WriteToTFRecord(

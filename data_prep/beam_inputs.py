@@ -18,19 +18,27 @@ import io
 from typing import Iterator, List, NamedTuple, Optional, Sequence
 
 import numpy as np
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from data_prep import wikipedia
 
+# A file that went away or cannot be opened is counted and skipped (not a corrupt one).
+UNREADABLE_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError,
+                          NotADirectoryError, BeamIOError)
 DUMP_SUFFIX = ".xml.bz2"
 INDEX_SUFFIX = "-index.txt.bz2"
 _READ_BLOCK = 1 << 20
 _CLOSING_TAG = b"</mediawiki>\n"
 
 
+WHOLE_FILE, STREAM_RANGE, TEXT_RANGE = "file", "streams", "text"
+
+
 class InputSplit(NamedTuple):
-    """One unit of reading: a whole file or a range of a multistream dump's streams.
+    """One unit of reading: a whole file, a range of a multistream dump's streams, or a
+    byte range of an uncompressed one-sentence-per-line text file.
 
     Attributes:
       file_index: position of the file in the sorted input list.
@@ -40,6 +48,7 @@ class InputSplit(NamedTuple):
         last (None: the whole file).
       header_end: byte offset of the first page stream (the header is [0, header_end)).
       at_file_end: the range ends at the end of the file (which holds the closing tag).
+      kind: WHOLE_FILE, STREAM_RANGE or TEXT_RANGE.
     """
     file_index: int
     split_number: int
@@ -48,6 +57,7 @@ class InputSplit(NamedTuple):
     end: Optional[int] = None
     header_end: Optional[int] = None
     at_file_end: bool = True
+    kind: str = WHOLE_FILE
 
     @property
     def key(self):
@@ -56,9 +66,10 @@ class InputSplit(NamedTuple):
     @property
     def label(self) -> str:
         """The file, with the byte range for a stream range (named in errors)."""
-        if self.start is None:
+        if self.kind == WHOLE_FILE:
             return self.path
-        return f"{self.path} (bz2 streams at bytes {self.start}-{self.end})"
+        what = "bz2 streams at bytes" if self.kind == STREAM_RANGE else "bytes"
+        return f"{self.path} ({what} {self.start}-{self.end})"
 
 
 def is_remote(path: str) -> bool:
@@ -139,14 +150,39 @@ def read_stream_offsets(path: str) -> List[int]:
 
 
 def file_size(path: str) -> int:
-    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    matches = FileSystems.match([path])[0].metadata_list
+    if not matches:
+        raise FileNotFoundError(f"{path}: no such file")
+    return matches[0].size_in_bytes
 
 
-def file_splits(file_index: int, path: str, streams_per_split: int = 100) -> List[InputSplit]:
-    """The splits of one input file: stream ranges of a multistream dump, else the file."""
+def file_splits(file_index: int, path: str, streams_per_split: int = 100,
+                input_format: str = "auto", split_bytes: int = 0) -> List[InputSplit]:
+    """The splits of one input file.
+
+    A multistream dump: ranges of `streams_per_split` streams. An uncompressed text file
+    (one sentence per line) of more than `split_bytes` bytes: byte ranges of that size
+    (0: never). Anything else: the whole file.
+    """
     index = index_path(path)
-    if index is None:
-        return [InputSplit(file_index, 0, path)]
+    if index is not None:
+        return _stream_splits(file_index, path, index, streams_per_split)
+    if split_bytes and not path.endswith((".bz2", ".gz")):
+        try:
+            size = file_size(path)
+            is_text = size > split_bytes and "text" == (
+                input_format if input_format != "auto" else
+                wikipedia.detect_format(path, opener=open_file))
+        except UNREADABLE_FILE_ERRORS:
+            is_text = False  # read whole, where it is counted as unreadable
+        if is_text:
+            return [InputSplit(file_index, number, path, start, min(start + split_bytes, size),
+                               kind=TEXT_RANGE)
+                    for number, start in enumerate(range(0, size, split_bytes))]
+    return [InputSplit(file_index, 0, path)]
+
+
+def _stream_splits(file_index, path, index, streams_per_split):
     offsets = read_stream_offsets(index)
     if not offsets:
         raise ValueError(f"{index}: the multistream index lists no stream")
@@ -156,8 +192,44 @@ def file_splits(file_index: int, path: str, streams_per_split: int = 100) -> Lis
         last = first + streams_per_split
         end = offsets[last] if last < len(offsets) else size
         splits.append(InputSplit(file_index, number, path, offsets[first], end, offsets[0],
-                                 at_file_end=end >= size))
+                                 at_file_end=end >= size, kind=STREAM_RANGE))
     return splits
+
+
+def iter_text_range(split: InputSplit, stats) -> Iterator[wikipedia.RawDocument]:
+    """The documents a byte range of a one-sentence-per-line file owns.
+
+    The local tool's rules (data_prep.wikipedia, format `text`): a document is a run of
+    non-blank lines between blank lines; a line that is not UTF-8 is skipped (counted)
+    and does not end a document. A range owns the first document of the file (if it
+    starts at 0) and every document whose last preceding blank line starts inside it;
+    it reads on past its end to finish its last document. A skipped line is counted by
+    the range it starts in.
+    """
+    with open_file(split.path) as reader:
+        if split.start:
+            reader.seek(split.start - 1)
+            reader.readline()  # on to the first line that starts at or after `start`
+        position, owned, sentences = reader.tell(), split.start == 0, []
+        for raw_line in reader:
+            line_start, position = position, position + len(raw_line)
+            try:
+                line = raw_line.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                stats["non_utf8_lines"] += line_start < split.end
+                continue
+            if line:
+                if owned:
+                    sentences.append(line)
+                continue
+            if sentences:
+                yield wikipedia.RawDocument(wikipedia.SENTENCES, sentences)
+                sentences = []
+            if line_start >= split.end:
+                return  # the documents after this blank line are the next range's
+            owned = True
+        if sentences:
+            yield wikipedia.RawDocument(wikipedia.SENTENCES, sentences)
 
 
 class _ChunksReader(io.RawIOBase):
@@ -215,7 +287,7 @@ def _stream_range_pieces(split: InputSplit) -> Iterator[bytes]:
 
 def split_opener(split: InputSplit):
     """The opener (path -> binary reader) that data_prep.wikipedia reads the split with."""
-    if split.start is None:
+    if split.kind == WHOLE_FILE:
         return lambda _: open_file(split.path)
     return lambda _: io.BufferedReader(_ChunksReader(_stream_range_pieces(split)), _READ_BLOCK)
 
@@ -223,7 +295,9 @@ def split_opener(split: InputSplit):
 def iter_split_documents(split: InputSplit, input_format: str, stats,
                          language: Optional[str]) -> Iterator[wikipedia.RawDocument]:
     """The RawDocuments of a split, in the order of the local tool's reading."""
-    split_format = "wikipedia_xml" if split.start is not None else input_format
+    if split.kind == TEXT_RANGE:
+        return iter_text_range(split, stats)
+    split_format = "wikipedia_xml" if split.kind == STREAM_RANGE else input_format
     return wikipedia.iter_raw_documents(split.label, split_format, stats, language,
                                         opener=split_opener(split))
 

@@ -65,6 +65,17 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("streams_per_split", 100,
                          "bz2 streams (100 pages each) of a multistream dump per unit of "
                          "reading; the output does not depend on it.", flag_values=flag_values)
+    flags.DEFINE_integer("split_bytes", 2_000_000,
+                         "Bytes of an uncompressed one-sentence-per-line file per unit of "
+                         "reading (0: whole files); the output does not depend on it.",
+                         flag_values=flag_values)
+    flags.DEFINE_bool("reshuffle_chunks", True,
+                      "Spread the chunks over the workers with a shuffle (balances the work "
+                      "when the input has few splits; the runner moves the raw text). "
+                      "false: each split's chunks are built where they are read, so a "
+                      "worker holds one chunk (with --num_output_shards=0, nothing grows "
+                      "with the corpus even on the DirectRunner). The output does not "
+                      "depend on it.", flag_values=flag_values)
 
 
 def settings_from_flags(flag_values):
@@ -79,8 +90,9 @@ def settings_from_flags(flag_values):
     if FLAGS.num_output_shards < 0:
         raise app.UsageError(f"--num_output_shards={FLAGS.num_output_shards}: expected >= 0 "
                              "(0: one shard per bundle, as the runner cuts them)")
-    if FLAGS.streams_per_split < 1:
-        raise app.UsageError(f"--streams_per_split={FLAGS.streams_per_split}: expected >= 1")
+    if FLAGS.streams_per_split < 1 or FLAGS.split_bytes < 0:
+        raise app.UsageError(f"--streams_per_split={FLAGS.streams_per_split}, --split_bytes="
+                             f"{FLAGS.split_bytes}: expected >= 1 and >= 0")
     options = pretraining_instances.InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -93,6 +105,7 @@ def settings_from_flags(flag_values):
         do_lower_case=FLAGS.do_lower_case, random_seed=FLAGS.random_seed,
         input_format=FLAGS.input_format, language=FLAGS.language,
         chunk_chars=FLAGS.chunk_chars, streams_per_split=FLAGS.streams_per_split,
+        split_bytes=FLAGS.split_bytes, reshuffle_chunks=FLAGS.reshuffle_chunks,
         gzip=FLAGS.gzip)
 
 

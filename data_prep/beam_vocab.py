@@ -53,6 +53,9 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("streams_per_split", 100,
                          "bz2 streams of a multistream dump per unit of reading.",
                          flag_values=flag_values)
+    flags.DEFINE_integer("split_bytes", 2_000_000,
+                         "Bytes of an uncompressed one-sentence-per-line file per unit of "
+                         "reading (0: whole files).", flag_values=flag_values)
 
 
 def count_split_words(split, input_format, language, do_lower_case):
@@ -80,9 +83,10 @@ def learn_and_write(word_counts, output_file, vocab_size, num_unused, learn_kwar
 
 def build_pipeline(pipeline, input_files, output_file, vocab_size=30522, do_lower_case=True,
                    num_unused=100, input_format="auto", language=None, min_word_count=1,
-                   streams_per_split=100, **learn_kwargs):
+                   streams_per_split=100, split_bytes=2_000_000, **learn_kwargs):
     """Adds the vocab graph to `pipeline` (learn_kwargs: build_vocab.learn_vocab's)."""
-    return (beam_chunks.input_splits(pipeline, input_files, streams_per_split)
+    return (beam_chunks.input_splits(pipeline, input_files, streams_per_split, input_format,
+                                     split_bytes)
             | "CountWords" >> beam.FlatMap(count_split_words, input_format=input_format,
                                            language=language, do_lower_case=do_lower_case)
             | "SumCounts" >> beam.CombinePerKey(sum)
@@ -103,8 +107,9 @@ def run(flag_values, pipeline_args) -> dict:
             raise app.UsageError(f"--{name} is required")
     if FLAGS.max_sentences:
         raise app.UsageError("--max_sentences: not supported on Beam (all sentences count)")
-    if FLAGS.min_word_count < 1 or FLAGS.streams_per_split < 1:
-        raise app.UsageError("--min_word_count and --streams_per_split: expected >= 1")
+    if FLAGS.min_word_count < 1 or FLAGS.streams_per_split < 1 or FLAGS.split_bytes < 0:
+        raise app.UsageError("--min_word_count, --streams_per_split: expected >= 1; "
+                             "--split_bytes: expected >= 0")
     if not beam_inputs.is_remote(FLAGS.output_file):
         fileio.check_output_path(FLAGS.output_file, parent_must_exist=False)
     input_files = beam_inputs.match_input_files(FLAGS.input_file)
@@ -114,6 +119,7 @@ def run(flag_values, pipeline_args) -> dict:
             do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
             input_format=FLAGS.input_format, language=FLAGS.language,
             min_word_count=FLAGS.min_word_count, streams_per_split=FLAGS.streams_per_split,
+            split_bytes=FLAGS.split_bytes,
             max_unique_chars=FLAGS.max_unique_chars, max_token_length=FLAGS.max_token_length,
             lower_thresh=FLAGS.lower_thresh, num_iterations=FLAGS.num_iterations)
     summary = dict(beam_pipeline.metric_counts(pipeline.result), output_file=FLAGS.output_file)

@@ -21,7 +21,7 @@ from absl import flags
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from apache_beam.testing import test_pipeline
 
-from data_prep import beam_chunks, beam_inputs, beam_pipeline
+from data_prep import beam_chunks, beam_inputs, beam_pipeline, wikipedia
 from data_prep import pretraining_instances as pi
 from test_create_pretraining_data import PRED, SEQ, VOCAB, WORDS, run_tool, write_corpus  # noqa: F401
 
@@ -93,6 +93,25 @@ def test_same_instances_as_local_tool_across_files(tmp_path, vocab_file):
                                   chunk_chars=700))
     assert other["instances"] and record_multiset([tmp_path / "seed8.tfrecord"]) != \
         record_multiset(local_paths)
+
+
+@pytest.mark.parametrize("split_bytes", [97, 1000])
+def test_text_ranges_own_each_document_once(tmp_path, split_bytes):
+    """Byte ranges of a text file read back the local reader's documents and counts."""
+    lines = []
+    for d in range(40):
+        lines += [f"d{d} s{s} " + "x" * (d * 7 % 23) for s in range(1 + d % 4)]
+        lines += [b"\xff\xfe bad".decode("latin-1")] if d % 9 == 4 else []
+        lines += [""] * (1 + d % 3) + ([" \t"] if d % 5 == 0 else [])
+    path = tmp_path / "t.txt"
+    path.write_bytes("\n".join(lines).encode("utf-8").replace("ÿþ".encode(), b"\xff\xfe"))
+    expected_stats = collections.Counter()
+    expected = list(wikipedia.iter_raw_documents(str(path), "text", expected_stats))
+    splits = beam_inputs.file_splits(0, str(path), split_bytes=split_bytes)
+    assert len(splits) == -(-path.stat().st_size // split_bytes)
+    stats = collections.Counter()
+    got = [d for split in splits for d in beam_inputs.iter_text_range(split, stats)]
+    assert got == expected and stats == expected_stats and stats["non_utf8_lines"] == 4
 
 
 def test_plan_chunks_matches_sequential_chunking():
@@ -185,6 +204,18 @@ def test_bad_input_counted_and_empty_glob_refused_up_front(tmp_path, vocab_file)
                  f"--output_file={tmp_path}/x.tfrecord", f"--vocab_file={vocab_file}"])
     with pytest.raises(FileNotFoundError, match=re.escape(f"{tmp_path}/nothing-*.txt")):
         beam_pipeline.settings_from_flags(flag_values)
+
+
+def test_streaming_mode_text_ranges_and_runner_shards(tmp_path, vocab_file):
+    """--split_bytes ranges, --noreshuffle_chunks, --num_output_shards=0: the same instances."""
+    corpus = write_corpus(tmp_path / "corpus.txt", 40, seed=11)
+    local_paths, local = run_tool(tmp_path, vocab_file, corpus, name="local.tfrecord")
+    stats = run_beam(settings_for(corpus, tmp_path / "beam.tfrecord", vocab_file, shards=0,
+                                  split_bytes=1500, reshuffle_chunks=False))
+    paths = shards(tmp_path / "beam.tfrecord")
+    assert paths and stats["output_files"] == paths
+    assert record_multiset(local_paths) == record_multiset(paths)
+    _same_stats(local, stats)
 
 
 def test_gzip_shards_spread_and_named_like_the_local_tool(tmp_path, vocab_file):

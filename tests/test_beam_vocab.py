@@ -36,7 +36,7 @@ def test_beam_vocab_is_the_local_builders(tmp_path, lower):
                             num_unused=7, lower_thresh=2)
     summary = _run_beam([f"--input_file={inputs}", f"--output_file={tmp_path}/beam_vocab.txt",
                          "--vocab_size=300", f"--do_lower_case={lower}", "--num_unused=7",
-                         "--lower_thresh=2"])
+                         "--lower_thresh=2", "--split_bytes=700"])
     assert (tmp_path / "beam_vocab.txt").read_text(encoding="utf-8") == \
         local.read_text(encoding="utf-8")
     assert summary["non_utf8_lines"] == 1 and summary["distinct_words"] > 20
