@@ -6,7 +6,10 @@ bench/pretraining_data_bench.py), with max_seq_length 128, dupe_factor 5, seed 1
 
 * local: `python -m data_prep.create_pretraining_data --num_workers=N`
 * beam:  `python -m data_prep.beam_pipeline --runner=DirectRunner
-          --direct_num_workers=N --direct_running_mode=multi_processing`
+          --direct_num_workers=N --direct_running_mode=multi_processing` (defaults:
+          chunks reshuffled over the workers, --num_output_shards shards)
+* beam-streaming: the same with `--noreshuffle_chunks --num_output_shards=0` (chunks
+          built where they are read, one shard per bundle: no step holds the corpus)
 
 Both commands are timed whole (Python, TensorFlow and Beam start-up included). Printed
 per run: instances, wall seconds, instances/s, CPU seconds of the process tree, the
@@ -109,7 +112,7 @@ def main():
         inputs.append((pathlib.Path(args.dump), "dump"))
     results = []
     for input_file, label in inputs:
-        for tool in ("local", "beam"):
+        for tool in ("local", "beam", "beam-streaming"):
             output = work / f"{tool}_{label}.tfrecord"
             flags = [f"--input_file={input_file}", f"--output_file={output}",
                      f"--vocab_file={args.vocab_file}",
@@ -121,6 +124,10 @@ def main():
                 command = ["-m", "data_prep.beam_pipeline", "--runner=DirectRunner",
                            f"--direct_num_workers={args.workers}",
                            "--direct_running_mode=multi_processing"]
+            if tool == "beam-streaming":
+                command += ["--noreshuffle_chunks"]
+                flags = [f for f in flags if not f.startswith("--num_output_shards")]
+                flags.append("--num_output_shards=0")
             figures = run_measured([sys.executable] + command + flags, f"{output}.stats.json")
             figures.update(input=label, tool=tool, workers=args.workers)
             results.append(figures)
@@ -134,11 +141,14 @@ def main():
               f"{r['instances_per_cpu_s']} | "
               f"{r['peak_rss_launcher_mb']} | {r['peak_rss_largest_other_mb']} |")
     for _, label in inputs:
-        local, beam = (next(r for r in results if r["input"] == label and r["tool"] == tool)
-                       for tool in ("local", "beam"))
-        print(f"{label}: beam / local instances/s = {beam['instances_per_s']} / "
-              f"{local['instances_per_s']} = {beam['instances_per_s'] / local['instances_per_s']:.2f}"
-              f" (same instance count: {beam['instances'] == local['instances']})")
+        local = next(r for r in results if r["input"] == label and r["tool"] == "local")
+        for tool in ("beam", "beam-streaming"):
+            beam = next(r for r in results if r["input"] == label and r["tool"] == tool)
+            print(f"{label}: {tool} / local instances/s = {beam['instances_per_s']} / "
+                  f"{local['instances_per_s']} = "
+                  f"{beam['instances_per_s'] / local['instances_per_s']:.2f}; per CPU-s "
+                  f"{beam['instances_per_cpu_s'] / local['instances_per_cpu_s']:.2f} "
+                  f"(same instance count: {beam['instances'] == local['instances']})")
 
 
 if __name__ == "__main__":

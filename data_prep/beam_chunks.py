@@ -4,7 +4,7 @@
                   │  counts) -> one plan: where each of the local tool's chunks starts
                   └─ ReadChunks (plan as side input): each split reads the chunks that
                      start in it, reading on into the next splits to finish its last
-                     -> Reshuffle -> BuildInstances: data_prep.pretraining_pipeline's
+                     -> [Reshuffle] -> BuildInstances: data_prep.pretraining_pipeline's
                      convert_chunk, tokenize_chunk and build_chunk_records, seeded by
                      the chunk index -> WriteToTFRecord (Beam's sink: sharded, a retried
                      bundle's files are discarded, never duplicated)
@@ -12,7 +12,10 @@
 The chunks, their indices and so their seeds are the local tool's, so the instances
 are the same multiset. Every count goes to a Beam metric in the `bert_tf` namespace
 (the launcher sums them into stats.json). A worker holds one split's reader and one
-chunk at a time: memory does not grow with the corpus.
+chunk at a time. The Reshuffle (reshuffle_chunks) balances the building when there are
+few splits; without it and with num_shards=0 (no grouping before the files) no step of
+the graph holds more than a chunk, even on the DirectRunner, whose groupings hand a
+worker all their values at once.
 """
 
 import collections

@@ -5,7 +5,7 @@ Needs the `beam` extra: `pip install bert_tf[beam]`.
 Example (this machine, 2 processes):
   bert-create-pretraining-data-beam \\
     --input_file=enwiki-latest-pages-articles-multistream.xml.bz2 \\
-    --output_file=/data/wiki.tfrecord --num_output_shards=64 \\
+    --output_file=/data/wiki.tfrecord --num_output_shards=0 --noreshuffle_chunks \\
     --vocab_file=uncased_L-12_H-768_A-12/vocab.txt --do_lower_case \\
     --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5 \\
     --runner=DirectRunner --direct_num_workers=2 --direct_running_mode=multi_processing
