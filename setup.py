@@ -20,6 +20,11 @@ INSTALL_REQUIRES = [
 
 TEST_REQUIRES = ["pytest>=7", "scipy>=1.10"]
 
+# create_pretraining_data and build_vocab on Apache Beam (Dataflow, Flink, Spark, or the
+# DirectRunner). 2.77 installs beside TensorFlow 2.21 (it pins protobuf < 7, which
+# TensorFlow 2.21 accepts); google-crc32c is the fast TFRecord checksum Beam looks for.
+BEAM_REQUIRES = ["apache-beam>=2.77,<2.78", "google-crc32c>=1.5"]
+
 # Every command module defines `run_main()`; its console script is `bert-<module-name>`,
 # e.g. bert_tf/cli/run_squad.py -> bert-run-squad, data_prep/build_vocab.py ->
 # bert-build-vocab. The root scripts (run_squad.py, ...) are thin shims, not installed.
@@ -28,9 +33,13 @@ CLI_MODULES = sorted(p.stem for p in (HERE / "bert_tf" / "cli").glob("*.py")
 DATA_PREP_CLIS = sorted(
     p.stem for name in ("create_pretraining_data.py", "build_vocab.py")
     for p in (HERE / "data_prep").glob(name))
+# The same two on Apache Beam (they say to install the `beam` extra when it is missing).
+BEAM_CLIS = {"bert-create-pretraining-data-beam": "data_prep.beam_pipeline",
+             "bert-build-vocab-beam": "data_prep.beam_vocab"}
 CONSOLE_SCRIPTS = (
     [f"bert-{m.replace('_', '-')}=bert_tf.cli.{m}:run_main" for m in CLI_MODULES]
-    + [f"bert-{m.replace('_', '-')}=data_prep.{m}:run_main" for m in DATA_PREP_CLIS])
+    + [f"bert-{m.replace('_', '-')}=data_prep.{m}:run_main" for m in DATA_PREP_CLIS]
+    + [f"{script}={module}:run_main" for script, module in BEAM_CLIS.items()])
 
 setuptools.setup(
     name="bert_tf",
@@ -41,6 +50,6 @@ setuptools.setup(
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "data_prep", "data_prep.*"]),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "beam": BEAM_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

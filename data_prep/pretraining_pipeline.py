@@ -119,11 +119,12 @@ def corpus_from_tokenized(flat, sentence_ends, document_ends) -> pretraining_ins
     return pretraining_instances.ChunkCorpus(np.asarray(flat, dtype=np.int32), documents)
 
 
-# Worker-side state, set once per process by _init_worker.
+# Worker-side state, set once per process by init_worker.
 _WORKER = {}
 
 
-def _init_worker(options, vocab_ids, random_seed):
+def init_worker(options, vocab_ids, random_seed):
+    """Sets what build_chunk_records reads (once per process: a pool or Beam worker)."""
     _WORKER.update(options=options, vocab_ids=vocab_ids, random_seed=random_seed)
 
 
@@ -217,7 +218,7 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
             writer.write_all(result.records)
             stats.update(result.stats)
             progress.maybe_log(stats)
-        summary = _summary(stats, options, config, time.time() - start)
+        summary = summarize_stats(stats, options, config, time.time() - start)
         if not summary["instances"]:
             raise ValueError(
                 f"no training instances from {list(config.input_files)}: "
@@ -237,7 +238,7 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[ChunkR
     raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
                                  config.chunk_chars, stats, config.language)
     if config.num_workers <= 1:
-        _init_worker(options, vocab_ids, config.random_seed)
+        init_worker(options, vocab_ids, config.random_seed)
         for chunk_index, raw in enumerate(raw_chunks):
             documents, convert_stats = convert_chunk(raw)
             stats.update(convert_stats)
@@ -248,7 +249,7 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[ChunkR
     # (BrokenProcessPool) when a worker dies instead of replacing it forever.
     with concurrent.futures.ProcessPoolExecutor(
             config.num_workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker,
+            initializer=init_worker,
             initargs=(options, vocab_ids, config.random_seed)) as pool:
         yield from _pool_pipeline(pool, raw_chunks, tokenizer, config.num_workers, stats)
 
@@ -304,7 +305,8 @@ class _ProgressLog:
                      stats["instances"] / max(now - self.start, 1e-9))
 
 
-def _summary(stats, options, config, seconds) -> Dict[str, object]:
+def summarize_stats(stats, options, config, seconds) -> Dict[str, object]:
+    """The stats.json dict of summed chunk and reader counts (local tool and Beam)."""
     instances = stats["instances"]
     masked = max(stats["masked_tokens"], 1)
     skipped_keys = ("non_utf8_lines", "invalid_json_lines", "lines_outside_doc",

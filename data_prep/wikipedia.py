@@ -30,7 +30,8 @@ import os
 import re
 import zlib
 import xml.etree.ElementTree as ElementTree
-from typing import Counter, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import (BinaryIO, Callable, Counter, Iterable, Iterator, List, NamedTuple, Optional,
+                    Sequence, Union)
 
 INPUT_FORMATS = ("auto", "text", "wikiextractor", "wikipedia_xml")
 
@@ -99,12 +100,12 @@ def open_binary(path: str):
     return open(path, "rb")
 
 
-def detect_format(path: str) -> str:
+def detect_format(path: str, opener: Callable[[str], BinaryIO] = open_binary) -> str:
     """Guesses the input format of `path` from its name and first non-blank line."""
     name = re.sub(r"\.(bz2|gz)$", "", path)
     if name.endswith(".xml"):
         return "wikipedia_xml"
-    with open_binary(path) as reader:
+    with opener(path) as reader:
         for raw_line in reader:
             line = raw_line.strip()
             if not line:
@@ -119,9 +120,9 @@ def detect_format(path: str) -> str:
     return "text"
 
 
-def _decoded_lines(path: str, stats: Counter) -> Iterator[Optional[str]]:
+def _decoded_lines(path: str, stats: Counter, opener=open_binary) -> Iterator[Optional[str]]:
     """Yields the lines of `path` stripped; None for a line that is not UTF-8."""
-    with open_binary(path) as reader:
+    with opener(path) as reader:
         for raw_line in reader:
             try:
                 yield raw_line.decode("utf-8").strip()
@@ -130,10 +131,10 @@ def _decoded_lines(path: str, stats: Counter) -> Iterator[Optional[str]]:
                 yield None
 
 
-def _iter_text(path: str, stats: Counter) -> Iterator[RawDocument]:
+def _iter_text(path: str, stats: Counter, opener=open_binary) -> Iterator[RawDocument]:
     """One sentence per line, blank lines between documents (the original format)."""
     sentences = []
-    for line in _decoded_lines(path, stats):
+    for line in _decoded_lines(path, stats, opener):
         if line is None:
             continue
         if line:
@@ -145,10 +146,11 @@ def _iter_text(path: str, stats: Counter) -> Iterator[RawDocument]:
         yield RawDocument(SENTENCES, sentences)
 
 
-def _iter_wikiextractor(path: str, stats: Counter, language: str) -> Iterator[RawDocument]:
+def _iter_wikiextractor(path: str, stats: Counter, language: str,
+                        opener=open_binary) -> Iterator[RawDocument]:
     """WikiExtractor `<doc>` blocks or its --json lines; the title line is dropped."""
     title, paragraphs, in_doc = None, [], False
-    for line_number, line in enumerate(_decoded_lines(path, stats), start=1):
+    for line_number, line in enumerate(_decoded_lines(path, stats, opener), start=1):
         if line is None:
             continue
         if not in_doc and line.startswith("{"):
@@ -189,11 +191,12 @@ def _local_name(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _iter_wikipedia_xml(path: str, stats: Counter, language: Optional[str]) -> Iterator[RawDocument]:
+def _iter_wikipedia_xml(path: str, stats: Counter, language: Optional[str],
+                        opener=open_binary) -> Iterator[RawDocument]:
     """Streams article pages of a MediaWiki XML dump; memory stays flat."""
     dropped_prefixes = set(_DEFAULT_DROPPED_PREFIXES)
     root = None
-    with open_binary(path) as reader:
+    with opener(path) as reader:
         try:
             for event, element in ElementTree.iterparse(reader, events=("start", "end")):
                 if root is None:
@@ -311,7 +314,8 @@ def raw_document_to_sentences(document: RawDocument, stats: Optional[Counter] = 
 
 
 def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Counter] = None,
-                       language: Optional[str] = None) -> Iterator[RawDocument]:
+                       language: Optional[str] = None,
+                       opener: Callable[[str], BinaryIO] = open_binary) -> Iterator[RawDocument]:
     """Streams the RawDocuments of one file.
 
     Args:
@@ -320,6 +324,8 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
       stats: Counter updated in place with skip reasons.
       language: pysbd language for sentence splitting; None: the dump's xml:lang
         (XML) or English.
+      opener: opens `path` for binary reading, decompressed (the Beam pipeline passes
+        one that reads any Beam filesystem, or one stream range of a multistream dump).
 
     Raises:
       ValueError: unknown input_format or a malformed XML dump.
@@ -328,14 +334,14 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"input_format {input_format!r}: expected one of {INPUT_FORMATS}")
     if input_format == "auto":
-        input_format = _named_decompression_errors(path, detect_format, path)
+        input_format = _named_decompression_errors(path, detect_format, path, opener)
     if input_format == "text":
-        documents = _iter_text(path, stats)
+        documents = _iter_text(path, stats, opener)
     elif input_format == "wikiextractor":
-        documents = _iter_wikiextractor(path, stats, _pysbd_language(language or "en"))
+        documents = _iter_wikiextractor(path, stats, _pysbd_language(language or "en"), opener)
     else:
         documents = _iter_wikipedia_xml(path, stats,
-                                        _pysbd_language(language) if language else None)
+                                        _pysbd_language(language) if language else None, opener)
     return _documents_naming_errors(path, documents)
 
 

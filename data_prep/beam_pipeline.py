@@ -1,0 +1,222 @@
+"""create_pretraining_data on Apache Beam: DirectRunner, Dataflow, Flink or Spark.
+
+Needs the `beam` extra: `pip install bert_tf[beam]`.
+
+Example (this machine, 2 processes):
+  bert-create-pretraining-data-beam \\
+    --input_file=enwiki-latest-pages-articles-multistream.xml.bz2 \\
+    --output_file=/data/wiki.tfrecord --num_output_shards=0 --noreshuffle_chunks \\
+    --vocab_file=uncased_L-12_H-768_A-12/vocab.txt --do_lower_case \\
+    --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5 \\
+    --runner=DirectRunner --direct_num_workers=2 --direct_running_mode=multi_processing
+
+The flags are the local tool's (data_prep/create_pretraining_data.py; --num_workers is
+the local pool's and is ignored here: the runner decides; --num_output_shards=0 lets the
+runner decide, one shard per bundle, streamed without a grouping step), plus
+--streams_per_split;
+every other argument is a Beam pipeline option (--runner, --project, --region,
+--temp_location, --flink_master, ...). For the same input, flags and seed the
+instances are the local tool's (the same multiset; the order within the shards is the
+runner's). Inputs and outputs may be on any filesystem Beam reads (gs://, s3://,
+hdfs://). A multistream dump beside its `-index.txt.bz2` is read in ranges of
+--streams_per_split streams by many workers. When the job is done the launcher sums the
+Beam metrics into `<output_file>.stats.json` (the local tool's stats).
+"""
+
+import collections
+import json
+import os
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.cli import common
+from bert_tf.text import tokenization
+from data_prep import build_vocab
+from data_prep import create_pretraining_data
+from data_prep import pretraining_instances
+from data_prep import pretraining_pipeline
+
+try:  # the `beam` extra; without it, the command says how to install it
+    import apache_beam as beam
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from data_prep import beam_chunks
+    from data_prep import beam_inputs
+except ModuleNotFoundError as import_error:
+    if not (import_error.name or "").startswith("apache_beam"):
+        raise
+    beam = None
+
+MISSING_BEAM = ("apache-beam is not installed: install the beam extra "
+                "(`pip install bert_tf[beam]`, or `pip install -e .[beam]` in a checkout)")
+
+
+def define_flags(flag_values=flags.FLAGS):
+    """The local tool's flags plus the Beam-only ones."""
+    create_pretraining_data.define_flags(flag_values)
+    flags.DEFINE_integer("streams_per_split", 100,
+                         "bz2 streams (100 pages each) of a multistream dump per unit of "
+                         "reading; the output does not depend on it.", flag_values=flag_values)
+    flags.DEFINE_integer("split_bytes", 2_000_000,
+                         "Bytes of an uncompressed one-sentence-per-line file per unit of "
+                         "reading (0: whole files); the output does not depend on it.",
+                         flag_values=flag_values)
+    flags.DEFINE_bool("reshuffle_chunks", True,
+                      "Spread the chunks over the workers with a shuffle (balances the work "
+                      "when the input has few splits; the runner moves the raw text). "
+                      "false: each split's chunks are built where they are read, so a "
+                      "worker holds one chunk (with --num_output_shards=0, nothing grows "
+                      "with the corpus even on the DirectRunner). The output does not "
+                      "depend on it.", flag_values=flag_values)
+
+
+def settings_from_flags(flag_values):
+    """BeamSettings of parsed flags; bad values and empty globs are refused here."""
+    FLAGS = flag_values  # pylint: disable=invalid-name
+    for name in ("input_file", "output_file", "vocab_file"):
+        if not getattr(FLAGS, name):
+            raise app.UsageError(f"--{name} is required")
+    if "," in FLAGS.output_file:
+        raise app.UsageError(f"--output_file={FLAGS.output_file!r}: the Beam pipeline writes "
+                             "one name's shards (--num_output_shards), not a list of files")
+    if FLAGS.num_output_shards < 0:
+        raise app.UsageError(f"--num_output_shards={FLAGS.num_output_shards}: expected >= 0 "
+                             "(0: one shard per bundle, as the runner cuts them)")
+    if FLAGS.streams_per_split < 1 or FLAGS.split_bytes < 0:
+        raise app.UsageError(f"--streams_per_split={FLAGS.streams_per_split}, --split_bytes="
+                             f"{FLAGS.split_bytes}: expected >= 1 and >= 0")
+    options = pretraining_instances.InstanceOptions(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor, do_whole_word_mask=FLAGS.do_whole_word_mask)
+    return beam_chunks.BeamSettings(
+        input_files=tuple(beam_inputs.match_input_files(FLAGS.input_file)),
+        output_prefix=FLAGS.output_file, num_shards=FLAGS.num_output_shards,
+        options=options, vocab_bytes=read_vocab(FLAGS.vocab_file, FLAGS.do_lower_case),
+        do_lower_case=FLAGS.do_lower_case, random_seed=FLAGS.random_seed,
+        input_format=FLAGS.input_format, language=FLAGS.language,
+        chunk_chars=FLAGS.chunk_chars, streams_per_split=FLAGS.streams_per_split,
+        split_bytes=FLAGS.split_bytes, reshuffle_chunks=FLAGS.reshuffle_chunks,
+        gzip=FLAGS.gzip)
+
+
+def read_vocab(vocab_file: str, do_lower_case: bool) -> bytes:
+    """The vocab file's bytes (any Beam filesystem), checked as the local tool checks it."""
+    try:
+        with FileSystems.open(vocab_file, compression_type=CompressionTypes.UNCOMPRESSED) as reader:
+            content = reader.read()
+    except Exception as error:  # pylint: disable=broad-except  (each filesystem its own)
+        raise app.UsageError(f"--vocab_file={vocab_file}: cannot read it ({error})") from error
+    with tempfile.TemporaryDirectory(prefix="bert_tf_vocab_") as folder:
+        path = os.path.join(folder, "vocab.txt")
+        with open(path, "wb") as local:
+            local.write(content)
+        try:
+            tokenizer = tokenization.FullTokenizer(path, do_lower_case)
+            pretraining_instances.VocabIds.from_vocab(tokenizer.vocab, vocab_file)
+        except ValueError as error:
+            raise app.UsageError(f"--vocab_file={vocab_file}: {error}") from error
+    return content
+
+
+def metric_counts(result) -> collections.Counter:
+    """The `bert_tf` counters of a finished pipeline, summed over steps."""
+    counts = collections.Counter()
+    query = result.metrics().query(MetricsFilter().with_namespace(beam_chunks.METRICS_NAMESPACE))
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        counts[counter.key.metric.name] += value or 0
+    return counts
+
+
+def run_pipeline(settings, pipeline_options) -> dict:
+    """Runs the pipeline to the end, writes stats.json; returns the stats dict.
+
+    Raises:
+      ValueError: the corpus gave no instance (the empty output files are removed).
+    """
+    files = beam_chunks.output_files(settings.output_prefix, settings.num_shards)
+    start = time.time()
+    with beam.Pipeline(options=pipeline_options) as pipeline:
+        beam_chunks.build_pipeline(pipeline, settings)
+    stats = metric_counts(pipeline.result)
+    files = files or beam_chunks.written_shards(settings.output_prefix)
+    config = pretraining_pipeline.PipelineConfig(
+        input_files=settings.input_files, output_files=files,
+        random_seed=settings.random_seed, input_format=settings.input_format,
+        num_workers=0, gzip=settings.gzip, chunk_chars=settings.chunk_chars,
+        language=settings.language)
+    summary = pretraining_pipeline.summarize_stats(stats, settings.options, config,
+                                                   time.time() - start)
+    summary["skipped"]["unreadable_files"] = stats["unreadable_files"]
+    summary["runner"] = type(pipeline.runner).__name__
+    if not summary["instances"]:
+        FileSystems.delete([f for f in files if FileSystems.exists(f)])
+        raise ValueError(
+            f"no training instances from {list(settings.input_files)}: "
+            f"{summary['documents']} usable documents, skipped {summary['skipped']} "
+            "(expected text with one sentence per line, WikiExtractor output or a "
+            "MediaWiki XML dump)")
+    write_stats(settings.output_prefix + pretraining_pipeline.STATS_SUFFIX, summary)
+    logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s)",
+                 summary["instances"], len(files), summary["seconds"],
+                 summary["instances_per_second"])
+    return summary
+
+
+def write_stats(path: str, summary: dict):
+    """stats.json as the local tool writes it; local ones through a temporary name."""
+    text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    if not beam_inputs.is_remote(path):
+        fileio.write_text_atomic(path, text)
+        return
+    with FileSystems.create(path) as writer:
+        writer.write(text.encode("utf-8"))
+
+
+def run(flag_values, pipeline_args) -> dict:
+    """Runs the command with parsed flags and the Beam pipeline arguments."""
+    if beam is None:
+        raise app.UsageError(MISSING_BEAM)
+    settings = settings_from_flags(flag_values)
+    logging.info("*** Reading %d input file(s) on Beam ***", len(settings.input_files))
+    return run_pipeline(settings, PipelineOptions(pipeline_args))
+
+
+def run_beam_command(program: str, doc: str, run_fn):
+    """Runs a Beam command: absl flags first, every other argument a pipeline option.
+
+    `run_fn(flag_values, pipeline_args)` does the work; a user error ends the process
+    with one line, as every command does (bert_tf.cli.common).
+    """
+    sys.modules["__main__"].__doc__ = doc  # --help shows the command's text
+    app.define_help_flags()  # before the parse below: --help must not become a pipeline option
+    for module_name in (run_fn.__module__, create_pretraining_data.__name__,
+                        build_vocab.__name__, common.__name__):  # listed by --help
+        for flag in flags.FLAGS.get_flags_for_module(module_name):
+            flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
+    pipeline_args = flags.FLAGS(sys.argv, known_only=True)[1:]
+
+    def main(argv):  # returns None: app.run would exit with any value returned
+        del argv
+        common.run_reporting_user_errors(program, run_fn, flags.FLAGS, pipeline_args)
+
+    app.run(main, argv=sys.argv[:1])
+
+
+def run_main():
+    define_flags()
+    run_beam_command("bert-create-pretraining-data-beam", __doc__, run)
+
+
+if __name__ == "__main__":
+    run_main()
