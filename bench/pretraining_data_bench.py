@@ -29,6 +29,7 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -82,21 +83,22 @@ def make_text(dump, text_path):
     os.replace(temp, text_path)
 
 
-def timed_command(command):
+def timed_command(command, cwd=REPO):
     """Runs `command`; returns (wall s, CPU s of the tree, peak largest KB, peak sum KB, stderr)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.time()
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    peak_sum = peak_max = 0
-    while process.poll() is None:
-        total, largest = _tree_rss_kb(process.pid)
-        peak_sum, peak_max = max(peak_sum, total), max(peak_max, largest)
-        time.sleep(0.02)
-    wall = time.time() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as log:  # a pipe could fill and block
+        start = time.time()
+        process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=log)
+        peak_sum = peak_max = 0
+        while process.poll() is None:
+            total, largest = _tree_rss_kb(process.pid)
+            peak_sum, peak_max = max(peak_sum, total), max(peak_max, largest)
+            time.sleep(0.02)
+        wall = time.time() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        log.seek(0)
+        stderr = log.read()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    stderr = process.stderr.read()
     if process.returncode != 0:
         raise RuntimeError(f"{command[1]} failed:\n{stderr[-3000:]}")
     return wall, cpu, peak_max, peak_sum, stderr
@@ -110,15 +112,15 @@ def _figures(label, workers, instances, wall, cpu, peak_max, peak_sum):
             "peak_rss_process_tree_sum_mb": round(peak_sum / 1024)}
 
 
-def run_once(input_file, output, vocab, workers, extra):
-    """Runs the CLI; returns a dict of figures."""
+def run_once(input_file, output, vocab, workers, extra, repo=REPO, label="bert_tf"):
+    """Runs the CLI of the checkout `repo`; returns a dict of figures."""
     command = [sys.executable, "-m", "data_prep.create_pretraining_data",
                f"--input_file={input_file}", f"--output_file={output}",
                f"--vocab_file={vocab}", f"--num_workers={workers}"] + COMMON_FLAGS + extra
-    wall, cpu, peak_max, peak_sum, _ = timed_command(command)
+    wall, cpu, peak_max, peak_sum, _ = timed_command(command, cwd=repo)
     with open(output + ".stats.json", encoding="utf-8") as f:
         stats = json.load(f)
-    figures = _figures("bert_tf", workers, stats["instances"], wall, cpu, peak_max, peak_sum)
+    figures = _figures(label, workers, stats["instances"], wall, cpu, peak_max, peak_sum)
     figures["in_run_instances_per_s"] = round(stats["instances_per_second"])
     return figures
 
@@ -162,6 +164,9 @@ def main():
                         help="run the original create_pretraining_data (this script, or "
                              "../shared/bench/run_original_cpd.py when no value is given) "
                              "on the repeated text first, and print the ratio")
+    parser.add_argument("--other_checkout", default=None,
+                        help="also run the tool of another checkout of bert_tf (e.g. an "
+                             "earlier commit, from `git archive`), after this one's")
     parser.add_argument("--extra_flags", default="", help="more CLI flags, space-separated")
     args = parser.parse_args()
     work = pathlib.Path(args.work_dir)
@@ -192,6 +197,13 @@ def main():
             figures["input"] = label
             results.append(figures)
             print(json.dumps(figures), flush=True)
+            if args.other_checkout:
+                figures = run_once(str(input_file), str(work / f"other_{label}_{workers}.tfrecord"),
+                                   args.vocab_file, workers, extra, repo=args.other_checkout,
+                                   label="bert_tf (other checkout)")
+                figures["input"] = label
+                results.append(figures)
+                print(json.dumps(figures), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print_table(results)
 

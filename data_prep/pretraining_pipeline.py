@@ -8,10 +8,12 @@ written before the next chunk's, round-robin over the output shards. The output 
 seed is therefore the same for any `num_workers`, and memory holds only the chunks in
 flight (never all the instances of the corpus, as the original does).
 
-Processes: the main process reads the files, tokenizes each chunk with the batched
-tokenizer (TensorFlow ops) and writes the records. Workers (`spawn`ed, no TensorFlow
-imported: small) split wiki text into sentences and turn token ids into serialized
-`tf.train.Example` bytes. With `num_workers=1` everything runs in the main process.
+Processes: the main process reads the files, cuts the chunks and writes the records.
+Workers (`spawn`ed) do the rest of a chunk: sentence splitting of wiki text,
+tokenization (`bert_tf.text.cached_tokenizer`, pure Python and exact), instances and
+serialized `tf.train.Example` bytes. No process imports TensorFlow (the TFRecord framing
+is `data_prep.record_writing`'s), so all start in a fraction of a second and stay small.
+With `num_workers=1` everything runs in the main process.
 """
 
 import collections
@@ -27,8 +29,10 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.text import cached_tokenizer
 from data_prep import example_encoding
 from data_prep import pretraining_instances
+from data_prep import record_writing
 from data_prep import wikipedia
 
 STATS_SUFFIX = ".stats.json"
@@ -89,16 +93,24 @@ def convert_chunk(raw_documents: Sequence[wikipedia.RawDocument]) -> Tuple[List[
 
 
 def tokenize_chunk(tokenizer, documents: Sequence[Sequence[str]], stats: Counter):
-    """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends)."""
+    """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends).
+
+    `tokenizer`: a CachedTokenizer (the fast path), or any tokenizer with a batched
+    `convert_texts_to_ids` (FullTokenizer's runs TensorFlow ops); the ids are the same.
+    """
     sentences = [s for document in documents for s in document]
-    ids = []
-    for start in range(0, len(sentences), TOKENIZER_BATCH):
-        ids.extend(tokenizer.convert_texts_to_ids(sentences[start:start + TOKENIZER_BATCH]))
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    if isinstance(tokenizer, cached_tokenizer.CachedTokenizer):
+        flat, lengths = tokenizer.ids_and_lengths(sentences)
+    else:
+        ids = []
+        for start in range(0, len(sentences), TOKENIZER_BATCH):
+            ids.extend(tokenizer.convert_texts_to_ids(sentences[start:start + TOKENIZER_BATCH]))
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32,
+                           count=int(lengths.sum()))
     stats["sentences"] += len(sentences)
     stats["untokenizable_sentences"] += int((lengths == 0).sum())
     stats["input_tokens"] += int(lengths.sum())
-    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
     document_sizes = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
     return flat, np.cumsum(lengths), np.cumsum(document_sizes)
 
@@ -122,8 +134,23 @@ def corpus_from_tokenized(flat, sentence_ends, document_ends) -> pretraining_ins
 _WORKER = {}
 
 
-def _init_worker(options, vocab_ids, random_seed):
-    _WORKER.update(options=options, vocab_ids=vocab_ids, random_seed=random_seed)
+def _init_worker(options, vocab_ids, random_seed, tokenizer=None):
+    _WORKER.update(options=options, vocab_ids=vocab_ids, random_seed=random_seed,
+                   tokenizer=tokenizer)
+
+
+def build_raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument],
+                            chunk_index: int) -> ChunkResult:
+    """Everything of one chunk after reading: sentences, ids, instances, records (a worker's job)."""
+    if any(d.kind != wikipedia.SENTENCES for d in raw_documents):
+        documents, stats = convert_chunk(raw_documents)
+        stats = collections.Counter(stats)
+    else:
+        documents, stats = [d.content for d in raw_documents], collections.Counter()
+    tokenized = tokenize_chunk(_WORKER["tokenizer"], documents, stats)
+    result = build_chunk_records(tokenized, chunk_index)
+    stats.update(result.stats)
+    return ChunkResult(result.records, dict(stats))
 
 
 def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
@@ -191,14 +218,17 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     """Writes the pre-training TFRecords and the stats JSON; returns the stats.
 
     Args:
-      tokenizer: a bert_tf.text.tokenization.FullTokenizer (its `convert_texts_to_ids` is
-        the batched fast path).
+      tokenizer: a bert_tf.text.cached_tokenizer.CachedTokenizer, or a
+        bert_tf.text.tokenization.FullTokenizer (its vocab and case are used through a
+        CachedTokenizer: the same ids).
       options: instance shaping (max_seq_length, masking, dupe_factor, ...).
       config: files, seed, format, workers, compression, chunk size.
     """
-    # Imported here, not at the top: this module runs in the `spawn`ed workers, which
-    # must start without TensorFlow (record_writing imports it).
-    from data_prep import record_writing  # pylint: disable=import-outside-toplevel
+    if not isinstance(tokenizer, cached_tokenizer.CachedTokenizer):
+        tokenizer = cached_tokenizer.CachedTokenizer(
+            tokenizer.vocab, tokenizer.do_lower_case,
+            getattr(tokenizer, "keep_special_tokens", False),
+            vocab_file=getattr(tokenizer, "vocab_file", "vocab"))
     vocab_ids = pretraining_instances.VocabIds.from_vocab(
         tokenizer.vocab, getattr(tokenizer, "vocab_file", "vocab"))
     stats = collections.Counter()
@@ -228,54 +258,24 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[ChunkR
     """ChunkResults in chunk order, from the main process or a worker pool."""
     raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
                                  config.chunk_chars, stats, config.language)
+    initargs = (options, vocab_ids, config.random_seed, tokenizer)
     if config.num_workers <= 1:
-        _init_worker(options, vocab_ids, config.random_seed)
+        _init_worker(*initargs)
         for chunk_index, raw in enumerate(raw_chunks):
-            documents, convert_stats = convert_chunk(raw)
-            stats.update(convert_stats)
-            tokenized = tokenize_chunk(tokenizer, documents, stats)
-            yield build_chunk_records(tokenized, chunk_index)
+            yield build_raw_chunk_records(raw, chunk_index)
         return
-    # spawn: workers start without TensorFlow (small); an executor, unlike Pool, fails
-    # (BrokenProcessPool) when a worker dies instead of replacing it forever.
+    # spawn: workers start small, without the parent's memory; an executor, unlike
+    # Pool, fails (BrokenProcessPool) when a worker dies instead of replacing it forever.
     with concurrent.futures.ProcessPoolExecutor(
             config.num_workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker,
-            initargs=(options, vocab_ids, config.random_seed)) as pool:
-        yield from _pool_pipeline(pool, raw_chunks, tokenizer, config.num_workers, stats)
-
-
-def _needs_conversion(raw: Sequence[wikipedia.RawDocument]) -> bool:
-    return any(d.kind != wikipedia.SENTENCES for d in raw)
-
-
-def _pool_pipeline(pool, raw_chunks, tokenizer, num_workers, stats) -> Iterator[ChunkResult]:
-    """Ordered two-stage pipeline with at most 2 * num_workers chunks per stage."""
-    limit = 2 * num_workers
-    converting, building = collections.deque(), collections.deque()
-    chunk_index, exhausted = 0, False
-    while True:
-        while not exhausted and len(converting) < limit:
-            raw = next(raw_chunks, None)
-            if raw is None:
-                exhausted = True
-            elif _needs_conversion(raw):
-                converting.append(pool.submit(convert_chunk, raw))
-            else:
-                converting.append(([list(d.content) for d in raw], {}))
-        if building and (building[0].done() or len(building) >= limit or not converting):
-            yield building.popleft().result()
-            continue
-        if not converting:
-            if exhausted and not building:
-                return
-            continue
-        head = converting.popleft()
-        documents, convert_stats = head if isinstance(head, tuple) else head.result()
-        stats.update(convert_stats)
-        tokenized = tokenize_chunk(tokenizer, documents, stats)
-        building.append(pool.submit(build_chunk_records, tokenized, chunk_index))
-        chunk_index += 1
+            initializer=_init_worker, initargs=initargs) as pool:
+        in_flight = collections.deque()  # at most 2 chunks per worker: bounded memory
+        for chunk_index, raw in enumerate(raw_chunks):
+            in_flight.append(pool.submit(build_raw_chunk_records, raw, chunk_index))
+            if len(in_flight) >= 2 * config.num_workers:
+                yield in_flight.popleft().result()
+        while in_flight:
+            yield in_flight.popleft().result()
 
 
 class _ProgressLog:
