@@ -46,6 +46,13 @@ class ChunkResult:
     stats: Dict[str, int]
 
 
+@dataclasses.dataclass
+class FramedChunkResult:
+    """A chunk done in a worker: its records in TFRecord framing, and its stats."""
+    framed: record_writing.FramedRecords
+    stats: Dict[str, int]
+
+
 def resolve_output_files(output_file: str, num_output_shards: int = 1) -> List[str]:
     """Output paths: a comma-separated list, or one name expanded to shards.
 
@@ -140,8 +147,10 @@ def _init_worker(options, vocab_ids, random_seed, tokenizer=None):
 
 
 def build_raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument],
-                            chunk_index: int) -> ChunkResult:
-    """Everything of one chunk after reading: sentences, ids, instances, records (a worker's job)."""
+                            chunk_index: int) -> FramedChunkResult:
+    """Everything of a chunk after reading: sentences, ids, instances, framed records.
+
+    A worker's job: it sends back one bytes object (cheap to pass between processes)."""
     if any(d.kind != wikipedia.SENTENCES for d in raw_documents):
         documents, stats = convert_chunk(raw_documents)
         stats = collections.Counter(stats)
@@ -150,7 +159,7 @@ def build_raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument],
     tokenized = tokenize_chunk(_WORKER["tokenizer"], documents, stats)
     result = build_chunk_records(tokenized, chunk_index)
     stats.update(result.stats)
-    return ChunkResult(result.records, dict(stats))
+    return FramedChunkResult(record_writing.frame_records(result.records), dict(stats))
 
 
 def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
@@ -236,7 +245,7 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     progress = _ProgressLog(start, config.log_every_seconds)
     with record_writing.ShardedWriter(config.output_files, config.gzip) as writer:
         for result in _run_chunks(tokenizer, options, vocab_ids, config, stats):
-            writer.write_all(result.records)
+            writer.write_framed(result.framed)
             stats.update(result.stats)
             progress.maybe_log(stats)
         summary = _summary(stats, options, config, time.time() - start)
@@ -254,8 +263,8 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     return summary
 
 
-def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[ChunkResult]:
-    """ChunkResults in chunk order, from the main process or a worker pool."""
+def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[FramedChunkResult]:
+    """Done chunks in chunk order, from the main process or a worker pool."""
     raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
                                  config.chunk_chars, stats, config.language)
     initargs = (options, vocab_ids, config.random_seed, tokenizer)

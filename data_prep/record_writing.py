@@ -14,13 +14,15 @@ left by killed runs (`.tmp-<pid>` of a process that no longer runs), are removed
 
 import glob
 import gzip as gzip_format
+import itertools
 import json
 import os
 import re
 import struct
-from typing import Dict, Iterable, Sequence
+from typing import Dict, Iterable, NamedTuple, Sequence
 
 import google_crc32c
+import numpy as np
 
 from bert_tf import fileio
 
@@ -38,14 +40,27 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def frame_records(records: Iterable[bytes]) -> bytes:
-    """The TFRecord bytes of `records`, one after another."""
-    parts = []
-    for record in records:
-        length = struct.pack("<Q", len(record))
-        parts += (length, struct.pack("<I", masked_crc32c(length)), record,
-                  struct.pack("<I", masked_crc32c(record)))
-    return b"".join(parts)
+class FramedRecords(NamedTuple):
+    """Records in TFRecord framing, back to back: record i is data[offsets[i]:offsets[i + 1]]."""
+    data: bytes
+    offsets: np.ndarray  # [n + 1] int64
+
+
+def frame_records(records: Sequence[bytes]) -> FramedRecords:
+    """The TFRecord framing of `records` (one C call per record for its checksum)."""
+    count = len(records)
+    lengths = np.fromiter(map(len, records), dtype=np.int64, count=count)
+    unique_lengths, length_index = np.unique(lengths, return_inverse=True)
+    headers = [struct.pack("<QI", n, masked_crc32c(struct.pack("<Q", n)))
+               for n in unique_lengths.tolist()]
+    crcs = np.fromiter(map(google_crc32c.value, records), dtype=np.uint32, count=count)
+    footers = (((crcs >> 15) | (crcs << 17)) + np.uint32(_MASK_DELTA)).astype("<u4").tobytes()
+    data = b"".join(itertools.chain.from_iterable(zip(
+        map(headers.__getitem__, length_index.tolist()), records,
+        (footers[i:i + 4] for i in range(0, 4 * count, 4)))))
+    offsets = np.zeros([count + 1], dtype=np.int64)
+    np.cumsum(lengths + 16, out=offsets[1:])
+    return FramedRecords(data, offsets)
 
 
 def _open_shard(path: str, gzip: bool):
@@ -118,13 +133,20 @@ class ShardedWriter:
 
     def write_all(self, records: Iterable[bytes]):
         """Writes records round-robin, continuing where the last call stopped."""
-        records = list(records)
-        count = len(self._writers)
-        for shard in range(min(count, len(records))):
-            index = (self._next + shard) % count
-            self._writers[index].write(frame_records(records[shard::count]))
-        self._next = (self._next + len(records)) % count
-        self.num_records += len(records)
+        self.write_framed(frame_records(list(records)))
+
+    def write_framed(self, framed: FramedRecords):
+        """write_all for records already framed (by frame_records, in a worker)."""
+        num_records, count = len(framed.offsets) - 1, len(self._writers)
+        if count == 1:
+            self._writers[0].write(framed.data)
+        else:
+            view, bounds = memoryview(framed.data), framed.offsets.tolist()
+            for shard in range(min(count, num_records)):
+                self._writers[(self._next + shard) % count].write(b"".join(
+                    view[bounds[i]:bounds[i + 1]] for i in range(shard, num_records, count)))
+        self._next = (self._next + num_records) % count
+        self.num_records += num_records
 
     def commit(self, stats_path: str = None, stats: Dict = None):
         for writer in self._writers:
