@@ -22,6 +22,8 @@ import dataclasses
 import itertools
 import json
 import multiprocessing
+import sys
+import threading
 import time
 from typing import Counter, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -263,6 +265,16 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     return summary
 
 
+def _worker_context():
+    """fork while this process is small and has one thread (no TensorFlow loaded, as in
+    the command): workers start at once with the modules already imported. Otherwise
+    spawn: a fresh interpreter each, without the parent's memory and threads."""
+    if ("fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+            and "tensorflow" not in sys.modules):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
 def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[FramedChunkResult]:
     """Done chunks in chunk order, from the main process or a worker pool."""
     raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
@@ -273,10 +285,10 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[Framed
         for chunk_index, raw in enumerate(raw_chunks):
             yield build_raw_chunk_records(raw, chunk_index)
         return
-    # spawn: workers start small, without the parent's memory; an executor, unlike
-    # Pool, fails (BrokenProcessPool) when a worker dies instead of replacing it forever.
+    # An executor, unlike Pool, fails (BrokenProcessPool) when a worker dies instead of
+    # replacing it forever.
     with concurrent.futures.ProcessPoolExecutor(
-            config.num_workers, mp_context=multiprocessing.get_context("spawn"),
+            config.num_workers, mp_context=_worker_context(),
             initializer=_init_worker, initargs=initargs) as pool:
         in_flight = collections.deque()  # at most 2 chunks per worker: bounded memory
         for chunk_index, raw in enumerate(raw_chunks):

@@ -11,6 +11,8 @@ import gzip
 import hashlib
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -74,6 +76,20 @@ def test_synthetic_corpus_output_is_pinned(tmp_path, vocab_file):
     assert digests == [
         (PINNED_SYNTHETIC[0][0], PINNED_SYNTHETIC[0][1]),
         (PINNED_SYNTHETIC[1][0], PINNED_SYNTHETIC[1][1])]
+
+
+def test_command_with_workers_gives_the_pinned_output(tmp_path, vocab_file):
+    """The command (no TensorFlow loaded: forked workers) writes the same records."""
+    corpus = write_corpus(tmp_path / "corpus.txt", 80, seed=11, pieces=True)
+    output = tmp_path / "cli.tfrecord"
+    subprocess.run(
+        [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={corpus}",
+         f"--output_file={output}", f"--vocab_file={vocab_file}", "--num_output_shards=2",
+         "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2",
+         "--random_seed=7", "--chunk_chars=4000", "--num_workers=2"],
+        check=True, capture_output=True)
+    shards = [f"{output}-0000{i}-of-00002" for i in range(2)]
+    assert _digest(shards) == PINNED_SYNTHETIC[0][1]
 
 
 def test_real_text_output_is_pinned(tmp_path, shared_data_dir):

@@ -152,9 +152,14 @@ class CachedTokenizer:
         self._clear_caches()
 
     def _ids_of_word(self, word: str) -> Tuple[int, ...]:
+        """WordPiece ids of one word after BasicTokenizer (cached)."""
         ids = self._word_ids.get(word)
         if ids is None:
-            ids = tuple(self.vocab[piece] for piece in self._wordpiece.tokenize(word))
+            whole = self.vocab.get(word)  # the first piece greedy longest-match tries
+            if whole is not None and len(word) <= rules.MAX_INPUT_CHARS_PER_WORD:
+                ids = (whole,)
+            else:
+                ids = tuple(self.vocab[piece] for piece in self._wordpiece.tokenize(word))
             self._word_ids[word] = ids
         return ids
 
@@ -166,7 +171,10 @@ class CachedTokenizer:
             words = _ASCII_WORDS.findall(token.lower() if self.do_lower_case else token)
         else:
             words = self._basic.tokenize(token)
-        return list(itertools.chain.from_iterable(map(self._ids_of_word, words)))
+        ids = []
+        for word in words:
+            ids.extend(self._word_ids.get(word) or self._ids_of_word(word))
+        return ids
 
     def _cleaned(self, text: str) -> str:
         """Cleaned text (special tokens typed in it replaced by their cache keys)."""
