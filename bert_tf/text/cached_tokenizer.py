@@ -15,9 +15,10 @@ by word after it. Here:
    same rules), and its ids are cached.
 
 Every step is the original's or provably equal to it, so the ids are identical for any
-text (tests compare with `FullTokenizer.tokenize`); no TensorFlow is imported, which keeps
-processes small and quick to start. Real text repeats its words: on English Wikipedia
-about 97% of tokens are found in the cache. The caches are bounded (`max_cached_tokens`).
+text (tests compare with `FullTokenizer.tokenize` and tests/reference_tokenizer.py); no
+TensorFlow is imported, which keeps processes small and quick to start. Real text repeats
+its tokens: the 2.8 MB English Wikipedia sample has 446k whitespace tokens, 65k distinct.
+The caches are bounded (`max_cached_tokens`, about 300 bytes an entry).
 """
 
 import itertools
@@ -113,7 +114,7 @@ class CachedTokenizer:
     """
 
     def __init__(self, vocab: Dict[str, int], do_lower_case: bool = True,
-                 keep_special_tokens: bool = False, max_cached_tokens: int = 2_000_000,
+                 keep_special_tokens: bool = False, max_cached_tokens: int = 250_000,
                  vocab_file: str = "vocab"):
         vocab_lib.check_vocab_has_unk(vocab, vocab_file)
         self.vocab = vocab
