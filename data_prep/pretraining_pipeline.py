@@ -9,11 +9,11 @@ seed is therefore the same for any `num_workers`, and memory holds only the chun
 flight (never all the instances of the corpus, as the original does).
 
 Processes: the main process reads the files, cuts the chunks and writes the records.
-Workers (`spawn`ed) do the rest of a chunk: sentence splitting of wiki text,
-tokenization (`bert_tf.text.cached_tokenizer`, pure Python and exact), instances and
-serialized `tf.train.Example` bytes. No process imports TensorFlow (the TFRecord framing
-is `data_prep.record_writing`'s), so all start in a fraction of a second and stay small.
-With `num_workers=1` everything runs in the main process.
+Workers do the rest of a chunk: sentence splitting of wiki text, tokenization
+(`bert_tf.text.cached_tokenizer`, pure Python and exact), instances, serialized
+`tf.train.Example` bytes and their TFRecord framing (`data_prep.record_writing`). No
+process imports TensorFlow, so all start in a fraction of a second and stay small. With
+`num_workers=1` everything runs in the main process.
 """
 
 import collections
@@ -43,7 +43,7 @@ TOKENIZER_BATCH = 4096  # sentences per call of the batched tokenizer
 
 @dataclasses.dataclass
 class ChunkResult:
-    """What a worker sends back for one chunk."""
+    """Serialized Examples of one chunk and its stats (build_chunk_records)."""
     records: List[bytes]
     stats: Dict[str, int]
 

@@ -28,8 +28,6 @@ from bert_tf import fileio
 
 _SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 _SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
-
-
 _MASK_DELTA = 0xA282EAD8
 _GZIP_LEVEL = 6  # zlib's default, as TensorFlow's GZIP writer uses
 
