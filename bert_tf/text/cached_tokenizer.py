@@ -164,10 +164,13 @@ class CachedTokenizer:
             self._word_ids[word] = ids
         return ids
 
-    def _ids_of_token(self, token: str) -> List[int]:
+    def _ids_of_token(self, token: str) -> Sequence[int]:
         """Ids of one cleaned whitespace token, by the original rules (a cache miss)."""
         if token.startswith(_SPECIAL_KEY):
             return [self.vocab[token[1:]]]
+        if token.isascii() and token.isalnum():  # one word: no punctuation to split off
+            word = token.lower() if self.do_lower_case else token
+            return self._word_ids.get(word) or self._ids_of_word(word)
         if _PRINTABLE_ASCII_TOKEN.fullmatch(token):
             words = _ASCII_WORDS.findall(token.lower() if self.do_lower_case else token)
         else:
