@@ -135,13 +135,22 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
     fixed = _fixed_block(arrays, fixed_names).tobytes()
     fixed_width = len(fixed) // max(num_rows, 1)
     columns = []  # per feature: the prefixes, then the payloads, one bytes per row
+    body_lengths = np.full([num_rows], fixed_width, dtype=np.int64)
     for name in variable_names:
         blob, offsets = varint_rows(arrays[name])
         lengths = np.diff(offsets)
-        cache = {n: _entry_prefix(name.encode(), 3, n) for n in np.unique(lengths).tolist()}
-        columns.append([cache[n] for n in lengths.tolist()])
+        prefixes = _by_value(lengths, lambda n: _entry_prefix(name.encode(), 3, n))
+        columns.append(prefixes)
+        body_lengths += np.fromiter(map(len, prefixes), dtype=np.int64, count=num_rows) + lengths
         bounds = offsets.tolist()
         columns.append([blob[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
     columns.append([fixed[i:i + fixed_width] for i in range(0, num_rows * fixed_width, fixed_width)])
-    bodies = list(map(b"".join, zip(*columns)))
-    return [b"\x0a" + _varint(len(body)) + body for body in bodies]
+    headers = _by_value(body_lengths, lambda n: b"\x0a" + _varint(n))  # Example's field 1
+    return list(map(b"".join, zip(headers, *columns)))
+
+
+def _by_value(values: np.ndarray, make) -> List[bytes]:
+    """[make(v) for v in values], calling `make` once per distinct value."""
+    unique, index = np.unique(values, return_inverse=True)
+    made = [make(value) for value in unique.tolist()]
+    return list(map(made.__getitem__, index.tolist()))
