@@ -34,6 +34,7 @@ from bert_tf.text import vocab as vocab_lib
 # the punctuation of the original rules is exactly the non-alphanumeric characters.
 _PRINTABLE_ASCII_TOKEN = re.compile(r"[!-~]+")
 _ASCII_WORDS = re.compile(r"[0-9A-Za-z]+|[^0-9A-Za-z]")
+_ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # Cc but tab, LF, CR
 # Cleaned text never holds U+0000: it marks the ends of texts and the typed special tokens.
 _TEXT_END = "\x00"
 _SPECIAL_KEY = "\x00"
@@ -180,13 +181,19 @@ class CachedTokenizer:
             ids.extend(self._word_ids.get(word) or self._ids_of_word(word))
         return ids
 
+    def _clean(self, text: str) -> str:
+        # ASCII without the controls that the original deletes: cleaning could only turn
+        # tab, newline and return into spaces, and str.split() splits there anyway.
+        if text.isascii() and not _ASCII_CONTROLS.search(text):
+            return text
+        return text.translate(self._cleaning)
+
     def _cleaned(self, text: str) -> str:
         """Cleaned text (special tokens typed in it replaced by their cache keys)."""
         if not self.keep_special_tokens:
-            return text.translate(self._cleaning)
+            return self._clean(text)
         pieces = self._special_pattern.split(text)
-        return " ".join(f" {_SPECIAL_KEY}{piece} " if index % 2
-                        else piece.translate(self._cleaning)
+        return " ".join(f" {_SPECIAL_KEY}{piece} " if index % 2 else self._clean(piece)
                         for index, piece in enumerate(pieces))
 
     def ids_and_lengths(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
