@@ -8,12 +8,12 @@ written before the next chunk's, round-robin over the output shards. The output 
 seed is therefore the same for any `num_workers`, and memory holds only the chunks in
 flight (never all the instances of the corpus, as the original does).
 
-Processes: the main process reads the files, cuts the chunks and writes the records.
-Workers do the rest of a chunk: sentence splitting of wiki text, tokenization
-(`bert_tf.text.cached_tokenizer`, pure Python and exact), instances, serialized
-`tf.train.Example` bytes and their TFRecord framing (`data_prep.record_writing`). No
-process imports TensorFlow, so all start in a fraction of a second and stay small. With
-`num_workers=1` everything runs in the main process.
+Processes: the main process reads the files, cuts the chunks and writes the records;
+it and `num_workers - 1` worker processes build chunks: sentence splitting of wiki text,
+tokenization (`bert_tf.text.cached_tokenizer`, pure Python and exact), instances,
+serialized `tf.train.Example` bytes and their TFRecord framing
+(`data_prep.record_writing`). A worker sends back one bytes object per chunk. No process
+imports TensorFlow, so all start in a fraction of a second and stay small.
 """
 
 import collections
@@ -276,27 +276,51 @@ def _worker_context():
 
 
 def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[FramedChunkResult]:
-    """Done chunks in chunk order, from the main process or a worker pool."""
+    """Done chunks in chunk order: built by this process and num_workers - 1 others."""
     raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
                                  config.chunk_chars, stats, config.language)
     initargs = (options, vocab_ids, config.random_seed, tokenizer)
+    _init_worker(*initargs)
     if config.num_workers <= 1:
-        _init_worker(*initargs)
         for chunk_index, raw in enumerate(raw_chunks):
             yield build_raw_chunk_records(raw, chunk_index)
         return
     # An executor, unlike Pool, fails (BrokenProcessPool) when a worker dies instead of
     # replacing it forever.
     with concurrent.futures.ProcessPoolExecutor(
-            config.num_workers, mp_context=_worker_context(),
+            config.num_workers - 1, mp_context=_worker_context(),
             initializer=_init_worker, initargs=initargs) as pool:
-        in_flight = collections.deque()  # at most 2 chunks per worker: bounded memory
-        for chunk_index, raw in enumerate(raw_chunks):
+        yield from _shared_work(pool, config.num_workers - 1, raw_chunks)
+
+
+def _shared_work(pool, pool_size, raw_chunks) -> Iterator[FramedChunkResult]:
+    """Chunks go to the pool while it has fewer than two per worker to do; otherwise this
+    process builds the chunk itself instead of waiting (and sends nothing between
+    processes for it). Results come out in chunk order; at most about 3 chunks per
+    worker are held."""
+    in_flight = collections.deque()  # futures, or results built here, in chunk order
+
+    def head_ready():
+        return in_flight and (not isinstance(in_flight[0], concurrent.futures.Future)
+                              or in_flight[0].done())
+
+    for chunk_index, raw in enumerate(raw_chunks):
+        while head_ready():
+            yield _chunk_result(in_flight.popleft())
+        queued = sum(1 for item in in_flight
+                     if isinstance(item, concurrent.futures.Future) and not item.done())
+        if queued < 2 * pool_size:
             in_flight.append(pool.submit(build_raw_chunk_records, raw, chunk_index))
-            if len(in_flight) >= 2 * config.num_workers:
-                yield in_flight.popleft().result()
-        while in_flight:
-            yield in_flight.popleft().result()
+        else:
+            in_flight.append(build_raw_chunk_records(raw, chunk_index))
+        while len(in_flight) > 3 * pool_size + 1:
+            yield _chunk_result(in_flight.popleft())
+    while in_flight:
+        yield _chunk_result(in_flight.popleft())
+
+
+def _chunk_result(item) -> FramedChunkResult:
+    return item.result() if isinstance(item, concurrent.futures.Future) else item
 
 
 class _ProgressLog:
