@@ -8,12 +8,13 @@ written before the next chunk's, round-robin over the output shards. The output 
 seed is therefore the same for any `num_workers`, and memory holds only the chunks in
 flight (never all the instances of the corpus, as the original does).
 
-Processes: the main process reads the files, cuts the chunks and writes the records;
-it and `num_workers - 1` worker processes build chunks: sentence splitting of wiki text,
-tokenization (`bert_tf.text.cached_tokenizer`, pure Python and exact), instances,
-serialized `tf.train.Example` bytes and their TFRecord framing
-(`data_prep.record_writing`). A worker sends back one bytes object per chunk. No process
-imports TensorFlow, so all start in a fraction of a second and stay small.
+Processes: the main process reads the files, cuts the chunks, tokenizes chunks of
+sentences (`bert_tf.text.cached_tokenizer`, pure Python and exact: one token cache) and
+writes the records; it and `num_workers - 1` worker processes build chunks: sentence
+splitting and tokenization of wiki text, instances, serialized `tf.train.Example` bytes
+and their TFRecord framing (`data_prep.record_writing`). A worker sends back one bytes
+object per chunk. No process imports TensorFlow, so all start in a fraction of a second
+and stay small.
 """
 
 import collections
@@ -150,16 +151,22 @@ def _init_worker(options, vocab_ids, random_seed, tokenizer=None):
 
 def build_raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument],
                             chunk_index: int) -> FramedChunkResult:
-    """Everything of a chunk after reading: sentences, ids, instances, framed records.
-
-    A worker's job: it sends back one bytes object (cheap to pass between processes)."""
+    """Everything of a chunk after reading: sentences, ids, instances, framed records."""
     if any(d.kind != wikipedia.SENTENCES for d in raw_documents):
         documents, stats = convert_chunk(raw_documents)
         stats = collections.Counter(stats)
     else:
         documents, stats = [d.content for d in raw_documents], collections.Counter()
     tokenized = tokenize_chunk(_WORKER["tokenizer"], documents, stats)
+    return build_tokenized_chunk_records(tokenized, stats, chunk_index)
+
+
+def build_tokenized_chunk_records(tokenized, stats: Dict[str, int],
+                                  chunk_index: int) -> FramedChunkResult:
+    """Instances and framed records of a tokenized chunk (a worker's job: it sends back
+    one bytes object, cheap to pass between processes); `stats` so far are added to."""
     result = build_chunk_records(tokenized, chunk_index)
+    stats = collections.Counter(stats)
     stats.update(result.stats)
     return FramedChunkResult(record_writing.frame_records(result.records), dict(stats))
 
@@ -281,38 +288,52 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[Framed
                                  config.chunk_chars, stats, config.language)
     initargs = (options, vocab_ids, config.random_seed, tokenizer)
     _init_worker(*initargs)
+    jobs = _chunk_jobs(raw_chunks, tokenizer)
     if config.num_workers <= 1:
-        for chunk_index, raw in enumerate(raw_chunks):
-            yield build_raw_chunk_records(raw, chunk_index)
+        for function, args in jobs:
+            yield function(*args)
         return
     # An executor, unlike Pool, fails (BrokenProcessPool) when a worker dies instead of
     # replacing it forever.
     with concurrent.futures.ProcessPoolExecutor(
             config.num_workers - 1, mp_context=_worker_context(),
             initializer=_init_worker, initargs=initargs) as pool:
-        yield from _shared_work(pool, config.num_workers - 1, raw_chunks)
+        yield from _shared_work(pool, config.num_workers - 1, jobs)
 
 
-def _shared_work(pool, pool_size, raw_chunks) -> Iterator[FramedChunkResult]:
-    """Chunks go to the pool while it has fewer than two per worker to do; otherwise this
-    process builds the chunk itself instead of waiting (and sends nothing between
-    processes for it). Results come out in chunk order; at most about 3 chunks per
-    worker are held."""
+def _chunk_jobs(raw_chunks, tokenizer):
+    """(function, args) that build each chunk. Chunks of sentences are tokenized here, so
+    that one token cache serves the whole run (this process tokenized every chunk before,
+    with TensorFlow, as fast); wiki text goes to the workers whole (its sentence
+    splitting is the slow part)."""
+    for chunk_index, raw in enumerate(raw_chunks):
+        if any(d.kind != wikipedia.SENTENCES for d in raw):
+            yield build_raw_chunk_records, (raw, chunk_index)
+        else:
+            stats = collections.Counter()
+            tokenized = tokenize_chunk(tokenizer, [d.content for d in raw], stats)
+            yield build_tokenized_chunk_records, (tokenized, dict(stats), chunk_index)
+
+
+def _shared_work(pool, pool_size, jobs) -> Iterator[FramedChunkResult]:
+    """Jobs go to the pool while it has fewer than two per worker to do; otherwise this
+    process runs the job itself instead of waiting (and sends nothing between processes
+    for it). Results come out in chunk order; at most about 3 chunks per worker are held."""
     in_flight = collections.deque()  # futures, or results built here, in chunk order
 
     def head_ready():
         return in_flight and (not isinstance(in_flight[0], concurrent.futures.Future)
                               or in_flight[0].done())
 
-    for chunk_index, raw in enumerate(raw_chunks):
+    for function, args in jobs:
         while head_ready():
             yield _chunk_result(in_flight.popleft())
         queued = sum(1 for item in in_flight
                      if isinstance(item, concurrent.futures.Future) and not item.done())
         if queued < 2 * pool_size:
-            in_flight.append(pool.submit(build_raw_chunk_records, raw, chunk_index))
+            in_flight.append(pool.submit(function, *args))
         else:
-            in_flight.append(build_raw_chunk_records(raw, chunk_index))
+            in_flight.append(function(*args))
         while len(in_flight) > 3 * pool_size + 1:
             yield _chunk_result(in_flight.popleft())
     while in_flight:
