@@ -16,6 +16,7 @@ INSTALL_REQUIRES = [
     "mwparserfromhell>=0.6,<0.8",
     "pysbd>=0.3.4,<0.4",
     "safetensors>=0.4",
+    "google-crc32c>=1.5",  # TFRecord checksums in create_pretraining_data, without TensorFlow
 ]
 
 TEST_REQUIRES = ["pytest>=7", "scipy>=1.10"]

@@ -10,7 +10,9 @@ WikiExtractor sample. Vocab: the 30,522-token uncased vocab of
 `checkpoints/uncased_L-6_H-384_A-12`. TensorFlow runs with one intra-op and one
 inter-op thread.
 
-Rows: `FullTokenizer.tokenize` (pure Python, the original algorithm), the batched path
+Rows: `FullTokenizer.tokenize` (pure Python, the original algorithm),
+`CachedTokenizer.convert_texts_to_ids` (pure Python, the work per distinct word cached:
+with an empty cache, then on the same text again), the batched path
 `FullTokenizer.convert_texts_to_ids` (ids as Python lists, batches of --batch_size
 lines), the same graph on tensors (`GraphWordpiece.tokenize_ids`, ragged ids out), the
 offsets path (`tokenize_batch_with_offsets`) and, for reference, bare
@@ -32,6 +34,7 @@ import tensorflow as tf  # pylint: disable=wrong-import-position
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bert_tf.text import cached_tokenizer  # pylint: disable=wrong-import-position
 from bert_tf.text import tokenization  # pylint: disable=wrong-import-position
 
 VOCAB = "checkpoints/uncased_L-6_H-384_A-12/vocab.txt"
@@ -102,6 +105,18 @@ def main():
     seconds, python_tokens = timed(lambda: [tokenizer.tokenize(t) for t in lines], 1)
     reference = [tokenizer.convert_tokens_to_ids(tokens) for tokens in python_tokens]
     rows.append(("FullTokenizer.tokenize (Python)", seconds, reference))
+
+    cached = {}
+
+    def cached_ids(fresh):
+        if fresh or not cached:
+            cached[0] = cached_tokenizer.CachedTokenizer(tokenizer.vocab, lower)
+        return cached[0].convert_texts_to_ids(lines)
+
+    seconds, ids = timed(lambda: cached_ids(fresh=True), args.repeats)
+    rows.append(("CachedTokenizer, first pass (empty cache)", seconds, ids))
+    seconds, ids = timed(lambda: cached_ids(fresh=False), args.repeats)
+    rows.append(("CachedTokenizer, again (words cached)", seconds, ids))
 
     chunks = batches(lines, args.batch_size)
     tokenizer.convert_texts_to_ids(chunks[0])  # build and trace once

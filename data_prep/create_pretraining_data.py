@@ -20,7 +20,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf.cli import common
-from bert_tf.text import tokenization
+from bert_tf.text import cached_tokenizer
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
 from data_prep import wikipedia
@@ -95,7 +95,8 @@ def run(flag_values):
         FLAGS.output_file, FLAGS.num_output_shards)
     logging.info("*** Reading from %d input file(s) ***", len(input_files))
     try:
-        tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+        tokenizer = cached_tokenizer.CachedTokenizer.from_vocab_file(
+            FLAGS.vocab_file, FLAGS.do_lower_case)
         pretraining_instances.VocabIds.from_vocab(tokenizer.vocab, FLAGS.vocab_file)
     except (ValueError, OSError) as error:
         raise app.UsageError(f"--vocab_file: {error}") from error

@@ -56,8 +56,16 @@ def _entry_prefix(key: bytes, list_field: int, payload_length: int) -> bytes:
     return b"\x0a" + _varint(entry_length) + entry
 
 
+# Byte masks of a varint of 0..8 bytes held little-endian in a 4- or 8-byte word.
+_KEEP_BYTES = {width: np.array([(1 << (8 * n)) // 255 for n in range(width + 1)],
+                               dtype=f"<u{width}") for width in (4, 8)}
+
+
 def varint_rows(values: np.ndarray) -> Tuple[bytes, np.ndarray]:
     """Packed varints of each row of a non-negative integer matrix.
+
+    Each value's varint is built in a little-endian 4-byte word (8 bytes past 2**28),
+    then the used bytes of all words are kept in order (one boolean selection).
 
     Returns:
       (blob, offsets): row i is blob[offsets[i]:offsets[i + 1]].
@@ -68,17 +76,19 @@ def varint_rows(values: np.ndarray) -> Tuple[bytes, np.ndarray]:
         raise ValueError("varint_rows handles values below 2**32")
     values = values.astype(np.uint32)
     num_groups = max(1, (max_value.bit_length() + 6) // 7)
+    width = 4 if num_groups <= 4 else 8
+    word = np.dtype(f"<u{width}")
     num_bytes = np.ones(values.shape, dtype=np.uint8)
     for group in range(1, num_groups):
         num_bytes += values >= (1 << (7 * group))
-    groups = np.empty(values.shape + (num_groups,), dtype=np.uint8)  # [N, L, G]
+    words = (values & 0x7F).astype(word)  # [N, L]
     for group in range(num_groups):
-        byte = ((values >> (7 * group)) & 0x7F).astype(np.uint8)
-        if group < num_groups - 1:
-            byte |= (num_bytes > group + 1).view(np.uint8) << 7
-        groups[..., group] = byte
-    keep = np.arange(num_groups, dtype=np.uint8) < num_bytes[..., None]
-    blob = groups[keep].tobytes()
+        if group:
+            words |= ((values >> (7 * group)) & 0x7F).astype(word) << (8 * group)
+        if group < num_groups - 1:  # the continuation bit of byte `group`
+            words |= (num_bytes > group + 1).astype(word) << (8 * group + 7)
+    keep = _KEEP_BYTES[width][num_bytes].view(np.uint8).view(bool)  # [N, L * width]
+    blob = words.view(np.uint8)[keep].tobytes()
     offsets = np.zeros([values.shape[0] + 1], dtype=np.int64)
     np.cumsum(num_bytes.sum(axis=1, dtype=np.int64), out=offsets[1:])
     return blob, offsets
@@ -126,13 +136,22 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
     fixed = _fixed_block(arrays, fixed_names).tobytes()
     fixed_width = len(fixed) // max(num_rows, 1)
     columns = []  # per feature: the prefixes, then the payloads, one bytes per row
+    body_lengths = np.full([num_rows], fixed_width, dtype=np.int64)
     for name in variable_names:
         blob, offsets = varint_rows(arrays[name])
         lengths = np.diff(offsets)
-        cache = {n: _entry_prefix(name.encode(), 3, n) for n in np.unique(lengths).tolist()}
-        columns.append([cache[n] for n in lengths.tolist()])
+        prefixes = _by_value(lengths, lambda n: _entry_prefix(name.encode(), 3, n))
+        columns.append(prefixes)
+        body_lengths += np.fromiter(map(len, prefixes), dtype=np.int64, count=num_rows) + lengths
         bounds = offsets.tolist()
         columns.append([blob[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
     columns.append([fixed[i:i + fixed_width] for i in range(0, num_rows * fixed_width, fixed_width)])
-    bodies = list(map(b"".join, zip(*columns)))
-    return [b"\x0a" + _varint(len(body)) + body for body in bodies]
+    headers = _by_value(body_lengths, lambda n: b"\x0a" + _varint(n))  # Example's field 1
+    return list(map(b"".join, zip(headers, *columns)))
+
+
+def _by_value(values: np.ndarray, make) -> List[bytes]:
+    """[make(v) for v in values], calling `make` once per distinct value."""
+    unique, index = np.unique(values, return_inverse=True)
+    made = [make(value) for value in unique.tolist()]
+    return list(map(made.__getitem__, index.tolist()))

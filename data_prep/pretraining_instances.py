@@ -21,6 +21,8 @@ passes and shuffles the chunk's instances, as the original does for the whole co
 """
 
 import dataclasses
+import functools
+import itertools
 import random
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
@@ -127,10 +129,30 @@ class SegmentPair(NamedTuple):
     is_random_next: bool
 
 
+def _bit_pattern(num_draws, first, step):
+    """Bits 64 * i + 31 for i = first, first + step, ... < num_draws."""
+    pattern, stride = 0, 64 * step
+    for position in range(64 * first + 31, 64 * num_draws, stride):
+        pattern |= 1 << position
+    return pattern
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _draw_masks(num_draws, lead, first_to_a):
+    """(bits of A's draws, bits of B's draws) in the getrandbits word of truncate_seq_pair."""
+    leading = _bit_pattern(lead, 0, 1)
+    a_bits = _bit_pattern(num_draws, lead + 1, 2) | (leading if first_to_a else 0)
+    b_bits = _bit_pattern(num_draws, lead, 2) | (0 if first_to_a else leading)
+    return a_bits, b_bits
+
+
 def truncate_seq_pair(a_length, b_length, max_num_tokens, rng):
     """The original truncation, one token at a time from a random end of the longer.
 
-    Same random draws as the original loop, without the loop over tokens.
+    Same random draws as the original loop, without the loop over tokens: each
+    `rng.random() < 0.5` of the original takes two 32-bit words of the Mersenne Twister
+    and is true when the first word's top bit is 0, so one `getrandbits(64 * n)` (the
+    same 2n words, first word lowest) holds the n draws in its bits 64 * i + 31.
 
     Returns:
       (a_front, a_back, b_front, b_back): tokens removed from each end.
@@ -138,15 +160,14 @@ def truncate_seq_pair(a_length, b_length, max_num_tokens, rng):
     excess = a_length + b_length - max_num_tokens
     if excess <= 0:
         return 0, 0, 0, 0
-    draws = [rng.random() < 0.5 for _ in range(excess)]  # True: from the front
+    bits = rng.getrandbits(64 * excess)  # a set bit 64 * i + 31: draw i removes the back
     # The longer one loses tokens until equal (ties go to B), then B, A, B, A, ...
     first_to_a = a_length > b_length
     lead = min(excess, abs(a_length - b_length))
-    a_draws, b_draws = (draws[:lead], []) if first_to_a else ([], draws[:lead])
-    b_draws = b_draws + draws[lead::2]
-    a_draws = a_draws + draws[lead + 1::2]
-    a_front, b_front = sum(a_draws), sum(b_draws)
-    return a_front, len(a_draws) - a_front, b_front, len(b_draws) - b_front
+    a_bits, b_bits = _draw_masks(excess, lead, first_to_a)
+    a_count, b_count = a_bits.bit_count(), b_bits.bit_count()
+    a_back, b_back = (bits & a_bits).bit_count(), (bits & b_bits).bit_count()
+    return a_count - a_back, a_back, b_count - b_back, b_back
 
 
 def _random_next_span(documents, document_index, target_b_length, rng):
@@ -223,7 +244,8 @@ class PackedPairs(NamedTuple):
 def pack_pairs(pairs: Sequence[SegmentPair], token_ids: np.ndarray, max_seq_length: int,
                vocab_ids: VocabIds) -> PackedPairs:
     """Lays the pairs out as padded id rows (one gather, no Python loop over tokens)."""
-    spans = np.array(pairs, dtype=np.int32).reshape(-1, 5)  # [N, 5]
+    spans = np.fromiter(itertools.chain.from_iterable(pairs), dtype=np.int32,
+                        count=5 * len(pairs)).reshape(-1, 5)  # [N, 5]
     a_start, a_length, b_start, b_length = (spans[:, k:k + 1] for k in range(4))  # [N, 1]
     lengths = (a_length + b_length + 3)[:, 0]
     if len(pairs) and (lengths.max() > max_seq_length or a_length.min() < 1 or b_length.min() < 1):
@@ -249,16 +271,16 @@ class MaskedBatch(NamedTuple):
 
 
 def _word_groups(input_ids, lengths, vocab_ids, do_whole_word_mask):
-    """Candidate mask and the word index of every candidate position."""
+    """Candidate mask and the word index of every candidate position (None when every
+    token is a word of its own: no whole-word masking)."""
     max_seq_length = input_ids.shape[1]
     positions = np.arange(max_seq_length, dtype=np.int32)[None, :]
     candidate = ((positions < lengths[:, None]) & (input_ids != vocab_ids.cls_id)
                  & (input_ids != vocab_ids.sep_id))  # [N, S]
-    if do_whole_word_mask:
-        first_candidate = candidate & (np.cumsum(candidate, axis=1, dtype=np.int32) == 1)
-        starts = candidate & (~vocab_ids.is_continuation[input_ids] | first_candidate)
-    else:
-        starts = candidate
+    if not do_whole_word_mask:
+        return candidate, None
+    first_candidate = candidate & (np.cumsum(candidate, axis=1, dtype=np.int32) == 1)
+    starts = candidate & (~vocab_ids.is_continuation[input_ids] | first_candidate)
     word_index = np.cumsum(starts, axis=1, dtype=np.int32) - 1  # [N, S], valid where candidate
     return candidate, np.where(candidate, word_index, max_seq_length)
 
@@ -325,7 +347,8 @@ def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: Voc
     output_ids = input_ids.copy()
     output_ids[rows, cols] = replaced
 
-    slot = np.cumsum(masked, axis=1, dtype=np.int32)[rows, cols] - 1
+    counts = masked.sum(axis=1, dtype=np.int64)  # rows come sorted: slot = rank within the row
+    slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
     positions = np.zeros([num_rows, num_predictions], dtype=np.int32)
     ids = np.zeros([num_rows, num_predictions], dtype=np.int32)
     weights = np.zeros([num_rows, num_predictions], dtype=np.float32)

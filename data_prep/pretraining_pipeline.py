@@ -8,10 +8,13 @@ written before the next chunk's, round-robin over the output shards. The output 
 seed is therefore the same for any `num_workers`, and memory holds only the chunks in
 flight (never all the instances of the corpus, as the original does).
 
-Processes: the main process reads the files, tokenizes each chunk with the batched
-tokenizer (TensorFlow ops) and writes the records. Workers (`spawn`ed, no TensorFlow
-imported: small) split wiki text into sentences and turn token ids into serialized
-`tf.train.Example` bytes. With `num_workers=1` everything runs in the main process.
+Processes: the main process reads the files, cuts the chunks, tokenizes chunks of
+sentences (`bert_tf.text.cached_tokenizer`, pure Python and exact: one token cache) and
+writes the records; it and `num_workers - 1` worker processes build chunks: sentence
+splitting and tokenization of wiki text, instances, serialized `tf.train.Example` bytes
+and their TFRecord framing (`data_prep.record_writing`). A worker sends back one bytes
+object per chunk. No process imports TensorFlow, so all start in a fraction of a second
+and stay small.
 """
 
 import collections
@@ -20,6 +23,8 @@ import dataclasses
 import itertools
 import json
 import multiprocessing
+import sys
+import threading
 import time
 from typing import Counter, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -27,9 +32,11 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.text import cached_tokenizer
 from data_prep import example_encoding
 from data_prep import full_sentences
 from data_prep import pretraining_instances
+from data_prep import record_writing
 from data_prep import wikipedia
 
 STATS_SUFFIX = ".stats.json"
@@ -38,8 +45,15 @@ TOKENIZER_BATCH = 4096  # sentences per call of the batched tokenizer
 
 @dataclasses.dataclass
 class ChunkResult:
-    """What a worker sends back for one chunk."""
+    """Serialized Examples of one chunk and its stats (build_chunk_records)."""
     records: List[bytes]
+    stats: Dict[str, int]
+
+
+@dataclasses.dataclass
+class FramedChunkResult:
+    """A chunk done in a worker: its records in TFRecord framing, and its stats."""
+    framed: record_writing.FramedRecords
     stats: Dict[str, int]
 
 
@@ -90,16 +104,24 @@ def convert_chunk(raw_documents: Sequence[wikipedia.RawDocument]) -> Tuple[List[
 
 
 def tokenize_chunk(tokenizer, documents: Sequence[Sequence[str]], stats: Counter):
-    """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends)."""
+    """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends).
+
+    `tokenizer`: a CachedTokenizer (the fast path), or any tokenizer with a batched
+    `convert_texts_to_ids` (FullTokenizer's runs TensorFlow ops); the ids are the same.
+    """
     sentences = [s for document in documents for s in document]
-    ids = []
-    for start in range(0, len(sentences), TOKENIZER_BATCH):
-        ids.extend(tokenizer.convert_texts_to_ids(sentences[start:start + TOKENIZER_BATCH]))
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    if isinstance(tokenizer, cached_tokenizer.CachedTokenizer):
+        flat, lengths = tokenizer.ids_and_lengths(sentences)
+    else:
+        ids = []
+        for start in range(0, len(sentences), TOKENIZER_BATCH):
+            ids.extend(tokenizer.convert_texts_to_ids(sentences[start:start + TOKENIZER_BATCH]))
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32,
+                           count=int(lengths.sum()))
     stats["sentences"] += len(sentences)
     stats["untokenizable_sentences"] += int((lengths == 0).sum())
     stats["input_tokens"] += int(lengths.sum())
-    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
     document_sizes = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
     return flat, np.cumsum(lengths), np.cumsum(document_sizes)
 
@@ -123,9 +145,32 @@ def corpus_from_tokenized(flat, sentence_ends, document_ends) -> pretraining_ins
 _WORKER = {}
 
 
-def init_worker(options, vocab_ids, random_seed):
+def init_worker(options, vocab_ids, random_seed, tokenizer=None):
     """Sets what build_chunk_records reads (once per process: a pool or Beam worker)."""
-    _WORKER.update(options=options, vocab_ids=vocab_ids, random_seed=random_seed)
+    _WORKER.update(options=options, vocab_ids=vocab_ids, random_seed=random_seed,
+                   tokenizer=tokenizer)
+
+
+def build_raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument],
+                            chunk_index: int) -> FramedChunkResult:
+    """Everything of a chunk after reading: sentences, ids, instances, framed records."""
+    if any(d.kind != wikipedia.SENTENCES for d in raw_documents):
+        documents, stats = convert_chunk(raw_documents)
+        stats = collections.Counter(stats)
+    else:
+        documents, stats = [d.content for d in raw_documents], collections.Counter()
+    tokenized = tokenize_chunk(_WORKER["tokenizer"], documents, stats)
+    return build_tokenized_chunk_records(tokenized, stats, chunk_index)
+
+
+def build_tokenized_chunk_records(tokenized, stats: Dict[str, int],
+                                  chunk_index: int) -> FramedChunkResult:
+    """Instances and framed records of a tokenized chunk (a worker's job: it sends back
+    one bytes object, cheap to pass between processes); `stats` so far are added to."""
+    result = build_chunk_records(tokenized, chunk_index)
+    stats = collections.Counter(stats)
+    stats.update(result.stats)
+    return FramedChunkResult(record_writing.frame_records(result.records), dict(stats))
 
 
 def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
@@ -200,14 +245,17 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     """Writes the pre-training TFRecords and the stats JSON; returns the stats.
 
     Args:
-      tokenizer: a bert_tf.text.tokenization.FullTokenizer (its `convert_texts_to_ids` is
-        the batched fast path).
+      tokenizer: a bert_tf.text.cached_tokenizer.CachedTokenizer, or a
+        bert_tf.text.tokenization.FullTokenizer (its vocab and case are used through a
+        CachedTokenizer: the same ids).
       options: instance shaping (max_seq_length, masking, dupe_factor, ...).
       config: files, seed, format, workers, compression, chunk size.
     """
-    # Imported here, not at the top: this module runs in the `spawn`ed workers, which
-    # must start without TensorFlow (record_writing imports it).
-    from data_prep import record_writing  # pylint: disable=import-outside-toplevel
+    if not isinstance(tokenizer, cached_tokenizer.CachedTokenizer):
+        tokenizer = cached_tokenizer.CachedTokenizer(
+            tokenizer.vocab, tokenizer.do_lower_case,
+            getattr(tokenizer, "keep_special_tokens", False),
+            vocab_file=getattr(tokenizer, "vocab_file", "vocab"))
     vocab_ids = pretraining_instances.VocabIds.from_vocab(
         tokenizer.vocab, getattr(tokenizer, "vocab_file", "vocab"))
     stats = collections.Counter()
@@ -215,7 +263,7 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     progress = _ProgressLog(start, config.log_every_seconds)
     with record_writing.ShardedWriter(config.output_files, config.gzip) as writer:
         for result in _run_chunks(tokenizer, options, vocab_ids, config, stats):
-            writer.write_all(result.records)
+            writer.write_framed(result.framed)
             stats.update(result.stats)
             progress.maybe_log(stats)
         summary = summarize_stats(stats, options, config, time.time() - start)
@@ -233,58 +281,76 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     return summary
 
 
-def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[ChunkResult]:
-    """ChunkResults in chunk order, from the main process or a worker pool."""
+def _worker_context():
+    """fork while this process is small and has one thread (no TensorFlow loaded, as in
+    the command): workers start at once with the modules already imported. Otherwise
+    spawn: a fresh interpreter each, without the parent's memory and threads."""
+    if ("fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+            and "tensorflow" not in sys.modules):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[FramedChunkResult]:
+    """Done chunks in chunk order: built by this process and num_workers - 1 others."""
     raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
                                  config.chunk_chars, stats, config.language)
+    initargs = (options, vocab_ids, config.random_seed, tokenizer)
+    init_worker(*initargs)
+    jobs = _chunk_jobs(raw_chunks, tokenizer)
     if config.num_workers <= 1:
-        init_worker(options, vocab_ids, config.random_seed)
-        for chunk_index, raw in enumerate(raw_chunks):
-            documents, convert_stats = convert_chunk(raw)
-            stats.update(convert_stats)
-            tokenized = tokenize_chunk(tokenizer, documents, stats)
-            yield build_chunk_records(tokenized, chunk_index)
+        for function, args in jobs:
+            yield function(*args)
         return
-    # spawn: workers start without TensorFlow (small); an executor, unlike Pool, fails
-    # (BrokenProcessPool) when a worker dies instead of replacing it forever.
+    # An executor, unlike Pool, fails (BrokenProcessPool) when a worker dies instead of
+    # replacing it forever.
     with concurrent.futures.ProcessPoolExecutor(
-            config.num_workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=init_worker,
-            initargs=(options, vocab_ids, config.random_seed)) as pool:
-        yield from _pool_pipeline(pool, raw_chunks, tokenizer, config.num_workers, stats)
+            config.num_workers - 1, mp_context=_worker_context(),
+            initializer=init_worker, initargs=initargs) as pool:
+        yield from _shared_work(pool, config.num_workers - 1, jobs)
 
 
-def _needs_conversion(raw: Sequence[wikipedia.RawDocument]) -> bool:
-    return any(d.kind != wikipedia.SENTENCES for d in raw)
+def _chunk_jobs(raw_chunks, tokenizer):
+    """(function, args) that build each chunk. Chunks of sentences are tokenized here, so
+    that one token cache serves the whole run (this process tokenized every chunk before,
+    with TensorFlow, as fast); wiki text goes to the workers whole (its sentence
+    splitting is the slow part)."""
+    for chunk_index, raw in enumerate(raw_chunks):
+        if any(d.kind != wikipedia.SENTENCES for d in raw):
+            yield build_raw_chunk_records, (raw, chunk_index)
+        else:
+            stats = collections.Counter()
+            tokenized = tokenize_chunk(tokenizer, [d.content for d in raw], stats)
+            yield build_tokenized_chunk_records, (tokenized, dict(stats), chunk_index)
 
 
-def _pool_pipeline(pool, raw_chunks, tokenizer, num_workers, stats) -> Iterator[ChunkResult]:
-    """Ordered two-stage pipeline with at most 2 * num_workers chunks per stage."""
-    limit = 2 * num_workers
-    converting, building = collections.deque(), collections.deque()
-    chunk_index, exhausted = 0, False
-    while True:
-        while not exhausted and len(converting) < limit:
-            raw = next(raw_chunks, None)
-            if raw is None:
-                exhausted = True
-            elif _needs_conversion(raw):
-                converting.append(pool.submit(convert_chunk, raw))
-            else:
-                converting.append(([list(d.content) for d in raw], {}))
-        if building and (building[0].done() or len(building) >= limit or not converting):
-            yield building.popleft().result()
-            continue
-        if not converting:
-            if exhausted and not building:
-                return
-            continue
-        head = converting.popleft()
-        documents, convert_stats = head if isinstance(head, tuple) else head.result()
-        stats.update(convert_stats)
-        tokenized = tokenize_chunk(tokenizer, documents, stats)
-        building.append(pool.submit(build_chunk_records, tokenized, chunk_index))
-        chunk_index += 1
+def _shared_work(pool, pool_size, jobs) -> Iterator[FramedChunkResult]:
+    """Jobs go to the pool while it has fewer than two per worker to do; otherwise this
+    process runs the job itself instead of waiting (and sends nothing between processes
+    for it). Results come out in chunk order; at most about 3 chunks per worker are held."""
+    in_flight = collections.deque()  # futures, or results built here, in chunk order
+
+    def head_ready():
+        return in_flight and (not isinstance(in_flight[0], concurrent.futures.Future)
+                              or in_flight[0].done())
+
+    for function, args in jobs:
+        while head_ready():
+            yield _chunk_result(in_flight.popleft())
+        queued = sum(1 for item in in_flight
+                     if isinstance(item, concurrent.futures.Future) and not item.done())
+        if queued < 2 * pool_size:
+            in_flight.append(pool.submit(function, *args))
+        else:
+            in_flight.append(function(*args))
+        while len(in_flight) > 3 * pool_size + 1:
+            yield _chunk_result(in_flight.popleft())
+    while in_flight:
+        yield _chunk_result(in_flight.popleft())
+
+
+def _chunk_result(item) -> FramedChunkResult:
+    return item.result() if isinstance(item, concurrent.futures.Future) else item
 
 
 class _ProgressLog:

@@ -1,5 +1,11 @@
 """TFRecord shards written under temporary names and renamed when complete.
 
+The TFRecord framing is written here, without TensorFlow (whose import would cost the
+tool seconds and most of its memory): per record a little-endian uint64 length, the
+masked CRC-32C of those 8 bytes, the data and the masked CRC-32C of the data (CRC-32C by
+google-crc32c, in C). GZIP shards are one gzip stream per file, as TensorFlow writes
+and reads them.
+
 An output set is replaced as a whole: when a run commits, shards of an earlier run into
 the same prefix with another shard count (`<prefix>-NNNNN-of-MMMMM`), and temporary files
 left by killed runs (`.tmp-<pid>` of a process that no longer runs), are removed, so that
@@ -7,17 +13,75 @@ left by killed runs (`.tmp-<pid>` of a process that no longer runs), are removed
 """
 
 import glob
+import gzip as gzip_format
+import itertools
 import json
 import os
 import re
-from typing import Dict, Iterable, Sequence
+import struct
+from typing import Dict, Iterable, NamedTuple, Sequence
 
-import tensorflow as tf
+import google_crc32c
+import numpy as np
 
 from bert_tf import fileio
 
 _SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 _SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
+_MASK_DELTA = 0xA282EAD8
+_GZIP_LEVEL = 6  # zlib's default, as TensorFlow's GZIP writer uses
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The CRC-32C of `data`, masked as TFRecord files store it."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+class FramedRecords(NamedTuple):
+    """Records in TFRecord framing, back to back: record i is data[offsets[i]:offsets[i + 1]]."""
+    data: bytes
+    offsets: np.ndarray  # [n + 1] int64
+
+
+def frame_records(records: Sequence[bytes]) -> FramedRecords:
+    """The TFRecord framing of `records` (one C call per record for its checksum)."""
+    count = len(records)
+    lengths = np.fromiter(map(len, records), dtype=np.int64, count=count)
+    unique_lengths, length_index = np.unique(lengths, return_inverse=True)
+    headers = [struct.pack("<QI", n, masked_crc32c(struct.pack("<Q", n)))
+               for n in unique_lengths.tolist()]
+    crcs = np.fromiter(map(google_crc32c.value, records), dtype=np.uint32, count=count)
+    footers = (((crcs >> 15) | (crcs << 17)) + np.uint32(_MASK_DELTA)).astype("<u4").tobytes()
+    data = b"".join(itertools.chain.from_iterable(zip(
+        map(headers.__getitem__, length_index.tolist()), records,
+        (footers[i:i + 4] for i in range(0, 4 * count, 4)))))
+    offsets = np.zeros([count + 1], dtype=np.int64)
+    np.cumsum(lengths + 16, out=offsets[1:])
+    return FramedRecords(data, offsets)
+
+
+def _open_shard(path: str, gzip: bool):
+    """A binary file to write; gzip: a stream with no name and time (same bytes every run)."""
+    file = open(path, "wb")
+    if not gzip:
+        return file
+    return _GzipShard(file)
+
+
+class _GzipShard(gzip_format.GzipFile):
+    """GzipFile that also closes the file it writes to."""
+
+    def __init__(self, file):
+        super().__init__(filename="", mode="wb", compresslevel=_GZIP_LEVEL, fileobj=file,
+                         mtime=0)
+        self._file = file
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self._file.close()
 
 
 def _pid_is_running(pid: int) -> bool:
@@ -60,19 +124,27 @@ class ShardedWriter:
     def __init__(self, paths: Sequence[str], gzip: bool = False):
         self.paths = list(paths)
         self.temp_paths = [fileio.temporary_path(path) for path in self.paths]
-        options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
-        self._writers = [tf.io.TFRecordWriter(p, options=options) for p in self.temp_paths]
+        self._writers = [_open_shard(path, gzip) for path in self.temp_paths]
         self._next = 0
         self.num_records = 0
         self._committed = False
 
     def write_all(self, records: Iterable[bytes]):
-        writers, index, count = self._writers, self._next, len(self._writers)
-        for record in records:
-            writers[index].write(record)
-            index = (index + 1) % count
-            self.num_records += 1
-        self._next = index
+        """Writes records round-robin, continuing where the last call stopped."""
+        self.write_framed(frame_records(list(records)))
+
+    def write_framed(self, framed: FramedRecords):
+        """write_all for records already framed (by frame_records, in a worker)."""
+        num_records, count = len(framed.offsets) - 1, len(self._writers)
+        if count == 1:
+            self._writers[0].write(framed.data)
+        else:
+            view, bounds = memoryview(framed.data), framed.offsets.tolist()
+            for shard in range(min(count, num_records)):
+                self._writers[(self._next + shard) % count].write(b"".join(
+                    view[bounds[i]:bounds[i + 1]] for i in range(shard, num_records, count)))
+        self._next = (self._next + num_records) % count
+        self.num_records += num_records
 
     def commit(self, stats_path: str = None, stats: Dict = None):
         for writer in self._writers:
