@@ -56,7 +56,7 @@ def make_records(text, vocab_file, work, masking):
             masking=masking)
         config = pretraining_pipeline.PipelineConfig(
             input_files=wikipedia.resolve_input_files(str(text)), output_files=outputs,
-            random_seed=1)  # 12345 hits a tie bug of mask_instances at seq 512 (see README)
+            random_seed=1)
         pretraining_pipeline.create_pretraining_data(tokenizer, options, config)
     return outputs
 

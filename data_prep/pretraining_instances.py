@@ -318,7 +318,16 @@ def _choose_tokens(candidate, num_to_predict, num_predictions, rng):
     kth = min(num_predictions, keys.shape[1]) - 1
     smallest = np.sort(np.partition(keys, kth, axis=1)[:, :kth + 1], axis=1)  # [N, P]
     threshold = np.take_along_axis(smallest, (num_to_predict - 1)[:, None], axis=1)
-    return candidate & (keys <= threshold)
+    chosen = candidate & (keys <= threshold)
+    # float32 keys can tie at the threshold (about once in 10^5 rows at seq 512): keep
+    # the keys below it and the first tied ones, so that no row has more than its count.
+    over = np.nonzero(chosen.sum(axis=1) > num_to_predict)[0]
+    if len(over):
+        below = candidate[over] & (keys[over] < threshold[over])
+        tied = candidate[over] & (keys[over] == threshold[over])
+        room = num_to_predict[over] - below.sum(axis=1)
+        chosen[over] = below | (tied & (np.cumsum(tied, axis=1) <= room[:, None]))
+    return chosen
 
 
 def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: VocabIds,

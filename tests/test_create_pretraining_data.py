@@ -488,3 +488,19 @@ def test_full_sentence_rows_without_next_sentence(tmp_path, vocab_file):
         lambda r: tf.io.parse_single_example(r, spec)).batch(100000)))
     assert len(masked["input_ids"]) == 2 * len(lengths)  # dupe_factor 2
     assert masked["masked_lm_weights"].numpy().sum(1).min() >= 1
+
+
+class _TiedKeys:
+    """A generator stand-in whose uniform keys tie at the selection threshold."""
+
+    def random(self, shape, dtype=np.float64):
+        return np.array([[0.1, 0.5, 0.5, 0.5, 0.9, 0.2]], dtype=dtype).reshape(shape)
+
+
+def test_choose_tokens_keeps_the_count_when_keys_tie_at_the_threshold():
+    # Three keys equal the 3rd smallest: `keys <= threshold` alone chose 5 tokens, more
+    # than num_to_predict (an IndexError past max_predictions_per_seq at seq 512).
+    candidate = np.ones([1, 6], dtype=bool)
+    chosen = pi._choose_tokens(  # pylint: disable=protected-access
+        candidate, np.array([3]), 4, _TiedKeys())
+    assert chosen.tolist() == [[True, True, False, False, False, True]]
