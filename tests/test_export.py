@@ -421,3 +421,17 @@ def test_export_model_cli_from_a_training_checkpoint(files, tmp_path):
     result = subprocess.run(bad, capture_output=True, text=True, timeout=600)
     assert result.returncode != 0 and "ckpt-7" in result.stderr
     assert sorted(os.listdir(tmp_path / "serving" / "ner")) == ["1"]
+
+
+def test_stale_temporary_export_folders_of_dead_processes_are_removed(tmp_path):
+    # A SIGKILLed export leaves `.<name>.tmp-<pid>-<uuid>`; the next export to the same
+    # target removes it, but never the folder of a process still writing.
+    dead_pid = 2 ** 22 + 12345  # above Linux's default pid_max: no such process
+    stale = tmp_path / f".model.tmp-{dead_pid}-abc"
+    live = tmp_path / f".model.tmp-{os.getpid()}-def"
+    other = tmp_path / f".other.tmp-{dead_pid}-abc"
+    for folder in (stale, live, other):
+        folder.mkdir()
+    export._remove_stale_temporaries(str(tmp_path), "model")  # pylint: disable=protected-access
+    assert not stale.exists()
+    assert live.exists() and other.exists()

@@ -129,11 +129,33 @@ def resolve_export_dir(export_dir, overwrite=False, versioned=False):
     return os.path.join(export_dir, "1") if versioned else export_dir
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _remove_stale_temporaries(parent, base):
+    """Removes `.<base>.tmp-<pid>-*` folders whose writing process is gone (a killed
+    export leaves its temporary folder: `finally` does not run on SIGKILL)."""
+    prefix = f".{base}.tmp-"
+    for name in os.listdir(parent):
+        pid = name[len(prefix):].split("-")[0] if name.startswith(prefix) else ""
+        if pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
 def write_saved_model(module, signatures, target):
     """tf.saved_model.save into a temporary sibling folder, then rename into place."""
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
-    temporary = os.path.join(parent, f".{os.path.basename(target)}.tmp-{uuid.uuid4().hex}")
+    base = os.path.basename(target)
+    _remove_stale_temporaries(parent, base)
+    temporary = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
     try:
         tf.saved_model.save(module, temporary, signatures=signatures)
         if os.path.isdir(target) and os.listdir(target):
