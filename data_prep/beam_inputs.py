@@ -76,6 +76,14 @@ def is_remote(path: str) -> bool:
     return "://" in path
 
 
+def _beam_matches(pattern: str) -> List[str]:
+    """The files a glob matches: local ones as the local tool finds them, others
+    through Beam's filesystems."""
+    if not is_remote(pattern):
+        return wikipedia.local_matches(pattern)
+    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+
+
 def match_input_files(patterns: str) -> List[str]:
     """Expands comma-separated globs on local disk or any Beam filesystem.
 
@@ -85,21 +93,7 @@ def match_input_files(patterns: str) -> List[str]:
     Raises:
       FileNotFoundError: naming the first glob that matches no file.
     """
-    files = []
-    for pattern in (p.strip() for p in str(patterns).split(",")):
-        if not pattern:
-            continue
-        if not is_remote(pattern):
-            files.extend(wikipedia.resolve_input_files(pattern))
-            continue
-        matches = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-        if not matches:
-            raise FileNotFoundError(
-                f"input_file pattern {pattern!r} matches no file (expected a path or glob "
-                "of text, WikiExtractor or MediaWiki XML dump files)")
-        files.extend(matches)
-    if not files:
-        raise FileNotFoundError("input_file is empty: expected at least one path or glob")
+    files = wikipedia.resolve_input_files(str(patterns), match=_beam_matches)
     dumps = set(files)
     return [f for f in files
             if not (f.endswith(INDEX_SUFFIX) and f[:-len(INDEX_SUFFIX)] + DUMP_SUFFIX in dumps)]

@@ -68,8 +68,19 @@ class RawDocument(NamedTuple):
     dropped_link_prefixes: tuple = _DEFAULT_DROPPED_PREFIXES
 
 
-def resolve_input_files(patterns: Union[str, Sequence[str]]) -> List[str]:
+def local_matches(pattern: str) -> List[str]:
+    """The files on local disk that a glob matches, sorted."""
+    return sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
+
+
+def resolve_input_files(patterns: Union[str, Sequence[str]],
+                        match=local_matches) -> List[str]:
     """Expands comma-separated globs (or a list of them) into a sorted list of files.
+
+    Args:
+      patterns: comma-separated globs, or a list of them.
+      match: a glob -> its sorted files (the Beam pipeline passes one that reads any
+        Beam filesystem).
 
     Raises:
       FileNotFoundError: naming the first pattern that matches no file.
@@ -80,7 +91,7 @@ def resolve_input_files(patterns: Union[str, Sequence[str]]) -> List[str]:
     for pattern in (str(p).strip() for p in patterns):
         if not pattern:
             continue
-        matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
+        matches = match(pattern)
         if not matches:
             raise FileNotFoundError(
                 f"input_file pattern {pattern!r} matches no file (expected a path or glob "
