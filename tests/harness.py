@@ -7,6 +7,7 @@ Plain functions and constants (tests/conftest.py wraps some of them in fixtures)
     write_released_checkpoint(folder, model, vocab=None)
     write_tiny_model_files(folder, words, **overrides)   (what the run_* tests pass)
     write_records(...), write_unmasked_records(...), write_bad_record_file(...),
+    random_sequences(rng, count, seq_length, min_length)   (rows to pack)
     is_gzip(path)   (pre-training data)
     write_tsv(path, rows), squad_json(paragraphs, version), write_squad_json(...)
     TinyRegressor, regression_loss, make_arrays, dataset_fn_factory, optimizer_fn,
@@ -136,6 +137,21 @@ def _counting_instance(rng, seq_length, vocab_size, min_length=None):
     tokens = [CLS_ID] + [FIRST_TOKEN + (start + i) % span for i in range(length - 2)] + [SEP_ID]
     cut = len(tokens) // 2
     return tokens, [0] * cut + [1] * (len(tokens) - cut)
+
+
+def random_sequences(rng, count, seq_length, min_length, max_length=None):
+    """Padded [CLS] random ids [SEP] rows [count, seq_length] of random lengths (for
+    packing tests): `input_ids`, `input_mask`, `segment_ids` (B from the middle on) and
+    `lengths` [count]."""
+    lengths = rng.integers(min_length, (max_length or seq_length) + 1, count)
+    columns = np.arange(seq_length)[None, :]
+    mask = (columns < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(FIRST_TOKEN, 99, (count, seq_length)).astype(np.int32) * mask
+    ids[:, 0] = CLS_ID
+    ids[np.arange(count), lengths - 1] = SEP_ID
+    segments = ((columns >= (lengths // 2)[:, None]) * mask).astype(np.int32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
+            "lengths": lengths}
 
 
 def make_example(rng, seq_length, max_predictions, vocab_size, num_masked=None):

@@ -7,7 +7,7 @@ import tensorflow as tf
 from bert_tf.layers import packed_attention_mask
 from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
 from bert_tf.train import records, sequence_packing
-from harness import CLS_ID, SEP_ID, tiny_config, tiny_model
+from harness import random_sequences, tiny_config, tiny_model
 
 SEQ_IN, PREDICTIONS, ROW_LENGTH, PER_ROW = 16, 3, 40, 3
 
@@ -15,13 +15,8 @@ SEQ_IN, PREDICTIONS, ROW_LENGTH, PER_ROW = 16, 3, 40, 3
 def _instances(count, seed=0, min_length=5, max_length=SEQ_IN):
     """Unpacked instances [count, SEQ_IN] of random lengths, masks and labels."""
     rng = np.random.default_rng(seed)
-    lengths = rng.integers(min_length, max_length + 1, count)
-    columns = np.arange(SEQ_IN)[None, :]
-    mask = (columns < lengths[:, None]).astype(np.int32)
-    ids = rng.integers(5, 99, (count, SEQ_IN)).astype(np.int32) * mask
-    ids[:, 0] = CLS_ID
-    ids[np.arange(count), lengths - 1] = SEP_ID
-    segments = ((columns >= (lengths // 2)[:, None]) * mask).astype(np.int32)
+    rows = random_sequences(rng, count, SEQ_IN, min_length, max_length)
+    ids, lengths = rows["input_ids"], rows["lengths"]
     positions = np.zeros((count, PREDICTIONS), np.int32)
     weights = np.zeros((count, PREDICTIONS), np.float32)
     for row, length in enumerate(lengths):
@@ -29,8 +24,8 @@ def _instances(count, seed=0, min_length=5, max_length=SEQ_IN):
         chosen = np.sort(rng.choice(np.arange(1, length - 1), num_masked, replace=False))
         positions[row, :len(chosen)] = chosen
         weights[row, :len(chosen)] = 1.0
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
-            "masked_lm_positions": positions,
+    return {"input_ids": ids, "input_mask": rows["input_mask"],
+            "segment_ids": rows["segment_ids"], "masked_lm_positions": positions,
             "masked_lm_ids": np.take_along_axis(ids, positions, 1) * (weights > 0),
             "masked_lm_weights": weights,
             "next_sentence_labels": rng.integers(0, 2, (count, 1)).astype(np.int32)}

@@ -48,7 +48,8 @@ _SQUAD_DEFAULTS = {"max_seq_length": 384, "train_batch_size": 32,
                    "predict_batch_size": 8, "learning_rate": 5e-5,
                    "num_train_epochs": 3.0}
 common.define_common_flags(_SQUAD_DEFAULTS,
-                           exclude=("do_eval", "eval_batch_size", "dropout_rate"))
+                           exclude=("do_eval", "eval_batch_size", "dropout_rate",
+                                    "pack_sequences", "max_sequences_per_row"))
 
 
 def run():

@@ -38,7 +38,10 @@ class _ClassifierModel(EncoderHeadModel):
 class BertClassifier(_ClassifierModel):
     """Sentence(-pair) classifier on the pooled output: dropout + dense.
 
-    Returns dict `logits` float32 [B, C]; C == 1 means regression.
+    Returns dict `logits` float32 [B, C]; C == 1 means regression. Rows that pack
+    several examples (`sequence_ids`, `position_ids`, see `BertEncoder`) also give
+    `cls_positions` int [B, K], the position of each example's [CLS]; the logits are
+    then [B, K, C], each from its own [CLS] through the pooler.
 
     Args:
         encoder: A `BertEncoder`.
@@ -52,8 +55,12 @@ class BertClassifier(_ClassifierModel):
     head_name = "classifier"
 
     def call(self, inputs, training=None):
-        pooled = self.encoder(inputs, training=training)["pooled_output"]  # [B, H]
-        return {"logits": self.head(pooled, training=training)}  # [B, C]
+        outputs = self.encoder(inputs, training=training)
+        pooled = outputs["pooled_output"]  # [B, H]
+        if inputs.get("cls_positions") is not None:
+            pooled = self.encoder.pooler(outputs["sequence_output"],  # [B, K, H]
+                                         inputs["cls_positions"])
+        return {"logits": self.head(pooled, training=training)}  # [B, C] or [B, K, C]
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -27,6 +27,8 @@ from bert_tf.train import distribute
 from bert_tf.train import optimization
 from bert_tf.text import tokenization
 from bert_tf.train import loop
+from bert_tf.train import finetune_packing
+from bert_tf.train import sequence_packing
 from bert_tf.layers.dense import KERNEL_DISTRIBUTIONS
 from bert_tf.models import BertEncoder
 from bert_tf.serving import export
@@ -77,6 +79,8 @@ class FinetuneOptions(TrainingOptions):
     export_dir: Optional[str] = None
     allow_case_mismatch: bool = False
     trim_padding: Optional[bool] = None  # None: on unless TPU or XLA
+    pack_sequences: bool = False  # training rows pack several examples
+    max_sequences_per_row: int = 3
 
     @property
     def use_trim_padding(self) -> bool:
@@ -147,6 +151,8 @@ def _check_numbers(options: FinetuneOptions) -> None:
         if not 0 <= options.warmup_proportion <= 1:
             raise ValueError("warmup_proportion must be between 0 and 1, got "
                              f"{options.warmup_proportion}")
+    if options.pack_sequences:
+        sequence_packing.check_max_sequences_per_row(options.max_sequences_per_row)
     if options.max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]), got "
                          f"{options.max_seq_length}")
@@ -263,24 +269,46 @@ def num_train_steps_for(options, num_features: int) -> int:
     return max(1, int(num_features / options.train_batch_size * options.num_train_epochs))
 
 
-def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_features):
-    """Trains num_train_epochs over `num_features` features (resuming in output_dir)."""
+def plan_packing(options, strategy, lengths) -> finetune_packing.PackingPlan:
+    """How the training examples of `lengths` (real tokens each) pack, and the batch of
+    rows that holds `train_batch_size` examples on average (logged)."""
+    plan = finetune_packing.plan_packing(
+        lengths, options.max_seq_length, options.max_sequences_per_row,
+        options.train_batch_size,
+        strategy.num_replicas_in_sync * options.gradient_accumulation_steps)
+    logging.info("Packing: %s", plan.describe())
+    return plan
+
+
+def train(options, strategy, make_head_model, loss_fn, dataset_fn, num_features,
+          packing_plan=None):
+    """Trains num_train_epochs over `num_features` features (resuming in output_dir).
+
+    With a `packing_plan` the batches are `packing_plan.rows_per_batch` packed rows,
+    about `train_batch_size` examples: the steps and schedule stay those of the
+    unpacked run.
+    """
     num_train_steps = num_train_steps_for(options, num_features)
     num_warmup_steps = int(num_train_steps * options.warmup_proportion)
     logging.info("Training on %d features, batch %d, %d steps (%d warm-up)", num_features,
                  options.train_batch_size, num_train_steps, num_warmup_steps)
+    batch_rows = packing_plan.rows_per_batch if packing_plan else options.train_batch_size
     fresh = tf.train.latest_checkpoint(options.output_dir) is None
 
     result = loop.train(
         strategy, model_builder(options, make_head_model, load_init=fresh), loss_fn,
         dataset_fn, optimizer_fn=optimizer_builder(options, num_train_steps, num_warmup_steps),
         output_dir=options.output_dir,
-        num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
+        num_train_steps=num_train_steps, global_batch_size=batch_rows,
         save_checkpoints_steps=options.save_checkpoints_steps,
         keep_checkpoint_max=options.keep_checkpoint_max,
         steps_per_loop=min(options.steps_per_loop, options.save_checkpoints_steps),
         gradient_accumulation_steps=options.gradient_accumulation_steps,
         mixed_precision=options.mixed_precision, use_xla=options.use_xla)
+    if packing_plan and result.seconds:
+        logging.info("Packed training: %.1f examples/s (%.1f rows/s)",
+                     result.steps_this_run * batch_rows * packing_plan.examples_per_row
+                     / result.seconds, result.steps_this_run * batch_rows / result.seconds)
     return result.model, result.global_step
 
 
@@ -320,9 +348,9 @@ class ModelHolder:
         self.options, self.strategy, self.make_head_model = options, strategy, make_head_model
         self.model, self.global_step = None, 0
 
-    def train(self, loss_fn, dataset_fn, num_features):
+    def train(self, loss_fn, dataset_fn, num_features, packing_plan=None):
         self.model, self.global_step = train(self.options, self.strategy, self.make_head_model,
-                                             loss_fn, dataset_fn, num_features)
+                                             loss_fn, dataset_fn, num_features, packing_plan)
 
     def _ensure_model(self, dataset_fn):
         if self.model is None:

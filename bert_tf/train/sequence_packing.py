@@ -110,9 +110,65 @@ def default_predictions_per_row(max_predictions_per_seq, max_sequences_per_row):
     return max_predictions_per_seq + max_sequences_per_row - 1
 
 
+def pack_rows(features, max_seq_length, max_sequences_per_row, token_features=(),
+              instance_features=(), predictions=None, max_predictions_per_row=None):
+    """Moves a window of instances (numpy dict, leading axis N) into packed rows.
+
+    Args:
+        features: `input_ids`, `input_mask` and `segment_ids` [N, S_in], plus the
+            features named below.
+        max_seq_length: Row length S (at least S_in's longest instance).
+        max_sequences_per_row: K, at least 1.
+        token_features: Names of features [N, S_in] with one value per token (token
+            labels and their weights): moved with the tokens, 0 elsewhere.
+        instance_features: Names of features [N] or [N, 1] with one value per instance
+            (a sentence label): one slot per instance of the row, [R, K].
+        predictions, max_predictions_per_row: A second limit of the bin packing (see
+            `assign_rows`).
+
+    Returns:
+        (packed, placement): the row features (`ROW_FEATURES`), the token and instance
+        features, `cls_positions` int32 [R, K] (the position of each instance's first
+        token, its [CLS]) and `sequence_weights` float32 [R, K] (1.0 for an instance, 0.0
+        for an empty slot); placement is `assign_rows`' (row, offset, slot, num_rows).
+    """
+    lengths = instance_lengths(features["input_mask"], max_seq_length)
+    row, offset, slot, num_rows = assign_rows(lengths, max_seq_length,
+                                              max_sequences_per_row, predictions,
+                                              max_predictions_per_row)
+    seq_in = np.asarray(features["input_ids"]).shape[1]
+    columns = np.arange(seq_in)[None, :]
+    token = columns < lengths[:, None]  # [N, S_in]
+    rows = np.broadcast_to(row[:, None], token.shape)[token]
+    cols = (offset[:, None] + columns)[token]
+
+    def move_tokens(values, dtype=np.int32):
+        moved = np.zeros([num_rows, max_seq_length], dtype)
+        moved[rows, cols] = np.asarray(values)[token]
+        return moved
+
+    packed = {"input_ids": move_tokens(features["input_ids"]),
+              "input_mask": move_tokens(np.ones(token.shape)),
+              "segment_ids": move_tokens(features["segment_ids"]),
+              "position_ids": move_tokens(np.broadcast_to(columns, token.shape)),
+              "sequence_ids": move_tokens(np.broadcast_to(slot[:, None] + 1, token.shape))}
+    for name in token_features:
+        packed[name] = move_tokens(features[name], np.asarray(features[name]).dtype)
+    k = max_sequences_per_row
+    for name in instance_features:
+        values = np.asarray(features[name])
+        packed[name] = np.zeros([num_rows, k], values.dtype)
+        packed[name][row, slot] = values.reshape(len(lengths))
+    packed["cls_positions"] = np.zeros([num_rows, k], np.int32)
+    packed["cls_positions"][row, slot] = offset
+    packed["sequence_weights"] = np.zeros([num_rows, k], np.float32)
+    packed["sequence_weights"][row, slot] = 1.0
+    return packed, (row, offset, slot, num_rows)
+
+
 def pack_instances(features, max_seq_length, max_sequences_per_row,
                    max_predictions_per_row=None):
-    """Packs a window of instances (numpy dict, leading axis N) into rows.
+    """Packs a window of pre-training instances (numpy dict, leading axis N) into rows.
 
     Args:
         features: `input_ids`, `input_mask`, `segment_ids` [N, S_in] and
@@ -126,7 +182,6 @@ def pack_instances(features, max_seq_length, max_sequences_per_row,
     Returns:
         dict of the packed features (see the module docstring), int32 / float32.
     """
-    lengths = instance_lengths(features["input_mask"], max_seq_length)
     predictions_in = np.asarray(features["masked_lm_weights"]).shape[1]
     if max_predictions_per_row is None:
         max_predictions_per_row = default_predictions_per_row(predictions_in,
@@ -135,30 +190,19 @@ def pack_instances(features, max_seq_length, max_sequences_per_row,
         raise ValueError(f"max_predictions_per_row={max_predictions_per_row} is less than "
                          f"the instances' max_predictions_per_seq={predictions_in}")
     counts = (np.asarray(features["masked_lm_weights"]) > 0).sum(axis=1)
-    row, offset, slot, num_rows = assign_rows(lengths, max_seq_length,
-                                              max_sequences_per_row, counts,
-                                              max_predictions_per_row)
-    k, seq_in = max_sequences_per_row, features["input_ids"].shape[1]
-    packed = {name: np.zeros([num_rows, max_seq_length], np.int32) for name in ROW_FEATURES}
-    columns = np.arange(seq_in)[None, :]
-    token = columns < lengths[:, None]  # [N, S_in]
-    rows = np.broadcast_to(row[:, None], token.shape)[token]
-    cols = (offset[:, None] + columns)[token]
-    packed["input_ids"][rows, cols] = features["input_ids"][token]
-    packed["input_mask"][rows, cols] = 1
-    packed["segment_ids"][rows, cols] = features["segment_ids"][token]
-    packed["position_ids"][rows, cols] = np.broadcast_to(columns, token.shape)[token]
-    packed["sequence_ids"][rows, cols] = np.broadcast_to(slot[:, None] + 1, token.shape)[token]
+    next_sentence = "next_sentence_labels" in features
+    packed, (row, offset, slot, num_rows) = pack_rows(
+        features, max_seq_length, max_sequences_per_row,
+        instance_features=("next_sentence_labels",) if next_sentence else (),
+        predictions=counts, max_predictions_per_row=max_predictions_per_row)
     packed.update(_pack_predictions(features, row, offset, slot, num_rows,
                                     max_predictions_per_row))
-    if "next_sentence_labels" in features:
-        labels = np.asarray(features["next_sentence_labels"]).reshape(-1)
-        packed["next_sentence_positions"] = np.zeros([num_rows, k], np.int32)
-        packed["next_sentence_labels"] = np.zeros([num_rows, k], np.int32)
-        packed["next_sentence_weights"] = np.zeros([num_rows, k], np.float32)
-        packed["next_sentence_positions"][row, slot] = offset
-        packed["next_sentence_labels"][row, slot] = labels
-        packed["next_sentence_weights"][row, slot] = 1.0
+    cls_positions, sequence_weights = packed.pop("cls_positions"), packed.pop(
+        "sequence_weights")
+    if next_sentence:
+        packed["next_sentence_positions"] = cls_positions
+        packed["next_sentence_labels"] = packed["next_sentence_labels"].astype(np.int32)
+        packed["next_sentence_weights"] = sequence_weights
     return packed
 
 
@@ -206,7 +250,7 @@ def packed_feature_spec(max_seq_length, max_sequences_per_row, max_predictions_p
 
 def pack_dataset(dataset, max_seq_length, max_sequences_per_row, max_predictions_per_seq,
                  next_sentence=True):
-    """Packs a dataset of instance windows (batched dicts) into a dataset of rows.
+    """Packs a dataset of pre-training instance windows (batched dicts) into rows.
 
     Each element of `dataset` is a window of parsed instances; the result has one
     packed row per element (unbatched), to be batched again.
@@ -214,18 +258,30 @@ def pack_dataset(dataset, max_seq_length, max_sequences_per_row, max_predictions
     check_max_sequences_per_row(max_sequences_per_row)
     spec = packed_feature_spec(max_seq_length, max_sequences_per_row,
                                max_predictions_per_seq, next_sentence)
-    names = list(spec)
     inputs = ["input_ids", "input_mask", "segment_ids", *PREDICTION_FEATURES]
     if next_sentence:
         inputs.append("next_sentence_labels")
+    return map_windows(dataset, inputs, spec, lambda window: pack_instances(
+        window, max_seq_length, max_sequences_per_row))
+
+
+def map_windows(dataset, input_names, spec, pack_fn):
+    """Rows of `pack_fn(window)` for each window of `dataset`, unbatched.
+
+    Args:
+        dataset: Windows of instances (dicts of batched tensors).
+        input_names: The window's features that `pack_fn` reads.
+        spec: name -> (dtype, shape without the row axis) of what it returns.
+        pack_fn: numpy dict of the window -> numpy dict of packed rows.
+    """
+    names = list(spec)
 
     def pack_numpy(*arrays):
-        packed = pack_instances(dict(zip(inputs, arrays)), max_seq_length,
-                                max_sequences_per_row)
+        packed = pack_fn(dict(zip(input_names, arrays)))
         return [packed[name].astype(spec[name][0].as_numpy_dtype) for name in names]
 
     def pack(window):
-        arrays = tf.numpy_function(pack_numpy, [window[name] for name in inputs],
+        arrays = tf.numpy_function(pack_numpy, [window[name] for name in input_names],
                                    [spec[name][0] for name in names], stateful=False)
         packed = {}
         for name, array in zip(names, arrays):

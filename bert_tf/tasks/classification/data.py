@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.text import packing
+from bert_tf.train import finetune_packing
 from bert_tf.train import records
 from bert_tf.tasks import text_files
 from bert_tf.tasks.text_files import InputExample, check_label  # noqa: F401 (re-exported)
@@ -295,21 +296,53 @@ def trim_to_longest(batch: dict, sequence_keys=("input_ids", "input_mask", "segm
             for name, value in batch.items()}
 
 
+def record_lengths(record_path, max_seq_length, is_regression) -> np.ndarray:
+    """Real tokens [N] of each example of a cached record, in order."""
+    dataset = records.tfrecord_dataset(
+        record_path, feature_spec(max_seq_length, is_regression), 4096, is_training=False,
+        compression="none", drop_remainder=False)
+    return np.concatenate([tf.reduce_sum(batch["input_mask"], axis=1).numpy()
+                           for batch in dataset])
+
+
 def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_regression,
                        seed=None, input_context=None, drop_remainder=None,
-                       shuffle_buffer_size=10000, trim_padding=False):
+                       shuffle_buffer_size=10000, trim_padding=False,
+                       max_sequences_per_row=None):
     """Batches of feature dicts (int32 [B, S] inputs, `label_ids` [B]) from a cached record.
 
     Training batches are shuffled, repeated and full; evaluation reads once, in order.
     With `trim_padding` each batch is cut to its longest sequence (dynamic shapes: faster
-    on CPU/GPU; keep it off for TPU and XLA).
+    on CPU/GPU; keep it off for TPU and XLA). With `max_sequences_per_row` (training) a
+    batch is `batch_size` rows that pack up to that many examples each (see
+    `bert_tf.train.finetune_packing`): `label_ids`, `cls_positions` and
+    `sequence_weights` are then [B, K].
     """
+    if max_sequences_per_row is not None:
+        return _packed_dataset(record_path, max_seq_length, batch_size, is_regression,
+                               seed, input_context, shuffle_buffer_size,
+                               max_sequences_per_row)
     dataset = records.tfrecord_dataset(
         record_path, feature_spec(max_seq_length, is_regression), batch_size, is_training,
         input_context=input_context, compression="none", seed=seed,
         shuffle_buffer_size=shuffle_buffer_size,
         drop_remainder=is_training if drop_remainder is None else drop_remainder)
     return dataset.map(trim_to_longest) if trim_padding else dataset
+
+
+def _packed_dataset(record_path, max_seq_length, batch_size, is_regression, seed,
+                    input_context, shuffle_buffer_size, max_sequences_per_row):
+    """Training batches of `batch_size` (global) packed rows."""
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    windows = records.tfrecord_dataset(
+        record_path, feature_spec(max_seq_length, is_regression),
+        finetune_packing.PACKING_WINDOW * replicas, is_training=True,
+        input_context=input_context, compression="none", seed=seed,
+        shuffle_buffer_size=shuffle_buffer_size, drop_remainder=True)
+    return finetune_packing.packed_batches(
+        windows, batch_size // replicas, max_seq_length, max_sequences_per_row,
+        instance_features={"label_ids": tf.float32 if is_regression else tf.int32},
+        seed=seed)
 
 
 def write_test_results(path: str, outputs: np.ndarray, is_regression: bool) -> None:

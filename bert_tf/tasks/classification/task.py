@@ -25,6 +25,7 @@ from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks import base
 from bert_tf.tasks.classification import metrics
 from bert_tf.tasks.base import FinetuneOptions
+from bert_tf.train import finetune_packing
 
 
 @dataclasses.dataclass
@@ -59,13 +60,18 @@ def make_processor(options: ClassifierOptions):
 
 
 def _loss_fn(is_regression):
+    """Mean loss over the batch's examples (packed rows: over their real examples)."""
     def loss_fn(features, outputs):
-        logits = tf.cast(outputs["logits"], tf.float32)
-        if is_regression:  # [B, 1] score vs float label
+        logits = tf.cast(outputs["logits"], tf.float32)  # [B, C] or packed [B, K, C]
+        if is_regression:  # score vs float label
             labels = tf.cast(features["label_ids"], tf.float32)
-            return tf.reduce_mean(tf.square(logits[:, 0] - labels))
-        return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-            features["label_ids"], logits, from_logits=True))
+            per_example = tf.square(logits[..., 0] - labels)
+        else:
+            per_example = keras.losses.sparse_categorical_crossentropy(
+                features["label_ids"], logits, from_logits=True)
+        if finetune_packing.is_packed(features):
+            return finetune_packing.weighted_mean(per_example, features["sequence_weights"])
+        return tf.reduce_mean(per_example)
     return loss_fn
 
 
@@ -86,13 +92,33 @@ def _cached_record(options, processor, split, label_list, tokenizer):
     return examples, path
 
 
-def _dataset_fn(options, path, batch_size, is_training, is_regression):
+def _dataset_fn(options, path, batch_size, is_training, is_regression, packing_plan=None):
+    """Batches of `path`; with a `packing_plan` (training), batches of its packed rows."""
     def dataset_fn(input_context):
+        if packing_plan is not None:
+            return classification_data.classifier_dataset(
+                path, options.max_seq_length, packing_plan.rows_per_batch, True,
+                is_regression, seed=options.seed, input_context=input_context,
+                max_sequences_per_row=options.max_sequences_per_row)
         return classification_data.classifier_dataset(
             path, options.max_seq_length, batch_size, is_training, is_regression,
             seed=options.seed, input_context=input_context,
             trim_padding=options.use_trim_padding)
     return dataset_fn
+
+
+def _train(options, holder, processor, label_list, tokenizer):
+    """Fine-tunes on the train split (packed rows with `pack_sequences`)."""
+    is_regression = label_list is None
+    examples, path = _cached_record(options, processor, "train", label_list, tokenizer)
+    plan = None
+    if options.pack_sequences:
+        plan = base.plan_packing(options, holder.strategy, classification_data.record_lengths(
+            path, options.max_seq_length, is_regression))
+    holder.train(_loss_fn(is_regression),
+                 _dataset_fn(options, path, options.train_batch_size, True, is_regression,
+                             plan),
+                 len(examples), plan)
 
 
 def _score(processor, logits, label_ids, label_list):
@@ -165,10 +191,7 @@ def run(options: ClassifierOptions) -> dict:
     if options.do_train:
         if label_list is not None:
             base.write_label_list(options.output_dir, label_list)
-        examples, path = _cached_record(options, processor, "train", label_list, tokenizer)
-        holder.train(_loss_fn(is_regression),
-                     _dataset_fn(options, path, options.train_batch_size, True, is_regression),
-                     len(examples))
+        _train(options, holder, processor, label_list, tokenizer)
     if options.do_eval:
         examples, logits, label_ids = _predict(options, holder, processor, "dev", label_list,
                                                tokenizer)

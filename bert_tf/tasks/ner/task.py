@@ -29,6 +29,7 @@ from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks import base
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.base import FinetuneOptions
+from bert_tf.train import finetune_packing
 
 DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
                  "eval": ("eng.testa", "valid.txt", "dev.txt"),
@@ -75,27 +76,37 @@ def file_has_tags(path: str) -> bool:
 
 
 def _loss_fn(features, outputs):
+    """Mean cross-entropy over the scored tokens (each word's first sub-token)."""
     logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, C]
-    weights = tf.cast(features["label_weights"], tf.float32)  # [B, S]
     losses = keras.losses.sparse_categorical_crossentropy(
         features["label_ids"], logits, from_logits=True)  # [B, S]
-    return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+    return finetune_packing.weighted_mean(losses, features["label_weights"])
 
 
-def _dataset_fn(features: ner_data.NerFeatures, batch_size, is_training, seed, trim=False):
+def _dataset_fn(features: ner_data.NerFeatures, batch_size, is_training, seed, trim=False,
+                packing_plan=None, max_sequences_per_row=None):
+    """Batches of the windows; with a `packing_plan` (training), of packed rows."""
     arrays = dict(features.model_inputs(), label_ids=features.label_ids,
                   label_weights=features.label_weights)
 
     def dataset_fn(input_context):
         dataset = tf.data.Dataset.from_tensor_slices(arrays)
-        per_replica = batch_size
+        per_replica, replicas = batch_size, 1
         if input_context is not None:
             per_replica = input_context.get_per_replica_batch_size(batch_size)
+            replicas = input_context.num_replicas_in_sync
             if input_context.num_input_pipelines > 1:
                 dataset = dataset.shard(input_context.num_input_pipelines,
                                         input_context.input_pipeline_id)
         if is_training:
             dataset = dataset.shuffle(len(features.input_ids), seed=seed).repeat()
+        if packing_plan is not None:
+            windows = dataset.batch(finetune_packing.PACKING_WINDOW)
+            return finetune_packing.packed_batches(
+                windows, packing_plan.rows_per_batch // replicas,
+                features.input_ids.shape[1], max_sequences_per_row,
+                token_features={"label_ids": tf.int32, "label_weights": tf.int32},
+                seed=seed)
         dataset = dataset.batch(per_replica, drop_remainder=is_training)
         if trim:
             dataset = dataset.map(lambda batch: classification_data.trim_to_longest(
@@ -194,9 +205,14 @@ def run(options: NerOptions) -> dict:
             train_sentences, label_list, options.max_seq_length, tokenizer, options.doc_stride)
         logging.info("Training: %d sentences in %d windows", len(train_sentences),
                      len(features.input_ids))
+        plan = None
+        if options.pack_sequences:
+            plan = base.plan_packing(options, holder.strategy,
+                                     features.input_mask.sum(axis=1))
         holder.train(_loss_fn, _dataset_fn(features, options.train_batch_size, True,
-                                           options.seed, options.use_trim_padding),
-                     len(features.input_ids))
+                                           options.seed, options.use_trim_padding, plan,
+                                           options.max_sequences_per_row),
+                     len(features.input_ids), plan)
     results = {}
     if options.do_eval:
         results.update(_predict_split(options, holder, "eval", label_list, tokenizer,
