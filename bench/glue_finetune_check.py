@@ -6,6 +6,7 @@ and recipe, ../shared/bench/README.md: rows `mrpc` at lr 5e-5 and `mrpc4` at lr 
     .venv/bin/python bench/glue_finetune_check.py --task=MRPC --learning_rate=5e-5 --seeds=1,2,3
     .venv/bin/python bench/glue_finetune_check.py --task=MRPC --learning_rate=1e-4 --seeds=1,2,3
     .venv/bin/python bench/glue_finetune_check.py --task=SST-2 --train_examples=4000
+    .venv/bin/python bench/glue_finetune_check.py --task=MRPC --learning_rate=1e-4 --pack_sequences
 
 The reference recipe for MRPC: all 3,668 training pairs, max_seq_length 128, batch 32,
 3 epochs, 10% warm-up, AdamW eps 1e-6, weight decay 0.01, clip 1.0, dropout 0.1; accuracy
@@ -63,6 +64,7 @@ def run_seed(seed, data_dir, work_dir, checkpoint):
         eval_batch_size=64, learning_rate=FLAGS.learning_rate,
         num_train_epochs=FLAGS.epochs, warmup_proportion=0.1, save_checkpoints_steps=100000,
         steps_per_loop=10, seed=seed, trim_padding=FLAGS.trim_padding,
+        pack_sequences=FLAGS.pack_sequences, max_sequences_per_row=FLAGS.max_sequences_per_row,
         **({"head_initializer": FLAGS.head_initializer} if FLAGS.head_initializer else {}))
     started = time.time()
     results = classification_task.run(options)
@@ -110,7 +112,8 @@ def main(argv):
                                            if isinstance(results[key], float)), flush=True)
     print(f"task {FLAGS.task}: {len(train)} training examples x {FLAGS.epochs} epochs "
           f"(batch {FLAGS.batch_size}, max_seq_length {FLAGS.max_seq_length}, "
-          f"lr {FLAGS.learning_rate}), {rows[0]['global_step']} steps, "
+          f"lr {FLAGS.learning_rate}{', packed rows' if FLAGS.pack_sequences else ''}), "
+          f"{rows[0]['global_step']} steps, "
           f"{sum(r['seconds'] for r in rows) / len(rows):.0f} s a seed (train + eval)")
     print(f"dev: {len(dev)} examples; majority class {majority_label!r}: "
           f"accuracy {majority_count / len(dev):.4f}; outputs in {work_dir}")

@@ -59,7 +59,8 @@ def run_seed(seed, data_dir, work_dir, checkpoint):
         doc_stride=64, train_batch_size=FLAGS.batch_size, eval_batch_size=64,
         predict_batch_size=64, learning_rate=FLAGS.learning_rate,
         num_train_epochs=FLAGS.epochs, warmup_proportion=0.1, save_checkpoints_steps=100000,
-        steps_per_loop=10, seed=seed,
+        steps_per_loop=10, seed=seed, pack_sequences=FLAGS.pack_sequences,
+        max_sequences_per_row=FLAGS.max_sequences_per_row,
         **({"head_initializer": FLAGS.head_initializer} if FLAGS.head_initializer else {}))
     started = time.time()
     results = ner_task.run(options)

@@ -72,3 +72,6 @@ def define_recipe_flags(epochs, seeds):
     flags.DEFINE_string("head_initializer", None, "truncated_normal or normal (default: "
                                                   "the runner's).")
     flags.DEFINE_string("output_dir", None, "Output folder (default: a temporary one).")
+    flags.DEFINE_bool("pack_sequences", False, "Train on packed rows (the runners' "
+                                               "--pack_sequences; not for SQuAD).")
+    flags.DEFINE_integer("max_sequences_per_row", 3, "Examples a packed row at most.")

@@ -88,7 +88,7 @@ def test_packed_classifier_logits_and_loss_equal_the_unpacked_ones():
     together = model(_packed_model_inputs(packed))["logits"].numpy()  # [R, K, C]
     assert together.shape == (len(packed["input_ids"]), PER_ROW, CLASSES)
     np.testing.assert_allclose(together[row, slot], alone, atol=1e-5)
-    loss_fn = classification_task._loss_fn(is_regression=False)
+    loss_fn = classification_task.classifier_loss_fn(is_regression=False)
     unpacked_loss = loss_fn({"label_ids": tf.constant(features["label_ids"])},
                             {"logits": tf.constant(alone)})
     packed_loss = loss_fn({name: tf.constant(packed[name])
@@ -102,7 +102,7 @@ def test_packed_classifier_logits_and_loss_equal_the_unpacked_ones():
 
 
 def test_packed_regression_loss_is_the_mean_over_real_examples():
-    loss_fn = classification_task._loss_fn(is_regression=True)
+    loss_fn = classification_task.classifier_loss_fn(is_regression=True)
     logits = tf.constant([[[1.0], [3.0], [9.0]], [[2.0], [0.0], [0.0]]])  # [R=2, K=3, 1]
     features = {"label_ids": tf.constant([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
                 "sequence_weights": tf.constant([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])}
@@ -121,10 +121,10 @@ def test_packed_token_classifier_logits_and_loss_equal_the_unpacked_ones():
         np.testing.assert_allclose(
             together[row[index], offset[index]:offset[index] + length],
             alone[index, :length], atol=1e-5)
-    unpacked_loss = ner_task._loss_fn(
+    unpacked_loss = ner_task.token_loss_fn(
         {"label_ids": features["tag_ids"], "label_weights": features["tag_weights"]},
         {"logits": tf.constant(alone)})
-    packed_loss = ner_task._loss_fn(
+    packed_loss = ner_task.token_loss_fn(
         {"label_ids": packed["tag_ids"], "label_weights": packed["tag_weights"]},
         {"logits": tf.constant(together)})
     np.testing.assert_allclose(packed_loss.numpy(), unpacked_loss.numpy(), rtol=1e-6)

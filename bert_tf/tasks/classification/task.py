@@ -59,7 +59,7 @@ def make_processor(options: ClassifierOptions):
     return classification_data.get_processor(name)
 
 
-def _loss_fn(is_regression):
+def classifier_loss_fn(is_regression):
     """Mean loss over the batch's examples (packed rows: over their real examples)."""
     def loss_fn(features, outputs):
         logits = tf.cast(outputs["logits"], tf.float32)  # [B, C] or packed [B, K, C]
@@ -115,7 +115,7 @@ def _train(options, holder, processor, label_list, tokenizer):
     if options.pack_sequences:
         plan = base.plan_packing(options, holder.strategy, classification_data.record_lengths(
             path, options.max_seq_length, is_regression))
-    holder.train(_loss_fn(is_regression),
+    holder.train(classifier_loss_fn(is_regression),
                  _dataset_fn(options, path, options.train_batch_size, True, is_regression,
                              plan),
                  len(examples), plan)

@@ -75,7 +75,7 @@ def file_has_tags(path: str) -> bool:
     return False
 
 
-def _loss_fn(features, outputs):
+def token_loss_fn(features, outputs):
     """Mean cross-entropy over the scored tokens (each word's first sub-token)."""
     logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, C]
     losses = keras.losses.sparse_categorical_crossentropy(
@@ -83,8 +83,8 @@ def _loss_fn(features, outputs):
     return finetune_packing.weighted_mean(losses, features["label_weights"])
 
 
-def _dataset_fn(features: ner_data.NerFeatures, batch_size, is_training, seed, trim=False,
-                packing_plan=None, max_sequences_per_row=None):
+def windows_dataset_fn(features: ner_data.NerFeatures, batch_size, is_training, seed,
+                       trim=False, packing_plan=None, max_sequences_per_row=None):
     """Batches of the windows; with a `packing_plan` (training), of packed rows."""
     arrays = dict(features.model_inputs(), label_ids=features.label_ids,
                   label_weights=features.label_weights)
@@ -167,7 +167,7 @@ def _predict_split(options, holder, split, label_list, tokenizer, batch_size):
                                                       tokenizer, options.doc_stride)
     predicted_ids = []
     for batch_logits in holder.predict_batches(
-            _dataset_fn(features, batch_size, False, None, options.use_trim_padding)):
+            windows_dataset_fn(features, batch_size, False, None, options.use_trim_padding)):
         ids = np.argmax(batch_logits, axis=-1)  # [B, S'] with S' <= max_seq_length
         predicted_ids.append(np.pad(ids, [(0, 0), (0, options.max_seq_length - ids.shape[1])]))
     predicted = ner_data.decode_predictions(features, np.concatenate(predicted_ids), sentences,
@@ -209,9 +209,10 @@ def run(options: NerOptions) -> dict:
         if options.pack_sequences:
             plan = base.plan_packing(options, holder.strategy,
                                      features.input_mask.sum(axis=1))
-        holder.train(_loss_fn, _dataset_fn(features, options.train_batch_size, True,
-                                           options.seed, options.use_trim_padding, plan,
-                                           options.max_sequences_per_row),
+        holder.train(token_loss_fn,
+                     windows_dataset_fn(features, options.train_batch_size, True,
+                                        options.seed, options.use_trim_padding, plan,
+                                        options.max_sequences_per_row),
                      len(features.input_ids), plan)
     results = {}
     if options.do_eval:
