@@ -81,6 +81,12 @@ def check_squad_options(options: SquadOptions) -> None:
                              "with none, every answer would be empty")
     if options.doc_stride <= 0:
         raise ValueError(f"doc_stride must be positive, got {options.doc_stride}")
+    if options.pack_sequences:
+        # The span loss is a softmax over the whole row, padding included (as the
+        # original): an example packed with others cannot have the loss it has alone.
+        raise ValueError("pack_sequences is not available for SQuAD: its start/end "
+                         "softmax covers the whole row, padding included, so packed "
+                         "windows would train on another loss; leave it off")
     if options.doc_stride > options.max_seq_length - options.max_query_length - 3:
         logging.warning("doc_stride %d exceeds the context room of a window (%d): "
                         "consecutive windows will start one window apart (no text is "
