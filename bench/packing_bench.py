@@ -80,11 +80,12 @@ def _options(train_files, vocab_file, workdir, batch, steps, steps_per_loop, mod
         dynamic_masking=mode == "dynamic", vocab_file=vocab_file)
 
 
-def tokens_per_row(options):
-    """Mean real tokens per row of the training pipeline, over 20 batches."""
+def tokens_per_row(options, batches=150):
+    """Mean real tokens per row of the training pipeline, over `batches` batches (about
+    an epoch of the three training shards at 8 rows a batch)."""
     dataset = pretraining._dataset_fn(options, True)(None)  # pylint: disable=protected-access
     counts = [float(b["input_mask"].numpy().sum()) / len(b["input_mask"].numpy())
-              for b in dataset.take(20)]
+              for b in dataset.take(batches)]
     return float(np.mean(counts))
 
 
