@@ -155,6 +155,12 @@ def test_packed_dynamic_masked_run_without_next_sentence_learns_and_restores(tmp
     assert history[-1]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 0.5
     model = result["train"].model
     assert model.next_sentence is None
+    # The unused pooler is frozen at its initial weights (not decayed towards 0).
+    initial = pretraining._model_fn(options)()  # pylint: disable=protected-access
+    initial.build()
+    assert not any("pooler" in v.path for v in model.trainable_variables)
+    np.testing.assert_array_equal(model.encoder.pooler.dense.kernel.numpy(),
+                                  initial.encoder.pooler.dense.kernel.numpy())
     assert result["eval"]["masked_lm_accuracy"] > 0.03  # chance: about 1/94
     assert "next_sentence_accuracy" not in result["eval"]
     names = tf.train.load_checkpoint(str(tmp_path / "out" / "bert_model.ckpt")

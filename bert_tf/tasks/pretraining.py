@@ -210,8 +210,13 @@ def _model_fn(options):
     def model_fn():
         if options.seed is not None:
             keras.utils.set_random_seed(options.seed)
-        return BertPretrainer(BertEncoder(options.bert_config),
-                              next_sentence=options.next_sentence, name="bert_pretrainer")
+        encoder = BertEncoder(options.bert_config)
+        if not options.next_sentence:
+            # No head reads the pooler: frozen, it keeps its initial (or loaded) weights
+            # instead of shrinking under weight decay with zero gradients.
+            encoder.pooler.trainable = False
+        return BertPretrainer(encoder, next_sentence=options.next_sentence,
+                              name="bert_pretrainer")
     return model_fn
 
 
