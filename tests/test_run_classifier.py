@@ -9,7 +9,7 @@ import pytest
 
 from bert_tf.cli import common
 from bert_tf.serving import export_checkpoint
-from bert_tf.tasks import base
+from bert_tf.tasks import base, run_files
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.classification import task as classification_task
@@ -223,10 +223,10 @@ def test_output_dir_of_another_run_is_refused_naming_what_differs(tmp_path):
     write_sst2(tmp_path / "data")
     first = options(tmp_path, do_train=True)
     base.check_options(first)
-    base.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])
-    saved = json.loads((tmp_path / "out" / base.RUN_SETTINGS_FILE).read_text())
+    run_files.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])
+    saved = json.loads((tmp_path / "out" / run_files.RUN_SETTINGS_FILE).read_text())
     assert saved["model_type"] == "classifier" and saved["labels"] == ["0", "1"]
-    base.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])  # same
+    run_files.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])  # same
     relu = tmp_path / "relu_config.json"
     BertConfig.from_dict({**json.loads(open(first.bert_config_file).read()),
                           "hidden_act": "relu"}).to_json_file(str(relu))
@@ -234,14 +234,14 @@ def test_output_dir_of_another_run_is_refused_naming_what_differs(tmp_path):
         classification_task.run(options(tmp_path, do_train=True, bert_config_file=str(relu)))
     with pytest.raises(ValueError, match=r"labels: \['0', '1'\] there, \['a', 'b'\] now; "
                                          r"task: classification/sst-2 there, x now"):
-        base.check_run_settings(first, "classifier", "x", ["a", "b"])
+        run_files.check_run_settings(first, "classifier", "x", ["a", "b"])
 
 
 def test_export_refuses_a_run_of_another_model_type(tmp_path):
     run_dir = tmp_path / "mrpc"
     run_dir.mkdir()
     vocab_file, _ = tiny_model_files(tmp_path)
-    (run_dir / base.RUN_SETTINGS_FILE).write_text(json.dumps(
+    (run_dir / run_files.RUN_SETTINGS_FILE).write_text(json.dumps(
         {"model_type": "classifier", "task": "classification/mrpc", "labels": ["0", "1"]}))
     with pytest.raises(ValueError, match=r"holds a classifier run \(task classification/mrpc"
                                          r".*asks for a span_labeler"):

@@ -22,7 +22,7 @@ from bert_tf.weights import checkpoints
 from bert_tf.serving import export
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
-from bert_tf.tasks.base import RUN_SETTINGS_FILE
+from bert_tf.tasks.run_files import RUN_SETTINGS_FILE
 from bert_tf.text import tokenization
 from bert_tf.train import loop
 

@@ -22,7 +22,7 @@ from absl import logging
 
 from bert_tf.models import BertClassifier
 from bert_tf.tasks.classification import data as classification_data
-from bert_tf.tasks import base
+from bert_tf.tasks import base, run_files
 from bert_tf.tasks.classification import metrics
 from bert_tf.tasks.base import FinetuneOptions
 from bert_tf.train import finetune_packing
@@ -48,8 +48,8 @@ def make_processor(options: ClassifierOptions):
     if name in ("generic", "csv", "tsv", "jsonl"):
         labels = options.labels
         if not labels and not options.is_regression and not options.do_train and \
-                os.path.isfile(os.path.join(options.output_dir, base.LABEL_LIST_FILE)):
-            labels = base.read_label_list(options.output_dir)
+                os.path.isfile(os.path.join(options.output_dir, run_files.LABEL_LIST_FILE)):
+            labels = run_files.read_label_list(options.output_dir)
         return classification_data.get_processor(
             name, text_column=options.text_column, text_pair_column=options.text_pair_column,
             label_column=options.label_column, id_column=options.id_column, labels=labels,
@@ -176,7 +176,7 @@ def run(options: ClassifierOptions) -> dict:
     base.set_seed(options.seed)
     label_list = processor.get_labels(options.data_dir)
     is_regression = label_list is None
-    base.check_run_settings(options, "classifier", f"classification/{processor.name}",
+    run_files.check_run_settings(options, "classifier", f"classification/{processor.name}",
                             label_list)
     tokenizer = base.make_tokenizer(options)
 
@@ -190,7 +190,7 @@ def run(options: ClassifierOptions) -> dict:
     results = {}
     if options.do_train:
         if label_list is not None:
-            base.write_label_list(options.output_dir, label_list)
+            run_files.write_label_list(options.output_dir, label_list)
         _train(options, holder, processor, label_list, tokenizer)
     if options.do_eval:
         examples, logits, label_ids = _predict(options, holder, processor, "dev", label_list,

@@ -26,7 +26,7 @@ from bert_tf import fileio
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.ner import conlleval
-from bert_tf.tasks import base
+from bert_tf.tasks import base, run_files
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.base import FinetuneOptions
 from bert_tf.train import finetune_packing
@@ -128,10 +128,10 @@ def _label_list(options):
     if options.do_train:
         _, sentences = _read(options, "train")
         labels = ner_data.build_label_list(sentences)
-        base.write_label_list(options.output_dir, labels)
+        run_files.write_label_list(options.output_dir, labels)
         logging.info("Label list from the training data: %s", labels)
         return labels, sentences
-    return base.read_label_list(options.output_dir), None
+    return run_files.read_label_list(options.output_dir), None
 
 
 def _evaluate(sentences, predicted, path, scheme):
@@ -192,7 +192,7 @@ def run(options: NerOptions) -> dict:
     base.set_seed(options.seed)
     tokenizer = base.make_tokenizer(options)
     label_list, train_sentences = _label_list(options)
-    base.check_run_settings(options, "token_classifier", "ner", label_list)
+    run_files.check_run_settings(options, "token_classifier", "ner", label_list)
 
     def make_head_model(encoder):
         return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate,

@@ -34,7 +34,7 @@ from bert_tf import fileio
 from bert_tf.models import BertSpanLabeler
 from bert_tf.train import records
 from bert_tf.train import loop
-from bert_tf.tasks import base
+from bert_tf.tasks import base, run_files
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad import postprocess as squad_postprocess
@@ -309,7 +309,7 @@ def predict(options, strategy, tokenizer, model=None, global_step=None):
 def run(options: SquadOptions) -> dict:
     """Runs do_train / do_predict; returns the evaluation of predict_file (or {})."""
     check_squad_options(options)
-    base.check_run_settings(options, "span_labeler",
+    run_files.check_run_settings(options, "span_labeler",
                             "squad2" if options.version_2_with_negative else "squad", None)
     base.set_seed(options.seed)
     tokenizer = base.make_tokenizer(options)
