@@ -1,5 +1,9 @@
 """Packing fine-tuning examples: plan, packed rows, and parity with unpacked examples."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -177,3 +181,30 @@ def test_max_sequences_per_row_below_one_is_refused_before_any_work(tmp_path, va
         classification_task.run(test_run_classifier.options(
             tmp_path, do_train=True, pack_sequences=True, max_sequences_per_row=value))
     assert not (tmp_path / "out").exists()
+
+
+_MIRRORED_PACKED_RUN = """
+import pathlib, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import test_run_classifier
+from bert_tf.tasks.classification import task
+folder = pathlib.Path(sys.argv[1])
+test_run_classifier.write_sst2(folder / "data")
+results = task.run(test_run_classifier.options(
+    folder, do_train=True, do_eval=True, max_seq_length=16, pack_sequences=True,
+    max_sequences_per_row=2, distribution_strategy="mirrored",
+    gradient_accumulation_steps=2, eval_batch_size=4))
+print("RESULTS", results["global_step"], results["eval_accuracy"])
+"""
+
+
+@pytest.mark.slow
+def test_packed_rows_split_over_two_replicas_and_two_micro_batches(tmp_path):
+    # The batch of rows is rounded to a multiple of 2 replicas x 2 micro-batches.
+    completed = subprocess.run(
+        [sys.executable, "-c", _MIRRORED_PACKED_RUN, str(tmp_path)], capture_output=True,
+        text=True, timeout=600, cwd=os.path.dirname(__file__), check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "RESULTS 120 1.0" in completed.stdout
