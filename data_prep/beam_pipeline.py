@@ -81,9 +81,7 @@ def define_flags(flag_values=flags.FLAGS):
 def settings_from_flags(flag_values):
     """BeamSettings of parsed flags; bad values and empty globs are refused here."""
     FLAGS = flag_values  # pylint: disable=invalid-name
-    for name in ("input_file", "output_file", "vocab_file"):
-        if not getattr(FLAGS, name):
-            raise app.UsageError(f"--{name} is required")
+    options = create_pretraining_data.instance_options_from_flags(FLAGS)
     if "," in FLAGS.output_file:
         raise app.UsageError(f"--output_file={FLAGS.output_file!r}: the Beam pipeline writes "
                              "one name's shards (--num_output_shards), not a list of files")
@@ -93,11 +91,6 @@ def settings_from_flags(flag_values):
     if FLAGS.streams_per_split < 1 or FLAGS.split_bytes < 0:
         raise app.UsageError(f"--streams_per_split={FLAGS.streams_per_split}, --split_bytes="
                              f"{FLAGS.split_bytes}: expected >= 1 and >= 0")
-    options = pretraining_instances.InstanceOptions(
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-        dupe_factor=FLAGS.dupe_factor, do_whole_word_mask=FLAGS.do_whole_word_mask)
     return beam_chunks.BeamSettings(
         input_files=tuple(beam_inputs.match_input_files(FLAGS.input_file)),
         output_prefix=FLAGS.output_file, num_shards=FLAGS.num_output_shards,

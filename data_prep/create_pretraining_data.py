@@ -74,15 +74,14 @@ def define_flags(flag_values=flags.FLAGS):
                         "(default: the dump's language, else en).", flag_values=fv)
 
 
-def run(flag_values):
-    """Runs the tool with parsed flags; returns the stats dict."""
+def instance_options_from_flags(flag_values) -> pretraining_instances.InstanceOptions:
+    """The required files and the instance options of parsed flags (this tool's and the
+    Beam tool's, which extends these flags)."""
     FLAGS = flag_values  # pylint: disable=invalid-name
     for name in ("input_file", "output_file", "vocab_file"):
         if not getattr(FLAGS, name):
             raise app.UsageError(f"--{name} is required")
-    if FLAGS.num_workers < 1:
-        raise app.UsageError(f"--num_workers={FLAGS.num_workers}: expected >= 1")
-    options = pretraining_instances.InstanceOptions(
+    return pretraining_instances.InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         masked_lm_prob=FLAGS.masked_lm_prob,
@@ -90,6 +89,14 @@ def run(flag_values):
         dupe_factor=FLAGS.dupe_factor,
         do_whole_word_mask=FLAGS.do_whole_word_mask,
         masking=FLAGS.masking, next_sentence=FLAGS.next_sentence)
+
+
+def run(flag_values):
+    """Runs the tool with parsed flags; returns the stats dict."""
+    FLAGS = flag_values  # pylint: disable=invalid-name
+    options = instance_options_from_flags(FLAGS)
+    if FLAGS.num_workers < 1:
+        raise app.UsageError(f"--num_workers={FLAGS.num_workers}: expected >= 1")
     input_files = wikipedia.resolve_input_files(FLAGS.input_file)
     output_files = pretraining_pipeline.resolve_output_files(
         FLAGS.output_file, FLAGS.num_output_shards)

@@ -260,3 +260,23 @@ def test_entry_point_without_beam_names_the_extra(tmp_path):
                             cwd=os.path.join(os.path.dirname(__file__), ".."), check=False)
     assert result.returncode != 0
     assert "pip install bert_tf[beam]" in result.stderr, result.stderr[-2000:]
+
+
+def test_flags_for_unmasked_full_sentence_rows_reach_the_pipeline(tmp_path, vocab_file):
+    """--masking=none --next_sentence=false (the local tool's flags) give its rows on Beam."""
+    corpus = write_corpus(tmp_path / "corpus.txt", 20, seed=9)
+    local_paths, local = run_tool(tmp_path, vocab_file, corpus, name="local.tfrecord",
+                                  masking="none", dupe_factor=1, next_sentence=False)
+    flag_values = flags.FlagValues()
+    beam_pipeline.define_flags(flag_values)
+    flag_values(["prog", f"--input_file={corpus}", f"--output_file={tmp_path}/beam.tfrecord",
+                 f"--vocab_file={vocab_file}", f"--max_seq_length={SEQ}",
+                 f"--max_predictions_per_seq={PRED}", "--masking=none", "--dupe_factor=1",
+                 "--nonext_sentence", "--random_seed=7", "--chunk_chars=3000",
+                 "--num_output_shards=1"])
+    settings = beam_pipeline.settings_from_flags(flag_values)
+    assert settings.options.masking == "none" and not settings.options.next_sentence
+    stats = run_beam(settings)
+    assert local["instances"] > 10 and stats["instances"] == local["instances"]
+    assert stats["output_files"] == [str(tmp_path / "beam.tfrecord")]  # one shard: no suffix
+    assert record_multiset(local_paths) == record_multiset(stats["output_files"])
