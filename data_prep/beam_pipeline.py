@@ -59,9 +59,8 @@ MISSING_BEAM = ("apache-beam is not installed: install the beam extra "
                 "(`pip install bert_tf[beam]`, or `pip install -e .[beam]` in a checkout)")
 
 
-def define_flags(flag_values=flags.FLAGS):
-    """The local tool's flags plus the Beam-only ones."""
-    create_pretraining_data.define_flags(flag_values)
+def define_split_flags(flag_values):
+    """How input is cut into units of reading (this tool and bert-build-vocab-beam)."""
     flags.DEFINE_integer("streams_per_split", 100,
                          "bz2 streams (100 pages each) of a multistream dump per unit of "
                          "reading; the output does not depend on it.", flag_values=flag_values)
@@ -69,6 +68,20 @@ def define_flags(flag_values=flags.FLAGS):
                          "Bytes of an uncompressed one-sentence-per-line file per unit of "
                          "reading (0: whole files); the output does not depend on it.",
                          flag_values=flag_values)
+
+
+def check_split_flags(flag_values):
+    """Refuses split sizes that cannot work (`define_split_flags`)."""
+    if flag_values.streams_per_split < 1 or flag_values.split_bytes < 0:
+        raise app.UsageError(f"--streams_per_split={flag_values.streams_per_split}, "
+                             f"--split_bytes={flag_values.split_bytes}: expected >= 1 and "
+                             ">= 0")
+
+
+def define_flags(flag_values=flags.FLAGS):
+    """The local tool's flags plus the Beam-only ones."""
+    create_pretraining_data.define_flags(flag_values)
+    define_split_flags(flag_values)
     flags.DEFINE_bool("reshuffle_chunks", True,
                       "Spread the chunks over the workers with a shuffle (balances the work "
                       "when the input has few splits; the runner moves the raw text). "
@@ -88,9 +101,7 @@ def settings_from_flags(flag_values):
     if FLAGS.num_output_shards < 0:
         raise app.UsageError(f"--num_output_shards={FLAGS.num_output_shards}: expected >= 0 "
                              "(0: one shard per bundle, as the runner cuts them)")
-    if FLAGS.streams_per_split < 1 or FLAGS.split_bytes < 0:
-        raise app.UsageError(f"--streams_per_split={FLAGS.streams_per_split}, --split_bytes="
-                             f"{FLAGS.split_bytes}: expected >= 1 and >= 0")
+    check_split_flags(FLAGS)
     return beam_chunks.BeamSettings(
         input_files=tuple(beam_inputs.match_input_files(FLAGS.input_file)),
         output_prefix=FLAGS.output_file, num_shards=FLAGS.num_output_shards,

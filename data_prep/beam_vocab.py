@@ -50,12 +50,7 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("min_word_count", 1,
                          "Drop words seen fewer times before learning (1: none; the vocab "
                          "is then the local builder's).", flag_values=flag_values)
-    flags.DEFINE_integer("streams_per_split", 100,
-                         "bz2 streams of a multistream dump per unit of reading.",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("split_bytes", 2_000_000,
-                         "Bytes of an uncompressed one-sentence-per-line file per unit of "
-                         "reading (0: whole files).", flag_values=flag_values)
+    beam_pipeline.define_split_flags(flag_values)
 
 
 def count_split_words(split, input_format, language, do_lower_case):
@@ -107,9 +102,9 @@ def run(flag_values, pipeline_args) -> dict:
             raise app.UsageError(f"--{name} is required")
     if FLAGS.max_sentences:
         raise app.UsageError("--max_sentences: not supported on Beam (all sentences count)")
-    if FLAGS.min_word_count < 1 or FLAGS.streams_per_split < 1 or FLAGS.split_bytes < 0:
-        raise app.UsageError("--min_word_count, --streams_per_split: expected >= 1; "
-                             "--split_bytes: expected >= 0")
+    if FLAGS.min_word_count < 1:
+        raise app.UsageError(f"--min_word_count={FLAGS.min_word_count}: expected >= 1")
+    beam_pipeline.check_split_flags(FLAGS)
     if not beam_inputs.is_remote(FLAGS.output_file):
         fileio.check_output_path(FLAGS.output_file, parent_must_exist=False)
     input_files = beam_inputs.match_input_files(FLAGS.input_file)
