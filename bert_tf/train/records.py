@@ -29,9 +29,6 @@ COMPRESSION_TYPES = ("auto", "none", "GZIP", "ZLIB")
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
-
-
 def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True,
                          next_sentence=True):
     """The pre-training record spec: feature name -> tf.io.FixedLenFeature.
