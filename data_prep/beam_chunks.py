@@ -168,12 +168,9 @@ class BuildChunkRecords(beam.DoFn):
 
     def process(self, element):
         chunk_index, raw_documents = element
-        documents, stats = pretraining_pipeline.convert_chunk(raw_documents)
-        stats = collections.Counter(stats)
-        tokenized = pretraining_pipeline.tokenize_chunk(self.tokenizer, documents, stats)
-        result = pretraining_pipeline.build_chunk_records(tokenized, chunk_index)
-        stats.update(result.stats)
-        count_stats(stats)
+        result = pretraining_pipeline.raw_chunk_records(raw_documents, chunk_index,
+                                                        self.tokenizer)
+        count_stats(result.stats)
         yield from result.records
 
 

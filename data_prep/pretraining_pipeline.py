@@ -151,16 +151,26 @@ def init_worker(options, vocab_ids, random_seed, tokenizer=None):
                    tokenizer=tokenizer)
 
 
-def build_raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument],
-                            chunk_index: int) -> FramedChunkResult:
-    """Everything of a chunk after reading: sentences, ids, instances, framed records."""
+def raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument], chunk_index: int,
+                      tokenizer) -> ChunkResult:
+    """Everything of a chunk after reading: sentences, ids, instances, serialized
+    Examples, and all of the chunk's stats (a pool worker, or a Beam worker)."""
     if any(d.kind != wikipedia.SENTENCES for d in raw_documents):
         documents, stats = convert_chunk(raw_documents)
         stats = collections.Counter(stats)
     else:
         documents, stats = [d.content for d in raw_documents], collections.Counter()
-    tokenized = tokenize_chunk(_WORKER["tokenizer"], documents, stats)
-    return build_tokenized_chunk_records(tokenized, stats, chunk_index)
+    tokenized = tokenize_chunk(tokenizer, documents, stats)
+    result = build_chunk_records(tokenized, chunk_index)
+    stats.update(result.stats)
+    return ChunkResult(result.records, dict(stats))
+
+
+def build_raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument],
+                            chunk_index: int) -> FramedChunkResult:
+    """`raw_chunk_records` with the worker's tokenizer, its records framed."""
+    result = raw_chunk_records(raw_documents, chunk_index, _WORKER["tokenizer"])
+    return FramedChunkResult(record_writing.frame_records(result.records), result.stats)
 
 
 def build_tokenized_chunk_records(tokenized, stats: Dict[str, int],
