@@ -20,6 +20,18 @@ def temporary_path(path: str) -> str:
     return f"{path}{TEMPORARY_MARKER}{os.getpid()}"
 
 
+def process_is_running(pid: int) -> bool:
+    """Whether process `pid` still runs (a temporary output named after it is then not
+    stale: it may still be written)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def atomic_output(path: str):
     """Yields a temporary path to write; renamed onto `path` if the block succeeds.

@@ -84,16 +84,6 @@ class _GzipShard(gzip_format.GzipFile):
             self._file.close()
 
 
-def _pid_is_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stale_outputs(paths: Sequence[str]) -> list:
     """Files of earlier runs into the prefixes of `paths` that are not this output set.
 
@@ -108,7 +98,8 @@ def stale_outputs(paths: Sequence[str]) -> list:
                 stale.add(path)
         for path in glob.glob(glob.escape(prefix) + "*.tmp-*"):
             pid = path.rsplit(".tmp-", 1)[1]
-            if pid.isdigit() and int(pid) != os.getpid() and not _pid_is_running(int(pid)):
+            if (pid.isdigit() and int(pid) != os.getpid()
+                    and not fileio.process_is_running(int(pid))):
                 stale.add(path)
     return sorted(stale)
 

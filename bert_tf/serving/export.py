@@ -48,6 +48,7 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.serving import signatures as sig
 from bert_tf.text import tokenization
 from bert_tf.configs import BertConfig
@@ -129,23 +130,13 @@ def resolve_export_dir(export_dir, overwrite=False, versioned=False):
     return os.path.join(export_dir, "1") if versioned else export_dir
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 def _remove_stale_temporaries(parent, base):
     """Removes `.<base>.tmp-<pid>-*` folders whose writing process is gone (a killed
     export leaves its temporary folder: `finally` does not run on SIGKILL)."""
     prefix = f".{base}.tmp-"
     for name in os.listdir(parent):
         pid = name[len(prefix):].split("-")[0] if name.startswith(prefix) else ""
-        if pid.isdigit() and not _process_alive(int(pid)):
+        if pid.isdigit() and not fileio.process_is_running(int(pid)):
             shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
 
 
