@@ -44,23 +44,25 @@ METRICS_NAMESPACE = "bert_tf"
 SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BeamSettings:
-    """Everything the workers need (pickled into the pipeline)."""
+    """Everything the workers need (pickled into the pipeline); made of the command's
+    options by `beam_pipeline.settings_from_options`, where the defaults are."""
     input_files: Tuple[str, ...]
     output_prefix: str
     num_shards: int
     options: pretraining_instances.InstanceOptions
-    vocab_bytes: bytes
-    do_lower_case: bool = True
-    random_seed: int = 12345
-    input_format: str = "auto"
-    language: Optional[str] = None
-    chunk_chars: int = 1_000_000
-    streams_per_split: int = 100
-    split_bytes: int = 2_000_000
-    reshuffle_chunks: bool = True
-    gzip: bool = False
+    vocab_bytes: bytes  # each worker builds its tokenizer from them
+    vocab_ids: pretraining_instances.VocabIds  # built once, by the launcher
+    do_lower_case: bool
+    random_seed: int
+    input_format: str
+    language: Optional[str]
+    chunk_chars: int
+    streams_per_split: int
+    split_bytes: int
+    reshuffle_chunks: bool
+    gzip: bool
 
 
 def count_stats(stats: Dict[str, int]):
@@ -161,9 +163,7 @@ class BuildChunkRecords(beam.DoFn):
 
     def setup(self):
         self.tokenizer = shared_tokenizer(self.settings.vocab_bytes, self.settings.do_lower_case)
-        vocab_ids = pretraining_instances.VocabIds.from_vocab(
-            self.tokenizer.vocab, self.tokenizer.vocab_file)
-        pretraining_pipeline.init_worker(self.settings.options, vocab_ids,
+        pretraining_pipeline.init_worker(self.settings.options, self.settings.vocab_ids,
                                          self.settings.random_seed)
 
     def process(self, element):

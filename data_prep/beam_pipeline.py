@@ -24,6 +24,7 @@ Beam metrics into `<output_file>.stats.json` (the local tool's stats).
 """
 
 import collections
+import dataclasses
 import json
 import os
 import sys
@@ -34,13 +35,14 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import command_line
 from bert_tf import fileio
-from bert_tf.cli import common
+from bert_tf.options import option
 from bert_tf.text import tokenization
-from data_prep import build_vocab
 from data_prep import create_pretraining_data
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
+from data_prep import tool_options
 
 try:  # the `beam` extra; without it, the command says how to install it
     import apache_beam as beam
@@ -59,62 +61,58 @@ MISSING_BEAM = ("apache-beam is not installed: install the beam extra "
                 "(`pip install bert_tf[beam]`, or `pip install -e .[beam]` in a checkout)")
 
 
-def define_split_flags(flag_values):
-    """How input is cut into units of reading (this tool and bert-build-vocab-beam)."""
-    flags.DEFINE_integer("streams_per_split", 100,
-                         "bz2 streams (100 pages each) of a multistream dump per unit of "
-                         "reading; the output does not depend on it.", flag_values=flag_values)
-    flags.DEFINE_integer("split_bytes", 2_000_000,
-                         "Bytes of an uncompressed one-sentence-per-line file per unit of "
-                         "reading (0: whole files); the output does not depend on it.",
-                         flag_values=flag_values)
-
-
-def check_split_flags(flag_values):
-    """Refuses split sizes that cannot work (`define_split_flags`)."""
-    if flag_values.streams_per_split < 1 or flag_values.split_bytes < 0:
-        raise app.UsageError(f"--streams_per_split={flag_values.streams_per_split}, "
-                             f"--split_bytes={flag_values.split_bytes}: expected >= 1 and "
-                             ">= 0")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CreatePretrainingDataBeamOptions(create_pretraining_data.CreatePretrainingDataOptions,
+                                       tool_options.SplitOptions):
+    """Every option of bert-create-pretraining-data-beam: the local tool's, how the input
+    is split, and whether the chunks are reshuffled."""
+    reshuffle_chunks: bool = option(
+        True, "Spread the chunks over the workers with a shuffle (balances the work when "
+        "the input has few splits; the runner moves the raw text). false: each split's "
+        "chunks are built where they are read, so a worker holds one chunk (with "
+        "--num_output_shards=0, nothing grows with the corpus even on the DirectRunner). "
+        "The output does not depend on it.")
 
 
 def define_flags(flag_values=flags.FLAGS):
     """The local tool's flags plus the Beam-only ones."""
-    create_pretraining_data.define_flags(flag_values)
-    define_split_flags(flag_values)
-    flags.DEFINE_bool("reshuffle_chunks", True,
-                      "Spread the chunks over the workers with a shuffle (balances the work "
-                      "when the input has few splits; the runner moves the raw text). "
-                      "false: each split's chunks are built where they are read, so a "
-                      "worker holds one chunk (with --num_output_shards=0, nothing grows "
-                      "with the corpus even on the DirectRunner). The output does not "
-                      "depend on it.", flag_values=flag_values)
+    command_line.define_flags(CreatePretrainingDataBeamOptions, tool_options.flags_module(__name__),
+                              flag_values)
+
+
+def settings_from_options(options: CreatePretrainingDataBeamOptions):
+    """BeamSettings of the tool's options; bad values and empty globs are refused here."""
+    instance_options = options.instance_options()
+    if "," in options.output_file:
+        raise app.UsageError(f"--output_file={options.output_file!r}: the Beam pipeline "
+                             "writes one name's shards (--num_output_shards), not a list "
+                             "of files")
+    if options.num_output_shards < 0:
+        raise app.UsageError(f"--num_output_shards={options.num_output_shards}: expected "
+                             ">= 0 (0: one shard per bundle, as the runner cuts them)")
+    options.check_splits()
+    vocab_bytes, vocab_ids = read_vocab(options.vocab_file, options.do_lower_case)
+    return beam_chunks.BeamSettings(
+        input_files=tuple(beam_inputs.match_input_files(options.input_file)),
+        output_prefix=options.output_file, num_shards=options.num_output_shards,
+        options=instance_options, vocab_bytes=vocab_bytes, vocab_ids=vocab_ids,
+        do_lower_case=options.do_lower_case, random_seed=options.random_seed,
+        input_format=options.input_format, language=options.language,
+        chunk_chars=options.chunk_chars, streams_per_split=options.streams_per_split,
+        split_bytes=options.split_bytes, reshuffle_chunks=options.reshuffle_chunks,
+        gzip=options.gzip)
 
 
 def settings_from_flags(flag_values):
-    """BeamSettings of parsed flags; bad values and empty globs are refused here."""
-    FLAGS = flag_values  # pylint: disable=invalid-name
-    options = create_pretraining_data.instance_options_from_flags(FLAGS)
-    if "," in FLAGS.output_file:
-        raise app.UsageError(f"--output_file={FLAGS.output_file!r}: the Beam pipeline writes "
-                             "one name's shards (--num_output_shards), not a list of files")
-    if FLAGS.num_output_shards < 0:
-        raise app.UsageError(f"--num_output_shards={FLAGS.num_output_shards}: expected >= 0 "
-                             "(0: one shard per bundle, as the runner cuts them)")
-    check_split_flags(FLAGS)
-    return beam_chunks.BeamSettings(
-        input_files=tuple(beam_inputs.match_input_files(FLAGS.input_file)),
-        output_prefix=FLAGS.output_file, num_shards=FLAGS.num_output_shards,
-        options=options, vocab_bytes=read_vocab(FLAGS.vocab_file, FLAGS.do_lower_case),
-        do_lower_case=FLAGS.do_lower_case, random_seed=FLAGS.random_seed,
-        input_format=FLAGS.input_format, language=FLAGS.language,
-        chunk_chars=FLAGS.chunk_chars, streams_per_split=FLAGS.streams_per_split,
-        split_bytes=FLAGS.split_bytes, reshuffle_chunks=FLAGS.reshuffle_chunks,
-        gzip=FLAGS.gzip)
+    """BeamSettings of parsed flags (`settings_from_options`)."""
+    return settings_from_options(
+        command_line.options_from_flags(CreatePretrainingDataBeamOptions, flag_values))
 
 
-def read_vocab(vocab_file: str, do_lower_case: bool) -> bytes:
-    """The vocab file's bytes (any Beam filesystem), checked as the local tool checks it."""
+def read_vocab(vocab_file: str, do_lower_case: bool):
+    """(bytes, VocabIds) of the vocab file (any Beam filesystem), checked as the local
+    tool checks it: the bytes travel to the workers, which build their tokenizers from
+    them, and the VocabIds with them (built once, here)."""
     try:
         with FileSystems.open(vocab_file, compression_type=CompressionTypes.UNCOMPRESSED) as reader:
             content = reader.read()
@@ -126,10 +124,10 @@ def read_vocab(vocab_file: str, do_lower_case: bool) -> bytes:
             local.write(content)
         try:
             tokenizer = tokenization.FullTokenizer(path, do_lower_case)
-            pretraining_instances.VocabIds.from_vocab(tokenizer.vocab, vocab_file)
+            vocab_ids = pretraining_instances.VocabIds.from_vocab(tokenizer.vocab, vocab_file)
         except ValueError as error:
             raise app.UsageError(f"--vocab_file={vocab_file}: {error}") from error
-    return content
+    return content, vocab_ids
 
 
 def metric_counts(result) -> collections.Counter:
@@ -200,19 +198,19 @@ def run_beam_command(program: str, doc: str, run_fn):
     """Runs a Beam command: absl flags first, every other argument a pipeline option.
 
     `run_fn(flag_values, pipeline_args)` does the work; a user error ends the process
-    with one line, as every command does (bert_tf.cli.common).
+    with one line, as every command does (bert_tf.command_line).
     """
     sys.modules["__main__"].__doc__ = doc  # --help shows the command's text
     app.define_help_flags()  # before the parse below: --help must not become a pipeline option
-    for module_name in (run_fn.__module__, create_pretraining_data.__name__,
-                        build_vocab.__name__, common.__name__):  # listed by --help
+    for module_name in (run_fn.__module__, command_line.__name__):  # listed by --help
         for flag in flags.FLAGS.get_flags_for_module(module_name):
             flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
     pipeline_args = flags.FLAGS(sys.argv, known_only=True)[1:]
 
     def main(argv):  # returns None: app.run would exit with any value returned
         del argv
-        common.run_reporting_user_errors(program, run_fn, flags.FLAGS, pipeline_args)
+        command_line.run_reporting_user_errors(program, run_fn, flags.FLAGS,
+                                               pipeline_args)
 
     app.run(main, argv=sys.argv[:1])
 

@@ -22,14 +22,18 @@ counts of the pieces and characters they contain).
 """
 
 import collections
+import dataclasses
 
 from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import command_line
 from bert_tf import fileio
+from bert_tf.options import option
 from data_prep import beam_pipeline
 from data_prep import build_vocab
+from data_prep import tool_options
 from data_prep import wikipedia
 
 try:  # the `beam` extra; without it, the command says how to install it
@@ -44,81 +48,76 @@ except ModuleNotFoundError as import_error:
     beam = None
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildVocabBeamOptions(build_vocab.BuildVocabOptions, tool_options.SplitOptions):
+    """Every option of bert-build-vocab-beam: bert-build-vocab's, how the input is split,
+    and the rare words dropped before learning."""
+    min_word_count: int = option(
+        1, "Drop words seen fewer times before learning (1: none; the vocab is then the "
+        "local builder's).")
+
+
 def define_flags(flag_values=flags.FLAGS):
     """bert-build-vocab's flags plus the Beam-only ones."""
-    build_vocab.define_flags(flag_values)
-    flags.DEFINE_integer("min_word_count", 1,
-                         "Drop words seen fewer times before learning (1: none; the vocab "
-                         "is then the local builder's).", flag_values=flag_values)
-    beam_pipeline.define_split_flags(flag_values)
+    command_line.define_flags(BuildVocabBeamOptions, tool_options.flags_module(__name__),
+                              flag_values)
 
 
-def count_split_words(split, input_format, language, do_lower_case):
+def count_split_words(split, options: BuildVocabBeamOptions):
     """(word, count) pairs of one split's sentences; skips go to the Beam metrics."""
     stats = collections.Counter()
     sentences = (sentence
-                 for document in beam_chunks.readable_documents(split, input_format, language, stats)
+                 for document in beam_chunks.readable_documents(
+                     split, options.input_format, options.language, stats)
                  for sentence in wikipedia.raw_document_to_sentences(document, stats))
-    counts = build_vocab.count_words(sentences, do_lower_case)
+    counts = build_vocab.count_words(sentences, options.do_lower_case)
     beam_chunks.count_stats(stats)
     return list(counts.items())
 
 
-def learn_and_write(word_counts, output_file, vocab_size, num_unused, learn_kwargs):
+def learn_and_write(word_counts, options: BuildVocabBeamOptions):
     """The local builder's learn_vocab on the summed counts; writes vocab.txt."""
-    vocab = build_vocab.learn_vocab(dict(word_counts), vocab_size, num_unused, **learn_kwargs)
+    vocab = build_vocab.learn_vocab(dict(word_counts), options)
     beam_chunks.count_stats({"distinct_words": len(word_counts)})
-    if beam_inputs.is_remote(output_file):
-        with FileSystems.create(output_file) as writer:
+    if beam_inputs.is_remote(options.output_file):
+        with FileSystems.create(options.output_file) as writer:
             writer.write("".join(token + "\n" for token in vocab).encode("utf-8"))
     else:
-        build_vocab.write_vocab(vocab, output_file)
+        build_vocab.write_vocab(vocab, options.output_file)
     return len(vocab)
 
 
-def build_pipeline(pipeline, input_files, output_file, vocab_size=30522, do_lower_case=True,
-                   num_unused=100, input_format="auto", language=None, min_word_count=1,
-                   streams_per_split=100, split_bytes=2_000_000, **learn_kwargs):
-    """Adds the vocab graph to `pipeline` (learn_kwargs: build_vocab.learn_vocab's)."""
-    return (beam_chunks.input_splits(pipeline, input_files, streams_per_split, input_format,
-                                     split_bytes)
-            | "CountWords" >> beam.FlatMap(count_split_words, input_format=input_format,
-                                           language=language, do_lower_case=do_lower_case)
+def build_pipeline(pipeline, input_files, options: BuildVocabBeamOptions):
+    """Adds the vocab graph to `pipeline`."""
+    min_word_count = options.min_word_count
+    return (beam_chunks.input_splits(pipeline, input_files, options.streams_per_split,
+                                     options.input_format, options.split_bytes)
+            | "CountWords" >> beam.FlatMap(count_split_words, options=options)
             | "SumCounts" >> beam.CombinePerKey(sum)
             | "DropRare" >> beam.Filter(lambda word_count: word_count[1] >= min_word_count)
             | "AllCounts" >> beam.combiners.ToList()
-            | "Learn" >> beam.Map(learn_and_write, output_file=output_file,
-                                  vocab_size=vocab_size, num_unused=num_unused,
-                                  learn_kwargs=learn_kwargs))
+            | "Learn" >> beam.Map(learn_and_write, options=options))
 
 
 def run(flag_values, pipeline_args) -> dict:
     """Runs the command with parsed flags and the Beam pipeline arguments."""
-    FLAGS = flag_values  # pylint: disable=invalid-name
     if beam is None:
         raise app.UsageError(beam_pipeline.MISSING_BEAM)
-    for name in ("input_file", "output_file"):
-        if not getattr(FLAGS, name):
-            raise app.UsageError(f"--{name} is required")
-    if FLAGS.max_sentences:
+    options = command_line.options_from_flags(BuildVocabBeamOptions, flag_values)
+    options.require("input_file", "output_file")
+    if options.max_sentences:
         raise app.UsageError("--max_sentences: not supported on Beam (all sentences count)")
-    if FLAGS.min_word_count < 1:
-        raise app.UsageError(f"--min_word_count={FLAGS.min_word_count}: expected >= 1")
-    beam_pipeline.check_split_flags(FLAGS)
-    if not beam_inputs.is_remote(FLAGS.output_file):
-        fileio.check_output_path(FLAGS.output_file, parent_must_exist=False)
-    input_files = beam_inputs.match_input_files(FLAGS.input_file)
+    if options.min_word_count < 1:
+        raise app.UsageError(f"--min_word_count={options.min_word_count}: expected >= 1")
+    options.check_splits()
+    if not beam_inputs.is_remote(options.output_file):
+        fileio.check_output_path(options.output_file, parent_must_exist=False)
+    input_files = beam_inputs.match_input_files(options.input_file)
     with beam.Pipeline(options=PipelineOptions(pipeline_args)) as pipeline:
-        build_pipeline(
-            pipeline, input_files, FLAGS.output_file, vocab_size=FLAGS.vocab_size,
-            do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
-            input_format=FLAGS.input_format, language=FLAGS.language,
-            min_word_count=FLAGS.min_word_count, streams_per_split=FLAGS.streams_per_split,
-            split_bytes=FLAGS.split_bytes,
-            max_unique_chars=FLAGS.max_unique_chars, max_token_length=FLAGS.max_token_length,
-            lower_thresh=FLAGS.lower_thresh, num_iterations=FLAGS.num_iterations)
-    summary = dict(beam_pipeline.metric_counts(pipeline.result), output_file=FLAGS.output_file)
-    logging.info("wrote %s: %s", FLAGS.output_file, summary)
+        build_pipeline(pipeline, input_files, options)
+    summary = dict(beam_pipeline.metric_counts(pipeline.result),
+                   output_file=options.output_file)
+    logging.info("wrote %s: %s", options.output_file, summary)
     return summary
 
 

@@ -15,49 +15,47 @@ has exactly --vocab_size lines. It is written to a temporary name, then renamed.
 """
 
 import collections
+import dataclasses
 import os
-import time
-
 import sys
+import time
+from typing import Optional
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import command_line
 from bert_tf import fileio
-from bert_tf.cli import common
+from bert_tf.options import option
 from bert_tf.text import tokenization
+from data_prep import tool_options
 from data_prep import wikipedia
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _LOG_EVERY_SENTENCES = 100_000
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildVocabOptions(tool_options.CorpusOptions):
+    """Every option of bert-build-vocab."""
+    output_file: Optional[str] = option(None, "Where to write vocab.txt.")
+    vocab_size: int = option(30522, "Number of lines of vocab.txt.")
+    num_unused: int = option(100, "Number of [unusedN] slots after the special tokens.")
+    max_unique_chars: int = option(
+        1000, "Largest alphabet of single-character tokens; words with rarer characters "
+        "are not counted.")
+    max_token_length: int = option(50, "Longest word counted.")
+    lower_thresh: int = option(
+        10, "Lowest word count the learner's threshold search starts from (lower it for a "
+        "small corpus).")
+    num_iterations: int = option(4, "Learner iterations.")
+    max_sentences: int = option(0, "Read at most this many sentences (0: all).")
+
+
 def define_flags(flag_values=flags.FLAGS):
     """Defines the flags (not at import, so that other CLIs' flags never clash)."""
-    fv = flag_values
-    flags.DEFINE_string("input_file", None,
-                        "Input corpus files: comma-separated paths or globs.", flag_values=fv)
-    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.", flag_values=fv)
-    flags.DEFINE_enum("input_format", "auto", ["auto", "text", "wikiextractor", "wikipedia_xml"],
-                      "Format of the input files (auto: from the name and content).",
-                      flag_values=fv)
-    flags.DEFINE_integer("vocab_size", 30522, "Number of lines of vocab.txt.", flag_values=fv)
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased).",
-                      flag_values=fv)
-    flags.DEFINE_integer("num_unused", 100, "Number of [unusedN] slots after the special "
-                         "tokens.", flag_values=fv)
-    flags.DEFINE_integer("max_unique_chars", 1000, "Largest alphabet of single-character "
-                         "tokens; words with rarer characters are not counted.", flag_values=fv)
-    flags.DEFINE_integer("max_token_length", 50, "Longest word counted.", flag_values=fv)
-    flags.DEFINE_integer("lower_thresh", 10, "Lowest word count the learner's threshold "
-                         "search starts from (lower it for a small corpus).", flag_values=fv)
-    flags.DEFINE_integer("num_iterations", 4, "Learner iterations.", flag_values=fv)
-    flags.DEFINE_integer("max_sentences", 0, "Read at most this many sentences (0: all).",
-                         flag_values=fv)
-    flags.DEFINE_string("language", None, "pysbd language code for sentence splitting of "
-                        "Wikipedia input (default: the dump's language, else en).",
-                        flag_values=fv)
+    command_line.define_flags(BuildVocabOptions, tool_options.flags_module(__name__),
+                              flag_values)
 
 
 def reserved_tokens(num_unused):
@@ -87,15 +85,15 @@ def count_words(sentences, do_lower_case=True, max_sentences=0):
     return counts
 
 
-def learn_vocab(word_counts, vocab_size, num_unused=100, max_unique_chars=1000,
-                max_token_length=50, lower_thresh=10, num_iterations=4):
-    """Learns a vocab of exactly `vocab_size` tokens from (word -> count).
+def learn_vocab(word_counts, options: BuildVocabOptions):
+    """Learns a vocab of exactly `options.vocab_size` tokens from (word -> count).
 
     Raises:
       ValueError: no words, or `vocab_size` leaves no room after the reserved tokens.
     """
     from tensorflow_text.tools.wordpiece_vocab import (  # pylint: disable=import-outside-toplevel
         wordpiece_tokenizer_learner_lib as learner)
+    vocab_size, num_unused = options.vocab_size, options.num_unused
     reserved = reserved_tokens(num_unused)
     if num_unused < 0:
         raise ValueError(f"num_unused={num_unused}: expected >= 0")
@@ -105,9 +103,9 @@ def learn_vocab(word_counts, vocab_size, num_unused=100, max_unique_chars=1000,
     if not word_counts:
         raise ValueError("the corpus has no words: expected non-empty text input")
     vocab = learner.learn(
-        sorted(word_counts.items()), vocab_size, reserved, lower_thresh=lower_thresh,
-        num_iterations=num_iterations, max_token_length=max_token_length,
-        max_unique_chars=max_unique_chars, include_joiner_token=True)
+        sorted(word_counts.items()), vocab_size, reserved, lower_thresh=options.lower_thresh,
+        num_iterations=options.num_iterations, max_token_length=options.max_token_length,
+        max_unique_chars=options.max_unique_chars, include_joiner_token=True)
     vocab = [token for token in vocab if token and not any(c.isspace() for c in token)]
     vocab = list(dict.fromkeys(vocab))[:vocab_size]
     next_unused = num_unused
@@ -125,18 +123,18 @@ def write_vocab(vocab, output_file):
     fileio.write_text_atomic(output_file, "".join(token + "\n" for token in vocab))
 
 
-def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True,
-                num_unused=100, input_format="auto", max_sentences=0, language=None,
-                **learn_kwargs):
+def build_vocab(options: BuildVocabOptions):
     """Reads the corpus, learns the vocab and writes it. Returns a summary dict."""
+    options.require("input_file", "output_file")
+    output_file = options.output_file
     fileio.check_output_path(output_file, parent_must_exist=False)  # before any work
     stats = collections.Counter()
     sentences = (sentence for document in wikipedia.iter_documents(
-        input_files, input_format=input_format, stats=stats, language=language)
-                 for sentence in document)
-    counts = count_words(sentences, do_lower_case, max_sentences)
+        options.input_file, input_format=options.input_format, stats=stats,
+        language=options.language) for sentence in document)
+    counts = count_words(sentences, options.do_lower_case, options.max_sentences)
     start = time.time()
-    vocab = learn_vocab(counts, vocab_size, num_unused, **learn_kwargs)
+    vocab = learn_vocab(counts, options)
     learned = sum(1 for token in vocab if not token.startswith("[unused"))
     learned -= len(SPECIAL_TOKENS)
     logging.info("learned %d tokens in %.1f s; %d [unusedN] slots", learned,
@@ -151,22 +149,12 @@ def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True,
 
 def run(flag_values):
     """Runs the tool with parsed flags; returns the summary dict."""
-    FLAGS = flag_values  # pylint: disable=invalid-name
-    for name in ("input_file", "output_file"):
-        if not getattr(FLAGS, name):
-            raise app.UsageError(f"--{name} is required")
-    return build_vocab(
-        FLAGS.input_file, FLAGS.output_file, vocab_size=FLAGS.vocab_size,
-        do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
-        input_format=FLAGS.input_format, max_sentences=FLAGS.max_sentences,
-        language=FLAGS.language, max_unique_chars=FLAGS.max_unique_chars,
-        max_token_length=FLAGS.max_token_length, lower_thresh=FLAGS.lower_thresh,
-        num_iterations=FLAGS.num_iterations)
+    return build_vocab(command_line.options_from_flags(BuildVocabOptions, flag_values))
 
 
 def run_main():
     define_flags()
-    common.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
+    command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
 
 
 if __name__ == "__main__":

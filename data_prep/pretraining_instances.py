@@ -12,7 +12,7 @@ numpy arrays of token ids instead of Python lists of strings:
 2. ``mask_instances`` (a batch at a time, numpy): ``[CLS] A [SEP] B [SEP]``, then
    num_to_predict = min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))
    positions chosen among the non-``[CLS]``/``[SEP]`` tokens by a random order of the
-   candidate words (whole words, by ``##`` continuation, when ``do_whole_word_mask``),
+   candidate words (whole words, by ``##`` continuation, when ``whole_word_masking``),
    a word is skipped when it does not fit the remaining budget, 80% ``[MASK]``, 10%
    the original token, 10% a uniformly random vocabulary id.
 
@@ -28,20 +28,47 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from bert_tf.options import option
+
 MASKING_MODES = ("static", "none")
 
 
-@dataclasses.dataclass(frozen=True)
-class InstanceOptions:
-    """The instance-shaping flags of create_pretraining_data.py."""
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 10
-    do_whole_word_mask: bool = False
-    masking: str = "static"  # "none": rows without masks (run_pretraining --dynamic_masking)
-    next_sentence: bool = True  # False: full-sentence rows (data_prep.full_sentences)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InstanceFields:
+    """The instance-shaping options of create_pretraining_data, declared once: the data
+    tools' flags are generated from these fields (`InstanceOptions` checks them)."""
+    max_seq_length: int = option(128, "Maximum sequence length.")
+    max_predictions_per_seq: int = option(
+        20, "Maximum number of masked LM predictions per sequence.")
+    masked_lm_prob: float = option(0.15, "Masked LM probability.")
+    short_seq_prob: float = option(
+        0.1, "Probability of creating sequences shorter than the maximum length.")
+    dupe_factor: int = option(
+        10, "Number of times to duplicate the input data (with different masks).")
+    whole_word_masking: bool = option(
+        False, "Mask all the WordPieces of a word together.",
+        aliases=("do_whole_word_mask",))  # the original's flag
+    masking: str = option(
+        "static", "static: masks drawn here, one set per --dupe_factor copy (the "
+        "original). none: rows without masked_lm_* features, one copy (--dupe_factor=1), "
+        "for run_pretraining --dynamic_masking, which draws new masks every epoch.",
+        choices=MASKING_MODES)
+    next_sentence: bool = option(
+        True, "true: [CLS] A [SEP] B [SEP] pairs with next_sentence_labels (the "
+        "original). false: RoBERTa's full-sentence rows, [CLS] sentences [SEP] filled to "
+        "--max_seq_length across documents ([SEP] between documents), segment ids 0, no "
+        "next_sentence_labels; train with run_pretraining --next_sentence=false.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InstanceOptions(InstanceFields):
+    """The instance-shaping options of create_pretraining_data.py, checked."""
+
+    @classmethod
+    def of(cls, fields: InstanceFields) -> "InstanceOptions":
+        """The InstanceFields part of `fields` (a tool's options object), checked."""
+        return cls(**{field.name: getattr(fields, field.name)
+                      for field in dataclasses.fields(InstanceFields)})
 
     def __post_init__(self):
         if self.masking not in MASKING_MODES:
@@ -270,14 +297,14 @@ class MaskedBatch(NamedTuple):
     masked_lm_weights: np.ndarray    # [N, P] float32, 1.0 for real predictions
 
 
-def _word_groups(input_ids, lengths, vocab_ids, do_whole_word_mask):
+def _word_groups(input_ids, lengths, vocab_ids, whole_word_masking):
     """Candidate mask and the word index of every candidate position (None when every
     token is a word of its own: no whole-word masking)."""
     max_seq_length = input_ids.shape[1]
     positions = np.arange(max_seq_length, dtype=np.int32)[None, :]
     candidate = ((positions < lengths[:, None]) & (input_ids != vocab_ids.cls_id)
                  & (input_ids != vocab_ids.sep_id))  # [N, S]
-    if not do_whole_word_mask:
+    if not whole_word_masking:
         return candidate, None
     first_candidate = candidate & (np.cumsum(candidate, axis=1, dtype=np.int32) == 1)
     starts = candidate & (~vocab_ids.is_continuation[input_ids] | first_candidate)
@@ -339,8 +366,8 @@ def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: Voc
     rounded = np.rint(lengths.astype(np.float64) * options.masked_lm_prob)  # round half even
     num_to_predict = np.minimum(num_predictions, np.maximum(1, rounded)).astype(np.int64)
     candidate, word_index = _word_groups(
-        input_ids, lengths, vocab_ids, options.do_whole_word_mask)
-    if options.do_whole_word_mask:
+        input_ids, lengths, vocab_ids, options.whole_word_masking)
+    if options.whole_word_masking:
         chosen_words = _choose_words(word_index, num_to_predict, rng)
         masked = candidate & np.take_along_axis(chosen_words, word_index, axis=1)  # [N, S]
     else:

@@ -251,7 +251,9 @@ class PipelineConfig:
 
 
 def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOptions,
-                            config: PipelineConfig) -> Dict[str, object]:
+                            config: PipelineConfig,
+                            vocab_ids: Optional[pretraining_instances.VocabIds] = None
+                            ) -> Dict[str, object]:
     """Writes the pre-training TFRecords and the stats JSON; returns the stats.
 
     Args:
@@ -260,14 +262,16 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
         CachedTokenizer: the same ids).
       options: instance shaping (max_seq_length, masking, dupe_factor, ...).
       config: files, seed, format, workers, compression, chunk size.
+      vocab_ids: the tokenizer's VocabIds when the caller has them (built here if not).
     """
     if not isinstance(tokenizer, cached_tokenizer.CachedTokenizer):
         tokenizer = cached_tokenizer.CachedTokenizer(
             tokenizer.vocab, tokenizer.do_lower_case,
             getattr(tokenizer, "keep_special_tokens", False),
             vocab_file=getattr(tokenizer, "vocab_file", "vocab"))
-    vocab_ids = pretraining_instances.VocabIds.from_vocab(
-        tokenizer.vocab, getattr(tokenizer, "vocab_file", "vocab"))
+    if vocab_ids is None:
+        vocab_ids = pretraining_instances.VocabIds.from_vocab(
+            tokenizer.vocab, getattr(tokenizer, "vocab_file", "vocab"))
     stats = collections.Counter()
     start = time.time()
     progress = _ProgressLog(start, config.log_every_seconds)

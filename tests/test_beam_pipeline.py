@@ -2,6 +2,7 @@
 
 import bz2
 import collections
+import dataclasses
 import glob
 import json
 import os
@@ -22,7 +23,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.testing import test_pipeline
 
 from data_prep import beam_chunks, beam_inputs, beam_pipeline, wikipedia
-from data_prep import pretraining_instances as pi
+from flag_contract import check_every_flag_reaches_options
 from test_create_pretraining_data import PRED, SEQ, VOCAB, WORDS, run_tool, write_corpus  # noqa: F401
 
 # The Dataflow options of README's "A whole Wikipedia" command (the test checks that
@@ -35,13 +36,16 @@ DATAFLOW_OPTIONS = [
 
 
 def settings_for(inputs, output, vocab_file, seed=7, shards=1, chunk_chars=3000, **kwargs):
-    options = pi.InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2)
-    with open(vocab_file, "rb") as f:
-        vocab_bytes = f.read()
-    files = inputs if isinstance(inputs, tuple) else tuple(beam_inputs.match_input_files(inputs))
-    return beam_chunks.BeamSettings(
-        input_files=files, output_prefix=str(output), num_shards=shards, options=options,
-        vocab_bytes=vocab_bytes, random_seed=seed, chunk_chars=chunk_chars, **kwargs)
+    """The command's settings; `inputs`, a tuple, are taken as they are (not matched)."""
+    options = beam_pipeline.CreatePretrainingDataBeamOptions(
+        input_file=inputs[0] if isinstance(inputs, tuple) else inputs,
+        output_file=str(output), vocab_file=vocab_file, max_seq_length=SEQ,
+        max_predictions_per_seq=PRED, dupe_factor=2, random_seed=seed,
+        num_output_shards=shards, chunk_chars=chunk_chars, **kwargs)
+    settings = beam_pipeline.settings_from_options(options)
+    if isinstance(inputs, tuple):
+        settings = dataclasses.replace(settings, input_files=inputs)
+    return settings
 
 
 def run_beam(settings, *pipeline_args):
@@ -280,3 +284,8 @@ def test_flags_for_unmasked_full_sentence_rows_reach_the_pipeline(tmp_path, voca
     assert local["instances"] > 10 and stats["instances"] == local["instances"]
     assert stats["output_files"] == [str(tmp_path / "beam.tfrecord")]  # one shard: no suffix
     assert record_multiset(local_paths) == record_multiset(stats["output_files"])
+
+
+def test_every_flag_reaches_the_options():
+    tried = check_every_flag_reaches_options(beam_pipeline.CreatePretrainingDataBeamOptions)
+    assert tried == 23  # the local tool's 19 flags and 1 alias, 3 of Beam's own

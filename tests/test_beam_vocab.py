@@ -10,6 +10,7 @@ from absl import flags
 
 from bert_tf.text import tokenization
 from data_prep import beam_vocab, build_vocab
+from flag_contract import check_every_flag_reaches_options
 from test_build_vocab import _corpus_lines
 
 
@@ -32,8 +33,9 @@ def _run_beam(flag_list):
 def test_beam_vocab_is_the_local_builders(tmp_path, lower):
     inputs = _write_corpus(tmp_path)
     local = tmp_path / "local_vocab.txt"
-    build_vocab.build_vocab(inputs, str(local), vocab_size=300, do_lower_case=lower,
-                            num_unused=7, lower_thresh=2)
+    build_vocab.build_vocab(build_vocab.BuildVocabOptions(
+        input_file=inputs, output_file=str(local), vocab_size=300, do_lower_case=lower,
+        num_unused=7, lower_thresh=2))
     summary = _run_beam([f"--input_file={inputs}", f"--output_file={tmp_path}/beam_vocab.txt",
                          "--vocab_size=300", f"--do_lower_case={lower}", "--num_unused=7",
                          "--lower_thresh=2", "--split_bytes=700"])
@@ -59,3 +61,8 @@ def test_min_word_count_drops_rare_words(tmp_path):
 def test_empty_glob_refused_before_the_pipeline(tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         _run_beam([f"--input_file={tmp_path}/nothing-here*", f"--output_file={tmp_path}/v.txt"])
+
+
+def test_every_flag_reaches_the_options():
+    # bert-build-vocab's 12 flags, --streams_per_split, --split_bytes, --min_word_count
+    assert check_every_flag_reaches_options(beam_vocab.BuildVocabBeamOptions) == 15

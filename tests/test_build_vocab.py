@@ -8,6 +8,7 @@ from absl import flags
 
 from bert_tf.text import tokenization
 from data_prep import build_vocab
+from flag_contract import check_every_flag_reaches_options
 
 WORDS = ["the", "The", "running", "runner", "runs", "unwanted", "wanted", "want", "café",
          "Café", "naïve", "Zürich", "tokenizer", "tokenization", "token", "中国", "人",
@@ -36,8 +37,9 @@ def corpus(tmp_path):
 @pytest.mark.parametrize("lower", [True, False])
 def test_build_vocab_text_corpus(corpus, tmp_path, lower):
     output = tmp_path / "out" / "vocab.txt"
-    summary = build_vocab.build_vocab(str(corpus), str(output), vocab_size=300,
-                                      do_lower_case=lower, num_unused=7, lower_thresh=2)
+    summary = build_vocab.build_vocab(build_vocab.BuildVocabOptions(
+        input_file=str(corpus), output_file=str(output), vocab_size=300,
+        do_lower_case=lower, num_unused=7, lower_thresh=2))
     lines = output.read_text(encoding="utf-8").split("\n")
     assert lines[-1] == "" and len(lines) - 1 == 300 == summary["vocab_size"]
     vocab = lines[:-1]
@@ -83,8 +85,9 @@ def test_build_vocab_wikiextractor_input(tmp_path):
     body = "\n".join(" ".join(c) + "." for c in itertools.permutations(WORDS[:8], 3))
     path.write_text(f'<doc id="1" url="x" title="T">\nT\n\n{body}\n</doc>\n', encoding="utf-8")
     output = tmp_path / "vocab.txt"
-    summary = build_vocab.build_vocab(str(path), str(output), vocab_size=120, num_unused=2,
-                                      input_format="wikiextractor", lower_thresh=2)
+    summary = build_vocab.build_vocab(build_vocab.BuildVocabOptions(
+        input_file=str(path), output_file=str(output), vocab_size=120, num_unused=2,
+        input_format="wikiextractor", lower_thresh=2))
     vocab = tokenization.load_vocab(str(output))
     assert summary["vocab_size"] == len(vocab) == 120 and "running" in vocab
 
@@ -92,6 +95,11 @@ def test_build_vocab_wikiextractor_input(tmp_path):
 def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):
     (tmp_path / "vocab_dir").mkdir()
     with pytest.raises(ValueError, match="is an existing directory"):
-        build_vocab.build_vocab(str(tmp_path / "missing_corpus.txt"),
-                                str(tmp_path / "vocab_dir"), vocab_size=200)
+        build_vocab.build_vocab(build_vocab.BuildVocabOptions(
+            input_file=str(tmp_path / "missing_corpus.txt"),
+            output_file=str(tmp_path / "vocab_dir"), vocab_size=200))
     assert sorted(os.listdir(tmp_path)) == ["vocab_dir"]  # nothing read, nothing written
+
+
+def test_every_flag_reaches_the_options():
+    assert check_every_flag_reaches_options(build_vocab.BuildVocabOptions) == 12

@@ -16,6 +16,7 @@ from data_prep import pretraining_instances as pi
 from data_prep import pretraining_pipeline as pp
 from data_prep import record_writing
 from data_prep import wikipedia
+from flag_contract import check_every_flag_reaches_options
 from harness import SPECIAL_TOKENS
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(10)]  # 60 words
@@ -293,7 +294,7 @@ def test_whole_word_masking_masks_whole_words(tmp_path, vocab_file):
     corpus = write_corpus(tmp_path / "corpus.txt", 40, seed=3, pieces=True)
     for whole_word in (True, False):
         paths, _ = run_tool(tmp_path, vocab_file, corpus, name=f"wwm{whole_word}.tfrecord",
-                            do_whole_word_mask=whole_word)
+                            whole_word_masking=whole_word)
         features = read_records(paths)
         split_words = 0
         for row in range(len(features["input_ids"])):
@@ -374,6 +375,37 @@ def test_cli_main_writes_records(tmp_path, vocab_file):
     features = read_records([str(output)], seq=32, pred=5)
     assert len(features["input_ids"]) > 0
     assert json.loads((tmp_path / "cli.tfrecord.stats.json").read_text())["documents"] == 10
+
+
+def _run_command(flag_list):
+    from absl import flags  # pylint: disable=import-outside-toplevel
+    from data_prep import create_pretraining_data  # pylint: disable=import-outside-toplevel
+    flag_values = flags.FlagValues()
+    create_pretraining_data.define_flags(flag_values)
+    flag_values(["prog"] + flag_list)
+    return create_pretraining_data.run(flag_values)
+
+
+def test_every_flag_reaches_the_options():
+    from data_prep import create_pretraining_data  # pylint: disable=import-outside-toplevel
+    options_class = create_pretraining_data.CreatePretrainingDataOptions
+    assert check_every_flag_reaches_options(options_class) == 20  # 19 flags + 1 alias
+
+
+def test_original_whole_word_flag_writes_the_same_records(tmp_path, vocab_file):
+    """--do_whole_word_mask (the original's name) is --whole_word_masking."""
+    corpus = write_corpus(tmp_path / "corpus.txt", 20, seed=3, pieces=True)
+    outputs = {}
+    for flag in ("do_whole_word_mask", "whole_word_masking", "nowhole_word_masking"):
+        output = tmp_path / f"{flag}.tfrecord"
+        stats = _run_command([
+            f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={vocab_file}",
+            "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2",
+            f"--{flag}"])
+        assert stats["options"]["whole_word_masking"] == (flag != "nowhole_word_masking")
+        outputs[flag] = output.read_bytes()
+    assert outputs["do_whole_word_mask"] == outputs["whole_word_masking"]
+    assert outputs["whole_word_masking"] != outputs["nowhole_word_masking"]
 
 
 @pytest.mark.slow

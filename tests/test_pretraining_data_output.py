@@ -68,7 +68,7 @@ def test_synthetic_corpus_output_is_pinned(tmp_path, vocab_file):
     digests = []
     for whole_word in (False, True):
         paths, stats = run_tool(tmp_path, vocab_file, corpus, name=f"w{whole_word}.tfrecord",
-                                shards=2, chunk_chars=4000, do_whole_word_mask=whole_word)
+                                shards=2, chunk_chars=4000, whole_word_masking=whole_word)
         digests.append((stats["instances"], _digest(paths)))
     gzipped, _ = run_tool(tmp_path, vocab_file, corpus, name="gz.tfrecord", shards=2,
                           chunk_chars=4000, gzip=True)
