@@ -107,9 +107,10 @@ def measure(task, mode, use_xla, steps, work):
         lambda: task.make_model(BertEncoder(config)), task.loss_fn,
         task.dataset_fn(mode, rows),
         optimizer_fn=lambda: optimization.create_optimizer(2e-5, steps, 0),
-        output_dir=tempfile.mkdtemp(dir=work), num_train_steps=steps,
-        global_batch_size=rows, save_checkpoints_steps=steps,
-        steps_per_loop=max(1, steps // 4), use_xla=use_xla)
+        settings=loop.LoopSettings(
+            output_dir=tempfile.mkdtemp(dir=work), num_train_steps=steps,
+            global_batch_size=rows, save_checkpoints_steps=steps,
+            steps_per_loop=max(1, steps // 4), use_xla=use_xla))
     rates = [entry["sequences_per_second"] for entry in result.history[1:]]
     return float(np.median(rates)), rows
 

@@ -39,6 +39,7 @@ import pretraining_data_bench  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf.text import tokenization  # noqa: E402
+from bert_tf.text.vocab import VocabFile  # noqa: E402
 from bert_tf.train import distribute, loop, records  # noqa: E402
 from data_prep import pretraining_instances, pretraining_pipeline, wikipedia  # noqa: E402
 
@@ -71,7 +72,7 @@ def make_config():
 
 def _options(train_files, vocab_file, workdir, batch, steps, steps_per_loop, mode, seed):
     return pretraining.PretrainingOptions(
-        bert_config=make_config(), input_file=",".join(train_files),
+        do_train=True, bert_config=make_config(), input_file=",".join(train_files),
         output_dir=tempfile.mkdtemp(dir=workdir), max_seq_length=SEQ,
         max_predictions_per_seq=PREDICTIONS, train_batch_size=batch, learning_rate=1e-3,
         num_train_steps=steps, num_warmup_steps=max(1, steps // 10),
@@ -83,7 +84,9 @@ def _options(train_files, vocab_file, workdir, batch, steps, steps_per_loop, mod
 def tokens_per_row(options, batches=150):
     """Mean real tokens per row of the training pipeline, over `batches` batches (about
     an epoch of the three training shards at 8 rows a batch)."""
-    dataset = pretraining._dataset_fn(options, True)(None)  # pylint: disable=protected-access
+    vocab = VocabFile.read(options.vocab_file) if options.dynamic_masking else None
+    dataset = pretraining.dataset_fn_for(
+        options, True, pretraining.masking_options(options, vocab))(None)
     counts = [float(b["input_mask"].numpy().sum()) / len(b["input_mask"].numpy())
               for b in dataset.take(batches)]
     return float(np.mean(counts))
@@ -102,7 +105,7 @@ def accuracy(options, eval_files):
     eval_options = _options(eval_files, None, options.output_dir, 8, 1, 1, "plain", 0)
     results = loop.evaluate(
         distribute.get_strategy("one_device"), result["train"].model,
-        pretraining._dataset_fn(eval_options, False),  # pylint: disable=protected-access
+        pretraining.dataset_fn_for(eval_options, False),
         pretraining.pretraining_metrics)
     return results["masked_lm_accuracy"]
 

@@ -111,7 +111,7 @@ def runner_rate(args, config, input_file, steps, workdir):
     """Sequences/s of run_pretraining's train loops after the first (compiling) one."""
     loops = 1 + max(1, steps // args.iterations_per_loop)
     options = pretraining.PretrainingOptions(
-        bert_config=config, input_file=input_file,
+        do_train=True, bert_config=config, input_file=input_file,
         output_dir=tempfile.mkdtemp(dir=workdir), max_seq_length=SEQ,
         max_predictions_per_seq=PREDICTIONS, train_batch_size=BATCH, learning_rate=1e-4,
         num_train_steps=loops * args.iterations_per_loop, num_warmup_steps=10,

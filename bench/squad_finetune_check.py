@@ -32,7 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import logging  # noqa: E402  (after the TF log level)
 
 import seed_summary  # noqa: E402
-from bert_tf.tasks import base  # noqa: E402
+from bert_tf.tasks import driver  # noqa: E402
 from bert_tf.tasks.squad import task as squad_task  # noqa: E402
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -110,21 +110,18 @@ def run_seed(args, seed, folder, train_file, heldout_file):
         num_train_epochs=args.epochs, save_checkpoints_steps=100000, steps_per_loop=20,
         seed=seed,
         **({"head_initializer": args.head_initializer} if args.head_initializer else {}))
-    squad_task.check_squad_options(options)
-    base.set_seed(options.seed)
-    tokenizer = base.make_tokenizer(options)
-    strategy = base.make_strategy(options)
     started = time.time()
-    model, global_step = squad_task.train(options, strategy, tokenizer)
-    train_seconds = time.time() - started
-    started = time.time()
-    _, evaluation = squad_task.predict(options, strategy, tokenizer, model, global_step)
-    predict_seconds = time.time() - started
+    outcome = driver.execute(squad_task.SquadTask(options))
+    total_seconds = time.time() - started
+    evaluation, train = outcome.results, outcome.runner.train_result
+    global_step, train_seconds = train.global_step, train.seconds
+    predict_seconds = total_seconds - train_seconds  # features, loading, predict, postprocess
     sequences = global_step * args.batch_size
     print(f"seed {seed}: held-out EM {evaluation['exact_match']:.2f}  F1 "
           f"{evaluation['f1']:.2f}; train {global_step} steps, {sequences} sequences in "
-          f"{train_seconds:.1f} s ({sequences / train_seconds:.1f} sequences/s, features "
-          f"included); predict + postprocess {predict_seconds:.1f} s", flush=True)
+          f"{train_seconds:.1f} s of train loop ({sequences / train_seconds:.1f} "
+          f"sequences/s); the rest (features, predict, postprocess) {predict_seconds:.1f} s",
+          flush=True)
     return evaluation
 
 

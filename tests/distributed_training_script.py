@@ -26,7 +26,7 @@ def _tiny_bert_options(record_dir, out_dir, **overrides):
     from bert_tf.tasks import pretraining  # pylint: disable=import-outside-toplevel
     from harness import RUNNER_OVERRIDES, tiny_config  # pylint: disable=import-outside-toplevel
     config = tiny_config(num_hidden_layers=1, **RUNNER_OVERRIDES)
-    values = dict(bert_config=config, input_file=os.path.join(record_dir, "*"),
+    values = dict(do_train=True, bert_config=config, input_file=os.path.join(record_dir, "*"),
                   output_dir=out_dir, max_seq_length=16, max_predictions_per_seq=3,
                   train_batch_size=8, learning_rate=1e-2, num_train_steps=12,
                   num_warmup_steps=1, save_checkpoints_steps=12, steps_per_loop=1,
@@ -84,12 +84,12 @@ def run_tiny_mirrored(out_dir, result_path, float16=False):
                            optimizer_fn=scaled) for name in runs}
     for name, extra in runs.items():
         strategy = distribute.get_strategy(name)
-        extra.setdefault("optimizer_fn", optimizer_fn())
+        make_optimizer = extra.pop("optimizer_fn", optimizer_fn())
         result = loop.train(
             strategy, TinyRegressor, regression_loss, dataset_fn_factory(8, shuffle=False),
-            output_dir=os.path.join(out_dir, name),
-            num_train_steps=16, global_batch_size=8, save_checkpoints_steps=16,
-            steps_per_loop=4, **extra)
+            optimizer_fn=make_optimizer, settings=loop.LoopSettings(
+                output_dir=os.path.join(out_dir, name), num_train_steps=16,
+                global_batch_size=8, save_checkpoints_steps=16, steps_per_loop=4, **extra))
         curves[name] = {"replicas": strategy.num_replicas_in_sync,
                         "losses": [h["total_loss"] for h in result.history],
                         "weights": [v.numpy().tolist()
@@ -106,8 +106,9 @@ def run_worker(out_dir, result_path):
     strategy = distribute.get_strategy("multi_worker_mirrored")
     result = loop.train(
         strategy, TinyRegressor, regression_loss, dataset_fn_factory(8),
-        optimizer_fn=optimizer_fn(), output_dir=out_dir, num_train_steps=4,
-        global_batch_size=8, save_checkpoints_steps=4, steps_per_loop=2)
+        optimizer_fn=optimizer_fn(), settings=loop.LoopSettings(
+            output_dir=out_dir, num_train_steps=4, global_batch_size=8,
+            save_checkpoints_steps=4, steps_per_loop=2))
     with open(result_path, "w", encoding="utf-8") as stream:
         json.dump({"replicas": strategy.num_replicas_in_sync, "step": result.global_step,
                    "chief": distribute.is_chief(strategy),

@@ -324,10 +324,12 @@ def train_tiny(output_dir, num_steps, save_steps, sleep_seconds=0.0, **kwargs):
     # process and one in a subprocess (the kill test) see the same data whatever seed
     # earlier tests in this process set.
     tf.random.set_seed(1234)
+    init_checkpoint = kwargs.pop("init_checkpoint", None)
     return loop.train(
         tf.distribute.get_strategy(), TinyRegressor, loss_fn, dataset_fn_factory(8),
-        optimizer_fn=optimizer_fn(), output_dir=output_dir, num_train_steps=num_steps,
-        global_batch_size=8, save_checkpoints_steps=save_steps, **kwargs)
+        optimizer_fn=optimizer_fn(), settings=loop.LoopSettings(
+            output_dir=output_dir, num_train_steps=num_steps, global_batch_size=8,
+            save_checkpoints_steps=save_steps, **kwargs), init_checkpoint=init_checkpoint)
 
 
 def kill_once_checkpointed(command, checkpoint_dir, step, timeout, env):

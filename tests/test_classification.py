@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import text_files
-from bert_tf.tasks import base
+from bert_tf.tasks.task import cached_features
 from bert_tf.tasks.classification import data as classification_data
 from harness import write_tsv
 
@@ -193,7 +193,7 @@ def test_cache_features_round_trip(tmp_path, tokenizer):
     def cache(max_seq_length):
         key = classification_data.feature_cache_key(examples, None, max_seq_length,
                                                     tokenizer, [str(data_file)])
-        return base.cached_features(record, key, functools.partial(
+        return cached_features(record, key, functools.partial(
             classification_data.write_example_features, examples, None, max_seq_length,
             tokenizer))
 

@@ -16,6 +16,13 @@ from harness import write_records
 SCRIPT = os.path.join(os.path.dirname(__file__), "distributed_training_script.py")
 
 
+
+def tf_config_for_local_workers(num_workers, task_index, ports):
+    """A TF_CONFIG JSON string for `num_workers` processes on 127.0.0.1."""
+    workers = [f"127.0.0.1:{port}" for port in ports[:num_workers]]
+    return json.dumps({"cluster": {"worker": workers},
+                       "task": {"type": "worker", "index": task_index}})
+
 def test_one_device_on_cpu():
     strategy = distribute.get_strategy("one_device")
     assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
@@ -134,7 +141,7 @@ def test_multi_worker_mirrored_with_two_local_workers(tmp_path):
     out = tmp_path / "out"
     processes = [
         _run_script(["worker", str(out), str(tmp_path / f"worker{index}.json")],
-                    env={"TF_CONFIG": distribute.tf_config_for_local_workers(2, index, ports)})
+                    env={"TF_CONFIG": tf_config_for_local_workers(2, index, ports)})
         for index in range(2)]
     outputs = [p.communicate(timeout=300)[0] for p in processes]
     for process, output in zip(processes, outputs):

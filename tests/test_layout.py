@@ -8,9 +8,13 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 
 # Lower layers never import higher ones: configs/layers -> models -> text / weights /
-# train -> tasks / serving -> cli.
-LAYERS = {"configs": 0, "fileio": 0, "layers": 0, "models": 1, "text": 2, "weights": 2,
-          "train": 2, "tasks": 3, "serving": 3, "cli": 4}
+# train -> serving -> tasks -> cli. `command_line` (flags from options) is for the
+# commands only: cli and data_prep import it, the library never does.
+LAYERS = {"configs": 0, "fileio": 0, "options": 0, "command_line": 0, "layers": 0,
+          "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3, "tasks": 4,
+          "cli": 5}
+COMMAND_ONLY = {"command_line"}
+REPO = PACKAGE.parent
 
 
 def _modules():
@@ -46,7 +50,7 @@ def test_imports_run_one_way(path):
                 assert LAYERS[target] <= LAYERS[own], (
                     f"{path.name}:{node.lineno} ({own}, layer {LAYERS[own]}) imports {name} "
                     f"(layer {LAYERS[target]}): imports must run configs/layers -> models -> "
-                    "text/weights/train -> tasks/serving -> cli")
+                    "text/weights/train -> serving -> tasks -> cli")
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -64,3 +68,76 @@ def test_the_layers_table_knows_every_part():
     parts = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
              if not p.name.startswith("__")}
     assert parts == set(LAYERS)
+
+
+def _package_imports(folder, prefix):
+    """{part: parts of bert_tf it imports} over the modules of `folder`."""
+    edges = {}
+    for path in sorted(folder.rglob("*.py")):
+        own = _part(prefix + str(path.relative_to(folder).with_suffix("")).replace("/", "."))
+        for _, names in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            for name in names:
+                target = _part(name)
+                if target and target != own:
+                    edges.setdefault(own, set()).add(target)
+    return edges
+
+
+def test_no_two_packages_import_each_other():
+    # Packages as nodes: a cycle of any length (tasks -> serving -> tasks) is refused,
+    # even between parts that sit on one layer.
+    edges = _package_imports(PACKAGE, "bert_tf.")
+
+    def reaches(start, goal, seen):
+        for nxt in edges.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    cycles = sorted(f"{a} -> {b} -> ... -> {a}" for a in edges for b in edges[a]
+                    if reaches(b, a, {b}))
+    assert not cycles, f"packages import each other: {cycles}"
+
+
+def test_the_library_never_imports_the_command_line():
+    for own, targets in _package_imports(PACKAGE, "bert_tf.").items():
+        if own not in {"cli"} | COMMAND_ONLY:
+            assert not targets & COMMAND_ONLY, f"bert_tf.{own} imports {targets & COMMAND_ONLY}"
+
+
+def test_data_tools_need_nothing_from_cli():
+    for path in sorted((REPO / "data_prep").rglob("*.py")):
+        for node, names in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            assert not any(_part(name) == "cli" for name in names), (
+                f"data_prep/{path.name}:{node.lineno} imports {names}: the data tools use "
+                "bert_tf.command_line, never the runners' cli package")
+
+
+# TensorFlow's and Keras's implementation packages: not API, they move between releases.
+# (tensorflow.core's generated `*_pb2` protocol buffers are the wire formats, which
+# tf.* re-exports, e.g. tf.compat.v1.SummaryMetadata; the rest of tensorflow.core is not.)
+PRIVATE_MODULES = ("tensorflow.python", "tensorflow.core", "tensorflow.compiler",
+                   "tensorflow.tsl", "tensorflow.lite.python", "tensorflow._api",
+                   "tensorflow.dtensor.python", "keras.src", "tf_keras.src",
+                   "tensorflow_text.python", "tensorflow_text.core")
+
+
+@pytest.mark.parametrize("folder", ["bert_tf", "data_prep"])
+def test_no_private_tensorflow_imports(folder):
+    root = PACKAGE.parent / folder
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                private = any(name == m or name.startswith(m + ".") for m in PRIVATE_MODULES)
+                proto = name.startswith("tensorflow.core.") and any(
+                    part.endswith("_pb2") for part in name.split("."))
+                if private and not proto:
+                    found.append(f"{folder}/{path.relative_to(root)}:{node.lineno} {name}")
+    assert not found, f"imports of TensorFlow / Keras internals (use the tf.* API): {found}"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bert_tf.tasks import run_files
+from bert_tf.tasks import run_context
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 
@@ -163,10 +163,10 @@ def test_format_predictions_in_the_gold_scheme(conll_file):
 
 
 def test_label_list_file_round_trip(tmp_path):
-    run_files.write_label_list(str(tmp_path), ["O", "B-PER"])
-    assert run_files.read_label_list(str(tmp_path)) == ["O", "B-PER"]
+    run_context.write_label_list(str(tmp_path), ["O", "B-PER"])
+    assert run_context.read_label_list(str(tmp_path)) == ["O", "B-PER"]
     with pytest.raises(FileNotFoundError, match="output_dir"):
-        run_files.read_label_list(str(tmp_path / "none"))
+        run_context.read_label_list(str(tmp_path / "none"))
 
 
 def test_undecodable_conll_file_names_file_and_line(tmp_path):

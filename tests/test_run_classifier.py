@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.cli import common
-from bert_tf.serving import export_checkpoint
-from bert_tf.tasks import base, run_files
+from bert_tf.options import option_specs
+from bert_tf.tasks import export_checkpoint, run_context
+from bert_tf.tasks.run_context import RunContext
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.classification import task as classification_task
@@ -160,7 +160,7 @@ def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path)
     defaults = ClassifierOptions(task_name="SST-2", output_dir=str(tmp_path / "out"))
     assert (defaults.head_initializer, defaults.lr_schedule, defaults.adam_bias_correction) \
         == ("normal", "linear", True)
-    flag_defaults = {name: default for name, _, default, _ in common.COMMON_FLAGS}
+    flag_defaults = {spec.name: spec.default for spec in option_specs(ClassifierOptions)}
     assert flag_defaults["head_initializer"] == "normal"
     assert flag_defaults["lr_schedule"] == "linear"
     assert flag_defaults["adam_bias_correction"] is True
@@ -222,11 +222,11 @@ def test_vocab_of_another_model_is_refused(tmp_path):
 def test_output_dir_of_another_run_is_refused_naming_what_differs(tmp_path):
     write_sst2(tmp_path / "data")
     first = options(tmp_path, do_train=True)
-    base.check_options(first)
-    run_files.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])
-    saved = json.loads((tmp_path / "out" / run_files.RUN_SETTINGS_FILE).read_text())
+    context = RunContext.create(first)
+    context.check_run_settings("classifier", "classification/sst-2", ["0", "1"])
+    saved = json.loads((tmp_path / "out" / run_context.RUN_SETTINGS_FILE).read_text())
     assert saved["model_type"] == "classifier" and saved["labels"] == ["0", "1"]
-    run_files.check_run_settings(first, "classifier", "classification/sst-2", ["0", "1"])  # same
+    context.check_run_settings("classifier", "classification/sst-2", ["0", "1"])  # same
     relu = tmp_path / "relu_config.json"
     BertConfig.from_dict({**json.loads(open(first.bert_config_file).read()),
                           "hidden_act": "relu"}).to_json_file(str(relu))
@@ -234,24 +234,26 @@ def test_output_dir_of_another_run_is_refused_naming_what_differs(tmp_path):
         classification_task.run(options(tmp_path, do_train=True, bert_config_file=str(relu)))
     with pytest.raises(ValueError, match=r"labels: \['0', '1'\] there, \['a', 'b'\] now; "
                                          r"task: classification/sst-2 there, x now"):
-        run_files.check_run_settings(first, "classifier", "x", ["a", "b"])
+        context.check_run_settings("classifier", "x", ["a", "b"])
 
 
 def test_export_refuses_a_run_of_another_model_type(tmp_path):
     run_dir = tmp_path / "mrpc"
     run_dir.mkdir()
     vocab_file, _ = tiny_model_files(tmp_path)
-    (run_dir / run_files.RUN_SETTINGS_FILE).write_text(json.dumps(
+    (run_dir / run_context.RUN_SETTINGS_FILE).write_text(json.dumps(
         {"model_type": "classifier", "task": "classification/mrpc", "labels": ["0", "1"]}))
     with pytest.raises(ValueError, match=r"holds a classifier run \(task classification/mrpc"
                                          r".*asks for a span_labeler"):
-        export_checkpoint.export_from_checkpoint("squad", str(run_dir), str(tmp_path / "e"),
-                                                 vocab_file=vocab_file)
+        export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+            model_type="squad", init_checkpoint=str(run_dir),
+            export_dir=str(tmp_path / "e"), vocab_file=vocab_file))
     with pytest.raises(ValueError, match=r"name 3 labels, but the run in .* was trained "
                                          r"with 2: \['0', '1'\]"):
-        export_checkpoint.export_from_checkpoint("classifier", str(run_dir),
-                                                 str(tmp_path / "e"), vocab_file=vocab_file,
-                                                 label_names=["neg", "neutral", "pos"])
+        export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+            model_type="classifier", init_checkpoint=str(run_dir),
+            export_dir=str(tmp_path / "e"), vocab_file=vocab_file,
+            label_names=["neg", "neutral", "pos"]))
 
 
 def test_lower_casing_that_does_not_fit_the_vocab_is_refused_unless_allowed(tmp_path):
@@ -268,6 +270,16 @@ def test_lower_casing_that_does_not_fit_the_vocab_is_refused_unless_allowed(tmp_
                         bert_config_file=str(config_file))
     with pytest.raises(ValueError, match="do_lower_case=false does not fit vocab_file .*"
                                          "big_vocab.txt: it is uncased"):
-        base.check_options(cased_run)
+        RunContext.create(cased_run)
     cased_run.allow_case_mismatch = True
-    base.check_options(cased_run)
+    RunContext.create(cased_run)
+
+
+def write_tiny_inputs(tmp_path):
+    """The data of `tiny_options` (shared with test_commands)."""
+    write_sst2(tmp_path / "data")
+
+
+def tiny_options(tmp_path, **changes):
+    """A short training run of this task (shared with test_commands)."""
+    return options(tmp_path, **{"do_train": True, "num_train_epochs": 1.0, **changes})

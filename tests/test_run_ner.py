@@ -120,3 +120,15 @@ def test_command_line_bad_tag_line(tmp_path):
         capture_output=True, text=True)
     assert result.returncode != 0
     assert f"run_ner: error: {bad}:2: missing tag" in result.stderr
+
+
+def write_tiny_inputs(tmp_path):
+    """The data of `tiny_options` (shared with test_commands)."""
+    (tmp_path / "data").mkdir(exist_ok=True)
+    write_conll(tmp_path / "data" / "eng.train", 40, 0)
+    write_conll(tmp_path / "data" / "eng.testa", 8, 1)
+
+
+def tiny_options(tmp_path, **changes):
+    """A short training run of this task (shared with test_commands)."""
+    return options(tmp_path, **{"do_train": True, "num_train_epochs": 1.0, **changes})

@@ -15,6 +15,7 @@ from bert_tf.weights import checkpoints
 from bert_tf.train import distribute
 from bert_tf.train import records
 from bert_tf.configs import BertConfig
+from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, kill_once_checkpointed, tiny_config,
                      tiny_model, write_bad_record_file, write_records,
@@ -28,7 +29,8 @@ def _config(**overrides):
 
 
 def _options(tmp_path, **overrides):
-    values = dict(bert_config=_config(), input_file=str(tmp_path / "records" / "*"),
+    values = dict(do_train=True, bert_config=_config(),
+                  input_file=str(tmp_path / "records" / "*"),
                   output_dir=str(tmp_path / "out"), max_seq_length=16,
                   max_predictions_per_seq=3, train_batch_size=32, eval_batch_size=32,
                   learning_rate=1e-2, num_train_steps=100, num_warmup_steps=10,
@@ -119,7 +121,7 @@ def test_bad_input_is_rejected_before_training(tmp_path):
         (dict(num_train_steps=10, num_warmup_steps=20), "num_warmup_steps \\(20\\)"),
         (dict(gradient_accumulation_steps=5), "gradient_accumulation_steps=5"),
         (dict(do_train=False), "--do_train or --do_eval"),
-        (dict(max_seq_length=32), "max_position_embeddings=16"),
+        (dict(max_seq_length=32), "max_seq_length 32 exceeds max_position_embeddings 16"),
         (dict(input_file=str(tmp_path / "nothing*")), "matches no file"),
         (dict(input_file=str(tmp_path / "empty.tfrecord")), "empty \\(no records\\)"),
         (dict(output_dir=str(tmp_path / "empty.tfrecord" / "out")),
@@ -156,7 +158,7 @@ def test_packed_dynamic_masked_run_without_next_sentence_learns_and_restores(tmp
     model = result["train"].model
     assert model.next_sentence is None
     # The unused pooler is frozen at its initial weights (not decayed towards 0).
-    initial = pretraining._model_fn(options)()  # pylint: disable=protected-access
+    initial = pretraining.PretrainingTask(options).build_model(BertEncoder(options.bert_config))
     initial.build()
     assert not any("pooler" in v.path for v in model.trainable_variables)
     np.testing.assert_array_equal(model.encoder.pooler.dense.kernel.numpy(),
@@ -271,7 +273,7 @@ def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path
                     if not p.name.endswith(".json")]  # the tool's stats file
     assert record_files
     options = pretraining.PretrainingOptions(
-        bert_config=BertConfig.from_json_file(str(released / "bert_config.json")),
+        do_train=True, bert_config=BertConfig.from_json_file(str(released / "bert_config.json")),
         input_file=",".join(record_files), output_dir=str(tmp_path / "out"),
         init_checkpoint=str(released), do_eval=True, max_seq_length=64,
         max_predictions_per_seq=10, train_batch_size=16, eval_batch_size=16,
@@ -283,3 +285,18 @@ def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path
     # learns quickly on top of the pretrained encoder.
     assert history[-1]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 1.0
     assert result["eval"]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 1.0
+
+
+def write_tiny_inputs(tmp_path):
+    """The records of `tiny_options` (shared with test_commands)."""
+    write_records(tmp_path / "records", 1, 40)
+
+
+def tiny_options(tmp_path, **changes):
+    """A short training run of this task (shared with test_commands)."""
+    config_file = tmp_path / "bert_config.json"
+    _config().to_json_file(str(config_file))
+    return _options(tmp_path, **{"bert_config": None, "bert_config_file": str(config_file),
+                                 "do_train": True, "num_train_steps": 4,
+                                 "num_warmup_steps": 1, "save_checkpoints_steps": 4,
+                                 "steps_per_loop": 2, "train_batch_size": 8, **changes})

@@ -61,7 +61,9 @@ def test_train_predict_evaluate_and_resume(tmp_path):
     predictions = json.loads((out / "predictions.json").read_text())
     assert sorted(predictions) == sorted(f"q1_{i}" for i in range(12))
     # The toy rule is learnt; the answer text keeps the accent and drops the full stop.
-    assert evaluation == {"exact_match": 100.0, "f1": 100.0}, predictions
+    # Every task returns (and writes) its scores with the step they were taken at.
+    assert dict(evaluation, global_step=0) == {"exact_match": 100.0, "f1": 100.0,
+                                               "global_step": 0}, predictions
     assert set(predictions.values()) == {"Café"}
     nbest = json.loads((out / "nbest_predictions.json").read_text())
     assert [len(v) <= 20 for v in nbest.values()] and not (out / "null_odds.json").exists()
@@ -71,11 +73,13 @@ def test_train_predict_evaluate_and_resume(tmp_path):
     num_windows = sum(1 for _ in tf.data.TFRecordDataset(str(out / "train.tf_record")))
     assert num_windows > 40
     assert results == {"exact_match": 100.0, "f1": 100.0, "global_step": num_windows}
+    assert (out / "eval_results.txt").read_text() == (
+        f"exact_match = 100.0\nf1 = 100.0\nglobal_step = {num_windows}\n")
     # The evaluator CLI prints the same metrics for the written files.
     completed = subprocess.run(
         [sys.executable, "-m", "bert_tf.tasks.squad.evaluate", dev_file,
          str(out / "predictions.json")], capture_output=True, text=True, check=True)
-    assert json.loads(completed.stdout) == evaluation
+    assert dict(json.loads(completed.stdout), global_step=num_windows) == evaluation
     # Predicting again restores the trained checkpoint.
     (out / "predictions.json").unlink()
     again = squad_task.run(options(tmp_path, do_predict=True, predict_file=dev_file))
@@ -158,3 +162,16 @@ def test_settings_that_cannot_work_are_refused(tmp_path, change, message):
     dev_file = write_squad(tmp_path / "dev.json", 3, seed=1)
     with pytest.raises(ValueError, match=message):
         squad_task.run(options(tmp_path, do_predict=True, predict_file=dev_file, **change))
+
+
+def write_tiny_inputs(tmp_path):
+    """The data of `tiny_options` (shared with test_commands)."""
+    write_squad(tmp_path / "train.json", 24, 0)
+    write_squad(tmp_path / "dev.json", 6, 1)
+
+
+def tiny_options(tmp_path, **changes):
+    """A short training run of this task (shared with test_commands)."""
+    return options(tmp_path, **{"do_train": True, "num_train_epochs": 1.0,
+                                "train_file": str(tmp_path / "train.json"),
+                                "predict_file": str(tmp_path / "dev.json"), **changes})

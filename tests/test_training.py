@@ -143,8 +143,8 @@ def test_loss_fn_must_give_total_loss(tmp_path):
     with pytest.raises(ValueError, match="total_loss"):
         loop.train(tf.distribute.get_strategy(), TinyRegressor,
                    lambda f, o: {"mse": tf.reduce_mean(o["y"])}, dataset_fn_factory(8),
-                   optimizer_fn=optimizer_fn(), output_dir=str(tmp_path),
-                   num_train_steps=2, global_batch_size=8)
+                   optimizer_fn=optimizer_fn(), settings=loop.LoopSettings(
+                       output_dir=str(tmp_path), num_train_steps=2, global_batch_size=8))
 
 
 class _IdsRegressor(keras.Model):
@@ -168,9 +168,9 @@ def test_resume_after_the_input_files_changed_starts_a_fresh_input_pass(tmp_path
         return loop.train(
             tf.distribute.get_strategy(), _IdsRegressor, loss_fn,
             lambda context: records.pretraining_dataset(files, 16, 3, 4, True, context, seed=0),
-            optimizer_fn=optimizer_fn(), output_dir=str(tmp_path / "out"),
-            num_train_steps=steps, global_batch_size=4, save_checkpoints_steps=2,
-            steps_per_loop=2)
+            optimizer_fn=optimizer_fn(), settings=loop.LoopSettings(
+                output_dir=str(tmp_path / "out"), num_train_steps=steps,
+                global_batch_size=4, save_checkpoints_steps=2, steps_per_loop=2))
 
     run(paths[:2], 4)
     resumed = run(paths, 8)  # one more file: the saved interleave state does not fit

@@ -16,56 +16,20 @@ numeric version folder; an existing SavedModel is replaced only with `--overwrit
 
 import sys
 
-from absl import flags
+from bert_tf import command_line
+from bert_tf.tasks import export_checkpoint
 
-from bert_tf.cli import common
-
-from bert_tf.serving import export_checkpoint
-
-FLAGS = flags.FLAGS
-flags.DEFINE_enum("model_type", None, ["classifier", "span_labeler", "squad",
-                                       "token_classifier", "ner", "encoder"],
-                  "What to export (squad = span_labeler, ner = token_classifier).")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Fine-tuning output_dir / training checkpoint, google-research "
-                    "checkpoint (folder or prefix) or Hugging Face folder.")
-flags.DEFINE_string("bert_config_file", None,
-                    "bert_config.json (default: the one in or beside init_checkpoint).")
-flags.DEFINE_string("vocab_file", None,
-                    "vocab.txt the model was trained with (default: in init_checkpoint).")
-flags.DEFINE_bool("do_lower_case", True, "Uncased model: lowercase and strip accents.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the signatures.")
-flags.DEFINE_list("label_names", None, "Class / tag names in label-id order.")
-flags.DEFINE_string("labels_file", None, "Class / tag names, one per line, in id order.")
-flags.DEFINE_bool("is_regression", False, "classifier: one output `score`.")
-flags.DEFINE_bool("text_pair", False, "classifier: serving_default takes text_a and text_b.")
-flags.DEFINE_integer("max_query_length", 64, "squad: question tokens kept.")
-flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in tokens.")
-flags.DEFINE_string("export_dir", None, "SavedModel folder or TF Serving model base path.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing SavedModel at export_dir.")
-flags.DEFINE_bool("versioned", False, "Write export_dir/<next version number>.")
-flags.DEFINE_bool("allow_case_mismatch", False,
-                  "Export even when do_lower_case does not fit the vocab or the released "
-                  "folder name (uncased / cased).")
+OPTIONS = export_checkpoint.ExportOptions
+REQUIRED = ("model_type", "init_checkpoint", "export_dir")
 
 
-def export():
+def run():
     """Exports the flags' checkpoint and prints the SavedModel path."""
-    path = export_checkpoint.export_from_checkpoint(
-        FLAGS.model_type, FLAGS.init_checkpoint, FLAGS.export_dir,
-        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-        label_names=export_checkpoint.read_label_names(FLAGS.label_names, FLAGS.labels_file),
-        is_regression=FLAGS.is_regression, text_pair=FLAGS.text_pair,
-        max_query_length=FLAGS.max_query_length,
-        max_answer_length=FLAGS.max_answer_length, overwrite=FLAGS.overwrite,
-        versioned=FLAGS.versioned, allow_case_mismatch=FLAGS.allow_case_mismatch)
-    print(path)
+    print(export_checkpoint.export_from_checkpoint(command_line.options_from_flags(OPTIONS)))
 
 
 def run_main():
-    common.run_command(sys.modules[__name__], export,
-                       required=("model_type", "init_checkpoint", "export_dir"))
+    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
 
 
 if __name__ == "__main__":

@@ -14,34 +14,20 @@ report of the predictions.
 
 import sys
 
-from absl import flags
-
-from bert_tf.cli import common
-
+from bert_tf import command_line
 from bert_tf.tasks.ner import task as ner_task
 
-FLAGS = flags.FLAGS
-
-flags.DEFINE_string("data_dir", None, "Folder with eng.train/eng.testa/eng.testb (or "
-                                      "train.txt/valid.txt/test.txt).")
-flags.DEFINE_string("train_file", None, "Training file (overrides data_dir).")
-flags.DEFINE_string("eval_file", None, "Evaluation file (overrides data_dir).")
-flags.DEFINE_string("predict_file", None, "File to tag (overrides data_dir); with gold tags "
-                                          "its scores are written too.")
-flags.DEFINE_integer("tag_column", -1, "Column of the tag (negative: from the end).")
-flags.DEFINE_integer("word_column", 0, "Column of the word.")
-flags.DEFINE_integer("doc_stride", 64, "Sub-tokens between the starts of the overlapping "
-                                       "windows of a sentence longer than max_seq_length.")
-common.define_common_flags()
+OPTIONS = ner_task.NerOptions
+REQUIRED = ("output_dir",)
 
 
 def run():
     """Runs the command with the parsed flags; returns the evaluation results."""
-    return ner_task.run(common.options_from_values(ner_task.NerOptions, FLAGS))
+    return ner_task.run(command_line.options_from_flags(OPTIONS))
 
 
 def run_main():
-    common.run_command(sys.modules[__name__], run, required=('output_dir',))
+    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
 
 
 if __name__ == "__main__":

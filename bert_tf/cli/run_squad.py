@@ -17,48 +17,20 @@ eval_results.json, the JSON of the official evaluate-v1.1.py / evaluate-v2.0.py.
 
 import sys
 
-from absl import flags
-
-from bert_tf.cli import common
-
+from bert_tf import command_line
 from bert_tf.tasks.squad import task as squad_task
 
-FLAGS = flags.FLAGS
-
-flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
-flags.DEFINE_string("predict_file", None,
-                    "SQuAD JSON for predictions, e.g. dev-v1.1.json or test-v1.1.json.")
-flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, "
-                     "how much stride to take between chunks.")
-flags.DEFINE_integer("max_query_length", 64, "Question tokens kept (longer questions are "
-                     "truncated).")
-flags.DEFINE_integer("n_best_size", 20, "Total number of n-best predictions to generate "
-                     "in nbest_predictions.json.")
-flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in sub-tokens.")
-flags.DEFINE_bool("version_2_with_negative", False,
-                  "SQuAD 2.0: some questions have no answer.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                   'Predict "" when null score - best non-null score exceeds this.')
-flags.DEFINE_bool("verbose_logging", False,
-                  "Log answers whose text could not be mapped back onto the context.")
-
-# The shared fine-tuning flags, with run_squad's defaults; SQuAD has no do_eval step
-# (do_predict scores predict_file) and no dropout flag for its head.
-_SQUAD_DEFAULTS = {"max_seq_length": 384, "train_batch_size": 32,
-                   "predict_batch_size": 8, "learning_rate": 5e-5,
-                   "num_train_epochs": 3.0}
-common.define_common_flags(_SQUAD_DEFAULTS,
-                           exclude=("do_eval", "eval_batch_size", "dropout_rate",
-                                    "pack_sequences", "max_sequences_per_row"))
+OPTIONS = squad_task.SquadOptions
+REQUIRED = ("output_dir",)
 
 
 def run():
     """Runs the command with the parsed flags; returns the evaluation results."""
-    return squad_task.run(common.options_from_values(squad_task.SquadOptions, FLAGS))
+    return squad_task.run(command_line.options_from_flags(OPTIONS))
 
 
 def run_main():
-    common.run_command(sys.modules[__name__], run, required=('output_dir',))
+    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
                                           max_seq_length, export_dir, label_names, ...)
     path = export.export_encoder(model, vocab_file, do_lower_case, max_seq_length,
                                  export_dir, ...)
-    path = export.export_finetuned_model(model, export_dir, kind, vocab_file,
+    path = export.export_finetuned_model(model, export_dir, model_type, vocab_file,
                                          do_lower_case, max_seq_length, **kwargs)
-        # kind: "classifier" | "span_labeler" | "token_classifier" | "encoder"
+        # model_type: "classifier" | "span_labeler" | "token_classifier" | "encoder"
 
 Each returns the directory written. Signatures (batch dimension B):
 
@@ -55,7 +55,7 @@ from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 
 SIGNATURE_NAMES = ("serving_default", "serve_ids", "serve_examples")
-KINDS = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
+MODEL_CLASSES = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
          "token_classifier": BertTokenClassifier, "encoder": BertEncoder}
 
 
@@ -361,22 +361,33 @@ _EXPORTERS = {"classifier": export_classifier, "span_labeler": export_span_label
               "token_classifier": export_token_classifier, "encoder": export_encoder}
 
 
-def export_finetuned_model(model, export_dir, kind, vocab_file, do_lower_case,
+# Other spellings of a model type (--model_type=squad / ner, as the runners are named).
+MODEL_TYPE_ALIASES = {"ner": "token_classifier", "squad": "span_labeler"}
+
+
+def canonical_model_type(model_type):
+    """`model_type` with the aliases resolved ("squad" -> "span_labeler").
+
+    Raises:
+        ValueError: for an unknown model type, naming the known ones.
+    """
+    model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
+    if model_type not in MODEL_CLASSES:
+        raise ValueError(f"unknown model_type {model_type!r}; expected one of "
+                         f"{sorted(MODEL_CLASSES) + sorted(MODEL_TYPE_ALIASES)}")
+    return model_type
+
+
+def export_finetuned_model(model, export_dir, model_type, vocab_file, do_lower_case,
                            max_seq_length, **kwargs):
-    """Dispatches to `export_<kind>`; kind is one of `KINDS` ("ner" means token_classifier)."""
-    kind = {"ner": "token_classifier", "squad": "span_labeler"}.get(kind, kind)
-    if kind not in _EXPORTERS:
-        raise ValueError(f"unknown export kind {kind!r}; expected one of {sorted(_EXPORTERS)}")
-    return _EXPORTERS[kind](model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                            **kwargs)
+    """Dispatches to `export_<model_type>` (see `canonical_model_type`)."""
+    return _EXPORTERS[canonical_model_type(model_type)](
+        model, vocab_file, do_lower_case, max_seq_length, export_dir, **kwargs)
 
 
-def keras_model_class(kind):
-    """The model class of an export kind (for loaders such as export_model.py)."""
-    kind = {"ner": "token_classifier", "squad": "span_labeler"}.get(kind, kind)
-    if kind not in KINDS:
-        raise ValueError(f"unknown export kind {kind!r}; expected one of {sorted(KINDS)}")
-    return KINDS[kind]
+def keras_model_class(model_type):
+    """The model class of a model type (for loaders such as export_model.py)."""
+    return MODEL_CLASSES[canonical_model_type(model_type)]
 
 
 __all__ = ["export_classifier", "export_encoder", "export_finetuned_model",

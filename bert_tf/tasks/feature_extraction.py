@@ -10,17 +10,58 @@ in the layout of google-research/bert's extract_features.py:
 (values rounded to 6 decimals; padding positions are left out).
 """
 
+import dataclasses
 import json
 import os
 import re
 import time
 import uuid
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.text import packing
+from bert_tf import fileio
+from bert_tf.models import BertEncoder
+from bert_tf.options import option
+from bert_tf.text import packing, tokenization
+from bert_tf.text.vocab import VocabFile
+from bert_tf.weights import from_pretrained
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExtractOptions:
+    """What bert-extract-features reads and writes (see each field's help)."""
+    input_file: Optional[str] = option(None, "Text file: one text or `text_a ||| text_b` "
+                                             "a line.")
+    output_file: Optional[str] = option(None, "JSON lines output.")
+    layers: str = option("-1,-2,-3,-4", "Comma-separated Transformer block indexes.")
+    bert_config_file: Optional[str] = option(
+        None, "bert_config.json (default: the one in init_checkpoint).")
+    init_checkpoint: Optional[str] = option(
+        None, "Released checkpoint folder, checkpoint prefix or Hugging Face folder.")
+    vocab_file: Optional[str] = option(None, "vocab.txt (default: the one in "
+                                             "init_checkpoint).")
+    do_lower_case: bool = option(True, "Uncased model: lowercase and strip accents.")
+    max_seq_length: int = option(128, "Tokens per sequence ([CLS] and [SEP] included).")
+    batch_size: int = option(32, "Sequences per model call.")
+
+
+def run(options: ExtractOptions) -> int:
+    """Loads the encoder and the vocab (once) and writes the features; returns the count."""
+    vocab_file = options.vocab_file or fileio.file_in_folder(options.init_checkpoint,
+                                                             "vocab.txt")
+    if not vocab_file:
+        raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
+                                "--vocab_file")
+    vocab = VocabFile.read(vocab_file)
+    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=options.do_lower_case)
+    encoder = from_pretrained(BertEncoder, options.init_checkpoint,
+                              config=options.bert_config_file)
+    tokenization.check_vocab_matches(len(vocab.tokens), vocab_file, encoder.config.vocab_size)
+    return extract_features(encoder, tokenizer, options.input_file, options.output_file,
+                            options.layers, options.max_seq_length, options.batch_size)
 
 
 PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")

@@ -15,54 +15,74 @@ from typing import Optional
 
 import keras
 import tensorflow as tf
-from absl import logging
 
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
-from bert_tf.models import (BertEncoder, BertPretrainer, next_sentence_weights,
-                            pretraining_losses)
-from bert_tf.tasks import base
-from bert_tf.text import vocab as vocab_io
-from bert_tf.train import (distribute, loop, masking, optimization, records,
-                           sequence_packing)
+from bert_tf.models import BertPretrainer, next_sentence_weights, pretraining_losses
+from bert_tf.options import option
+from bert_tf.tasks import driver
+from bert_tf.tasks.options import TrainingOptions
+from bert_tf.tasks.task import Task, TrainData
+from bert_tf.train import distribute, loop, masking, optimization, records, sequence_packing
 
 
 @dataclasses.dataclass(kw_only=True)
-class PretrainingOptions(base.TrainingOptions):
-    """Everything `run_pretraining` needs; the flags map 1:1 onto it."""
-    bert_config: BertConfig
-    input_file: str
-    do_train: bool = True
-    do_eval: bool = False
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
-    steps_per_loop: int = 1000
-    max_eval_steps: int = 100
-    input_compression: str = "auto"
-    # Rows packing several instances (see bert_tf.train.sequence_packing).
-    pack_sequences: bool = False
-    max_sequences_per_row: int = 3
-    packing_window: int = 1024
-    # Masks drawn in the pipeline each epoch (records of --masking=none).
-    dynamic_masking: bool = False
-    vocab_file: Optional[str] = None
-    masked_lm_prob: float = 0.15
-    whole_word_masking: bool = False
-    max_ngram_size: int = 1
-    next_sentence: bool = True
+class PretrainingOptions(TrainingOptions):
+    """Everything `run_pretraining` needs (see each field's help)."""
+    bert_config: Optional[BertConfig] = option(
+        None, "The model's BertConfig (Python API; the command reads bert_config_file).",
+        flag=False)
+    input_file: Optional[str] = option(
+        None, "Input TFRecord files (comma-separated globs; gzip or not).")
+    max_predictions_per_seq: int = option(20, "Masked positions per record.")
+    num_train_steps: int = option(100000, "Optimizer steps.")
+    num_warmup_steps: int = option(10000, "Linear warm-up steps.")
+    steps_per_loop: int = option(1000, "Steps per compiled loop call (progress is logged "
+                                       "per loop).", aliases=("iterations_per_loop",))
+    max_eval_steps: int = option(100, "Maximum eval batches.")
+    input_compression: str = option(
+        "auto", "Compression of the input files; auto: gzip when the file starts with the "
+        "gzip magic bytes.", choices=records.COMPRESSION_TYPES)
+    pack_sequences: bool = option(
+        False, "Pack up to --max_sequences_per_row instances into each row of "
+        "--max_seq_length (best-fit bin packing over windows of instances): less padding, "
+        "the same losses. Each instance attends only to itself, its position ids restart "
+        "at 0 and the next-sentence head reads its own [CLS]. --train_batch_size then "
+        "counts rows.")
+    max_sequences_per_row: int = option(
+        3, "With --pack_sequences: at most this many instances share a row (>= 1). A row "
+        "has --max_predictions_per_seq + max_sequences_per_row - 1 masked-LM slots; an "
+        "instance that would overflow them (or the row's tokens) goes to another row.")
+    packing_window: int = option(1024, "With --pack_sequences: instances bin-packed "
+                                       "together (a window of the shuffled input).")
+    dynamic_masking: bool = option(
+        False, "Draw the masks in the input pipeline, anew each epoch, with the original's "
+        "rules (--masked_lm_prob, 80% [MASK] / 10% kept / 10% random, at most "
+        "--max_predictions_per_seq, never [CLS]/[SEP]/[PAD]). Needs records without masks "
+        "(create_pretraining_data --masking=none) and --vocab_file.")
+    vocab_file: Optional[str] = option(
+        None, "vocab.txt of the model: with --dynamic_masking, the ids of [MASK], the "
+        "special tokens and the ## word pieces.")
+    masked_lm_prob: float = option(0.15, "With --dynamic_masking: share of the tokens of "
+                                         "each instance to mask.")
+    whole_word_masking: bool = option(
+        False, "With --dynamic_masking: mask all the word pieces of a word together.",
+        aliases=("do_whole_word_mask",))
+    max_ngram_size: int = option(
+        1, "With --dynamic_masking and --whole_word_masking: mask spans of up to this many "
+        "whole words, span length n drawn with weight 1/n (tensorflow/models' n-gram "
+        "masking). 1: single words.")
+    next_sentence: bool = option(
+        True, "Train the next-sentence head on next_sentence_labels. false: masked LM only "
+        "(RoBERTa; records of create_pretraining_data --next_sentence=false), the model "
+        "has no next-sentence head.")
 
 
-def check_options(options, strategy):
+def check_options(options, context):
     """Rejects options that cannot work, naming the flag, before anything runs."""
-    if not (options.do_train or options.do_eval):
-        raise ValueError("at least one of --do_train or --do_eval must be set")
-    fileio.check_output_dir(options.output_dir, "--output_dir")
-    config = options.bert_config
-    if options.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={options.max_seq_length} exceeds the model's "
-                         f"max_position_embeddings={config.max_position_embeddings}")
+    strategy = context.strategy
+    if not options.input_file:
+        raise ValueError("--input_file is required")
     if options.do_train:
         optimization.validate_schedule(options.learning_rate, options.num_train_steps,
                                        options.num_warmup_steps)
@@ -73,7 +93,7 @@ def check_options(options, strategy):
         distribute.check_global_batch_size(options.eval_batch_size, strategy,
                                            "eval_batch_size")
     if options.init_checkpoint:
-        check_init_checkpoint_config(options.init_checkpoint, config)
+        check_init_checkpoint_config(options.init_checkpoint, context.config)
     input_files = records.expand_input_files(options.input_file)
     if all(tf.io.gfile.stat(path).length == 0 for path in input_files):
         raise ValueError(f"--input_file={options.input_file}: the {len(input_files)} "
@@ -84,10 +104,10 @@ def check_options(options, strategy):
             sequence_packing.check_max_sequences_per_row(options.max_sequences_per_row)
         except ValueError as error:
             raise ValueError(f"--{error}") from None
-    _check_masking_options(options)
+    _check_masking_options(options, context.vocab)
 
 
-def _check_masking_options(options):
+def _check_masking_options(options, vocab):
     """Dynamic masking needs records without masks and a vocab; the reverse too."""
     carry_masks = records.records_carry_masks(options.input_file, options.input_compression)
     if options.dynamic_masking and carry_masks:
@@ -110,7 +130,7 @@ def _check_masking_options(options):
         raise ValueError("--dynamic_masking needs --vocab_file (the ids of [MASK], the "
                          "special tokens and the ## word pieces)")
     else:
-        masking_options(options)  # raises on a bad combination, naming it
+        masking_options(options, vocab)  # raises on a bad combination, naming it
 
 
 def check_init_checkpoint_config(init_checkpoint, config):
@@ -170,8 +190,9 @@ def pretraining_losses_and_accuracy(features, outputs):
     return losses
 
 
-def masking_options(options):
-    """The `MaskingOptions` of --dynamic_masking (None without it).
+def masking_options(options, vocab):
+    """The `MaskingOptions` of --dynamic_masking (None without it), from the run's vocab
+    (a `VocabFile`, read once).
 
     Raises:
         ValueError: naming the flag, for a vocab without [MASK]/[CLS]/[SEP] or a bad
@@ -179,10 +200,9 @@ def masking_options(options):
     """
     if not options.dynamic_masking:
         return None
-    vocab = vocab_io.load_vocab(options.vocab_file)
     try:
         return masking.MaskingOptions.from_vocab(
-            vocab, options.vocab_file,
+            vocab.tokens, vocab.path,
             max_predictions_per_seq=options.max_predictions_per_seq,
             masked_lm_prob=options.masked_lm_prob,
             whole_word_masking=options.whole_word_masking,
@@ -191,9 +211,9 @@ def masking_options(options):
         raise ValueError(f"--dynamic_masking: {error}") from None
 
 
-def _dataset_fn(options, is_training):
+def dataset_fn_for(options, is_training, mask_options=None):
+    """The pre-training `dataset_fn` of the options (train or eval batches)."""
     batch = options.train_batch_size if is_training else options.eval_batch_size
-    mask_options = masking_options(options)
 
     def dataset_fn(input_context):
         return records.pretraining_dataset(
@@ -206,55 +226,49 @@ def _dataset_fn(options, is_training):
     return dataset_fn
 
 
-def _model_fn(options):
-    def model_fn():
-        if options.seed is not None:
-            keras.utils.set_random_seed(options.seed)
-        encoder = BertEncoder(options.bert_config)
-        if not options.next_sentence:
+class PretrainingTask(Task):
+    """Masked LM (+ next-sentence prediction) on TFRecords of create_pretraining_data."""
+    name = "pretraining"
+    model_type = "pretrainer"
+    strict_init = True  # the encoder must load whole; the heads may start fresh
+    needs_vocab = False
+    records_run_settings = False  # restoring a checkpoint checks that it fits
+
+    def __init__(self, options: PretrainingOptions):
+        super().__init__(options)
+        self.mask_options = None
+        self.google_checkpoint_prefix = os.path.join(options.output_dir or "",
+                                                     "bert_model.ckpt")
+
+    def setup(self, context):
+        super().setup(context)
+        check_options(self.options, context)
+        self.mask_options = masking_options(self.options, context.vocab)
+
+    def schedule(self, num_examples):
+        return self.options.num_train_steps, self.options.num_warmup_steps
+
+    def build_model(self, encoder):
+        if self.options.seed is not None:
+            keras.utils.set_random_seed(self.options.seed)
+            encoder = type(encoder)(encoder.config)  # built after the seed, as before
+        if not self.options.next_sentence:
             # No head reads the pooler: frozen, it keeps its initial (or loaded) weights
             # instead of shrinking under weight decay with zero gradients.
             encoder.pooler.trainable = False
-        return BertPretrainer(encoder, next_sentence=options.next_sentence,
+        return BertPretrainer(encoder, next_sentence=self.options.next_sentence,
                               name="bert_pretrainer")
-    return model_fn
 
+    def loss(self, features, outputs):
+        return pretraining_losses_and_accuracy(features, outputs)
 
-def run_pretraining(options, strategy):
-    """Trains and/or evaluates; returns {"train": TrainResult|None, "eval": dict|None}."""
-    check_options(options, strategy)
-    result = {"train": None, "eval": None}
-    model = None
-    if options.do_train:
-        optimizer_fn = base.optimizer_builder(options, options.num_train_steps,
-                                              options.num_warmup_steps)
-        result["train"] = _train_explaining_bad_records(options, lambda: loop.train(
-            strategy, _model_fn(options), pretraining_losses_and_accuracy,
-            _dataset_fn(options, True),
-            optimizer_fn=optimizer_fn, output_dir=options.output_dir,
-            num_train_steps=options.num_train_steps,
-            global_batch_size=options.train_batch_size,
-            save_checkpoints_steps=options.save_checkpoints_steps,
-            keep_checkpoint_max=options.keep_checkpoint_max,
-            steps_per_loop=options.steps_per_loop,
-            gradient_accumulation_steps=options.gradient_accumulation_steps,
-            mixed_precision=options.mixed_precision, use_xla=options.use_xla,
-            init_checkpoint=options.init_checkpoint,
-            google_checkpoint_prefix=os.path.join(options.output_dir, "bert_model.ckpt")))
-        model = result["train"].model
-    if options.do_eval:
-        step = result["train"].global_step if result["train"] else None
-        result["eval"] = _evaluate(options, strategy, model, step)
-    return result
+    def train_data(self):
+        return TrainData(dataset_fn_for(self.options, True, self.mask_options), 0,
+                         self.options.train_batch_size)
 
-
-def _train_explaining_bad_records(options, train_fn):
-    """Runs `train_fn`; a record that tf.data cannot parse is found and named."""
-    try:
-        return train_fn()
-    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
-        logging.error("Training failed (%s); scanning the input files for a bad record",
-                      error.message.splitlines()[0])
+    def explain_bad_input(self, error):
+        """A record that tf.data cannot parse is found and named."""
+        options = self.options
         records.explain_parse_error(
             options.input_file,
             records.pretraining_features(options.max_seq_length,
@@ -262,31 +276,20 @@ def _train_explaining_bad_records(options, train_fn):
                                          masked=not options.dynamic_masking,
                                          next_sentence=options.next_sentence),
             options.input_compression)
-        raise
+
+    def evaluate(self, split, runner):
+        dataset_fn = dataset_fn_for(self.options, False, self.mask_options)
+        model = runner.ensure_model(dataset_fn)
+        results = loop.evaluate(self.context.strategy, model, dataset_fn,
+                                pretraining_metrics, num_steps=self.options.max_eval_steps)
+        results.pop("eval_steps")
+        return results
 
 
-def _evaluate(options, strategy, model, global_step):
-    if model is None:
-        with loop.dtype_policy(options.mixed_precision):
-            model = loop.build_model(
-                strategy, _model_fn(options),
-                _dataset_fn(options, False)(None).element_spec)
-        latest = tf.train.latest_checkpoint(options.output_dir)
-        if latest:
-            global_step = loop.restore_model(model, latest)
-        elif options.init_checkpoint:
-            loop.initialize_from_checkpoint(model, options.init_checkpoint)
-            global_step = 0
-        else:
-            raise ValueError(f"--do_eval: no checkpoint in --output_dir={options.output_dir} "
-                             "and no --init_checkpoint")
-    results = loop.evaluate(strategy, model, _dataset_fn(options, False),
-                            pretraining_metrics, num_steps=options.max_eval_steps)
-    results["global_step"] = global_step
-    results.pop("eval_steps")
-    path = os.path.join(options.output_dir, "eval_results.txt")
-    if distribute.is_chief(strategy):
-        tf.io.gfile.makedirs(options.output_dir)
-        logging.info("***** Eval results *****")
-        base.write_eval_results(path, results)
-    return results
+def run_pretraining(options, strategy=None):
+    """Trains and/or evaluates; returns {"train": TrainResult|None, "eval": dict|None}."""
+    outcome = driver.execute(PretrainingTask(options), strategy)
+    evaluation = outcome.results if options.do_eval else None
+    if evaluation is not None:
+        evaluation = dict(evaluation, global_step=outcome.runner.global_step)
+    return {"train": outcome.runner.train_result, "eval": evaluation}

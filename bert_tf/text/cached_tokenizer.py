@@ -21,7 +21,6 @@ its tokens: the 2.8 MB English Wikipedia sample has 446k whitespace tokens, 65k 
 The caches are bounded (`max_cached_tokens`, about 300 bytes an entry).
 """
 
-import itertools
 import re
 from typing import Dict, List, Sequence, Tuple
 

@@ -13,7 +13,6 @@ any other text, so user text can never inject a real special token. Pass
 `keep_special_tokens=True` to keep `[PAD] [UNK] [CLS] [SEP] [MASK]` whole instead.
 """
 
-import os
 import re
 
 from bert_tf.text import wordpiece_graph
@@ -23,7 +22,7 @@ from bert_tf.text.rules import (  # noqa: F401
     convert_to_unicode, is_chinese_char, is_control, is_punctuation, is_whitespace,
     printable_text, strip_accents, whitespace_tokenize)
 from bert_tf.text.vocab import (  # noqa: F401
-    SPECIAL_TOKENS, UNK_TOKEN, check_case_matches, check_vocab_has_unk, check_vocab_matches,
+    SPECIAL_TOKENS, UNK_TOKEN, VocabFile, check_case_matches, check_vocab_has_unk, check_vocab_matches,
     convert_by_vocab, load_vocab)
 from bert_tf.text.wordpiece_graph import BertTokenizerLayer  # noqa: F401
 
@@ -32,15 +31,20 @@ class FullTokenizer:
     """End-to-end tokenizer: `BasicTokenizer` then `WordpieceTokenizer`.
 
     Args:
-        vocab_file: path of vocab.txt (one token per line; must contain `[UNK]`).
+        vocab_file: path of vocab.txt (one token per line; must contain `[UNK]`), or a
+            `VocabFile` already read (a run reads its vocab once).
         do_lower_case: lowercase and strip accents (uncased models).
         keep_special_tokens: keep `[PAD] [UNK] [CLS] [SEP] [MASK]` typed in the text whole
             instead of splitting them like any other text (the original splits them).
     """
 
     def __init__(self, vocab_file, do_lower_case=True, keep_special_tokens=False):
-        self.vocab_file = os.fspath(vocab_file)
-        self.vocab = load_vocab(self.vocab_file)
+        if not isinstance(vocab_file, VocabFile):
+            vocab_file = VocabFile.read(vocab_file)
+        self._vocab_read = vocab_file
+        self.vocab_file = vocab_file.path
+        self.vocab_sha256 = vocab_file.sha256
+        self.vocab = vocab_file.tokens
         check_vocab_has_unk(self.vocab, self.vocab_file)
         self.inv_vocab = {index: token for token, index in self.vocab.items()}
         self.do_lower_case = bool(do_lower_case)
@@ -106,7 +110,7 @@ class FullTokenizer:
     def _graph(self):
         if self._graph_tokenizer is None:
             self._graph_tokenizer = wordpiece_graph.GraphWordpiece(
-                self.vocab_file, self.do_lower_case, self.keep_special_tokens)
+                self._vocab_read, self.do_lower_case, self.keep_special_tokens)
         return self._graph_tokenizer
 
     def convert_texts_to_ids(self, texts):

@@ -2,6 +2,8 @@
 check that a vocab belongs to a model's embedding table."""
 
 import collections
+import dataclasses
+import hashlib
 import os
 
 from absl import logging
@@ -20,11 +22,30 @@ def load_vocab(vocab_file):
         ValueError: the file is empty, not UTF-8, or lists a token twice (the message names
             the file and the lines).
     """
-    vocab_file = os.fspath(vocab_file)
-    if not os.path.isfile(vocab_file):
-        raise FileNotFoundError(f"vocab file not found: {vocab_file}")
-    with open(vocab_file, "rb") as reader:
-        raw_lines = reader.read().split(b"\n")
+    return VocabFile.read(vocab_file).tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabFile:
+    """A vocab.txt read once: its path, tokens (token -> id) and SHA-256 (what feature
+    caches and run settings are keyed by)."""
+    path: str
+    tokens: collections.OrderedDict
+    sha256: str
+
+    @classmethod
+    def read(cls, vocab_file):
+        """Reads and checks `vocab_file` (see `load_vocab` for what is refused)."""
+        vocab_file = os.fspath(vocab_file)
+        if not os.path.isfile(vocab_file):
+            raise FileNotFoundError(f"vocab file not found: {vocab_file}")
+        with open(vocab_file, "rb") as reader:
+            data = reader.read()
+        return cls(vocab_file, _parse_vocab(data, vocab_file), hashlib.sha256(data).hexdigest())
+
+
+def _parse_vocab(data, vocab_file):
+    raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()  # the newline that ends the last line
     vocab = collections.OrderedDict()

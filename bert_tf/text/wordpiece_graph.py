@@ -20,7 +20,8 @@ import tensorflow_text as tf_text
 
 from bert_tf.text import rules
 from bert_tf.text import wordpiece_fast
-from bert_tf.text.vocab import SPECIAL_TOKENS, UNK_TOKEN, check_vocab_has_unk, load_vocab
+from bert_tf.text.vocab import (SPECIAL_TOKENS, UNK_TOKEN, VocabFile, check_vocab_has_unk,
+                                load_vocab)
 from bert_tf.text import wordpiece_tables as tables
 
 _MAX_BYTES_PER_WORD = 4 * rules.MAX_INPUT_CHARS_PER_WORD
@@ -123,7 +124,7 @@ class GraphWordpiece(tf.Module):
     """Tokenizes batches of texts with TensorFlow ops (see module docstring).
 
     Args:
-        vocab_file: vocab.txt path.
+        vocab_file: vocab.txt path, or a `VocabFile` already read.
         do_lower_case: uncased rules.
         keep_special_tokens: keep `[PAD] [UNK] [CLS] [SEP] [MASK]` in the text whole.
     """
@@ -131,7 +132,10 @@ class GraphWordpiece(tf.Module):
     def __init__(self, vocab_file, do_lower_case=True, keep_special_tokens=False,
                  name="graph_wordpiece"):
         super().__init__(name=name)
-        vocab = load_vocab(vocab_file)
+        if isinstance(vocab_file, VocabFile):  # already read (a run reads its vocab once)
+            vocab, vocab_file = vocab_file.tokens, vocab_file.path
+        else:
+            vocab = load_vocab(vocab_file)
         check_vocab_has_unk(vocab, vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self.keep_special_tokens = bool(keep_special_tokens)

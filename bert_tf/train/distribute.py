@@ -11,7 +11,6 @@
   project=gcp_project)`, as google-research/bert's `--tpu_name/--tpu_zone/--gcp_project`.
 """
 
-import json
 import os
 
 import tensorflow as tf
@@ -65,9 +64,33 @@ def get_strategy(distribution_strategy="one_device", num_gpus=0, tpu_name=None,
         return tf.distribute.MirroredStrategy(devices=devices)
     if distribution_strategy == "multi_worker_mirrored":
         return tf.distribute.MultiWorkerMirroredStrategy()
-    resolver = tpu_cluster_resolver(tpu_name, tpu_zone, gcp_project)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tpu_strategy(tpu_name, tpu_zone, gcp_project)
+
+
+# What resolving or connecting to an absent or unreachable TPU raises: a failed name or
+# metadata lookup (URLError is an OSError), an unknown name, a refused connection.
+TPU_CONNECTION_ERRORS = (OSError, ValueError, RuntimeError, ImportError,
+                         tf.errors.OpError)
+
+
+def tpu_strategy(tpu_name=None, tpu_zone=None, gcp_project=None):
+    """`TPUStrategy` on the named Cloud TPU (resolved by `tpu_cluster_resolver`).
+
+    Raises:
+        ValueError: naming the TPU (and zone, project) when it cannot be found or reached.
+    """
+    try:
+        resolver = tpu_cluster_resolver(tpu_name, tpu_zone, gcp_project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except TPU_CONNECTION_ERRORS as error:
+        where = ", ".join(f"{name} {value!r}" for name, value in (
+            ("zone", tpu_zone), ("project", gcp_project)) if value)
+        raise ValueError(
+            f"TPU {tpu_name!r}{f' ({where})' if where else ''} could not be reached: "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}; "
+            "check --tpu_name, --tpu_zone and --gcp_project (on a TPU VM: "
+            "--tpu_name=local)") from error
     return tf.distribute.TPUStrategy(resolver)
 
 
@@ -115,10 +138,3 @@ def check_global_batch_size(global_batch_size, strategy, name="train_batch_size"
         raise ValueError(
             f"{name}={global_batch_size} gives {per_replica} examples per replica, not "
             f"divisible by gradient_accumulation_steps={micro_batches}")
-
-
-def tf_config_for_local_workers(num_workers, task_index, ports):
-    """A TF_CONFIG JSON string for `num_workers` processes on 127.0.0.1 (tests, demos)."""
-    workers = [f"127.0.0.1:{port}" for port in ports[:num_workers]]
-    return json.dumps({"cluster": {"worker": workers},
-                       "task": {"type": "worker", "index": task_index}})

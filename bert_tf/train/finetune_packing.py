@@ -26,7 +26,6 @@ import tensorflow as tf
 from bert_tf.train import sequence_packing
 
 PACKING_WINDOW = 1024  # examples packed together
-PACKED_INSTANCE_FEATURES = ("cls_positions", "sequence_weights")
 
 
 @dataclasses.dataclass(frozen=True)

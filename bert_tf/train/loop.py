@@ -1,8 +1,9 @@
 """A reusable, resumable training loop (pre-training and fine-tuning) and eval helpers.
 
-API (stable; the runners call it with their own model, loss and data)::
+API (the driver in `bert_tf.tasks.driver` calls it with each task's model, loss and
+data)::
 
-    result = training.train(
+    result = loop.train(
         strategy,                      # from bert_tf.train.distribute.get_strategy
         model_fn,                      # () -> keras.Model; called inside strategy.scope()
         loss_fn,                       # (features, outputs) -> scalar or dict with
@@ -10,23 +11,16 @@ API (stable; the runners call it with their own model, loss and data)::
         train_dataset_fn,              # (tf.distribute.InputContext) -> tf.data.Dataset of
                                        #   feature dicts, batched per replica
         optimizer_fn=lambda: optimization.create_optimizer(...),  # in strategy.scope()
-        output_dir=...,                # checkpoints, TensorBoard "train/" summaries
-        num_train_steps=...,           # optimizer steps in total (resumed runs included)
-        global_batch_size=...,         # examples per optimizer step over all replicas
-        save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=100,
-        gradient_accumulation_steps=1, # splits each replica's batch into micro-batches
-        mixed_precision=None,          # None | "bfloat16" | "float16" (loss scaling)
-        use_xla=False,                 # XLA: the whole step on one replica, else fwd+bwd
+        settings=LoopSettings(output_dir=..., num_train_steps=..., global_batch_size=...),
         init_checkpoint=None,          # google-research folder/prefix or HF folder; used
                                        #   on a fresh start only, checked against the model
-        google_checkpoint_prefix=None, # final model also in the TF1 layout (+ config)
-        checkpoint_input_iterator=True)
+        google_checkpoint_prefix=None) # final model also in the TF1 layout (+ config)
     result.model, result.global_step, result.losses, result.history
 
-    metrics = training.evaluate(strategy, model, eval_dataset_fn, metrics_fn,
-                                num_steps=None)      # {name: weighted mean}
-    for batch in training.predict(strategy, model, dataset_fn, passthrough_keys=()): ...
-    step = training.restore_model(model, output_dir_or_checkpoint)
+    metrics = loop.evaluate(strategy, model, eval_dataset_fn, metrics_fn,
+                            num_steps=None)      # {name: weighted mean}
+    for batch in loop.predict(strategy, model, dataset_fn, passthrough_keys=()): ...
+    step = loop.restore_model(model, output_dir_or_checkpoint)
 
 The model is called with the whole feature dict (labels included) and `training=True`.
 The run resumes from the latest checkpoint in `output_dir` (model, optimizer slots and
@@ -53,6 +47,7 @@ import contextlib
 import dataclasses
 import os
 import time
+from typing import Optional
 
 import keras
 import tensorflow as tf
@@ -65,6 +60,58 @@ from bert_tf.train import steps
 from bert_tf.weights import checkpoints
 
 MIXED_PRECISION = (None, "none", "bfloat16", "float16")
+
+
+@dataclasses.dataclass
+class LoopSettings:
+    """How the loop runs (see the module docstring).
+
+    Attributes:
+      output_dir: Checkpoints and TensorBoard "train/" summaries.
+      num_train_steps: Optimizer steps in total (resumed runs included).
+      global_batch_size: Rows per optimizer step over all replicas.
+      save_checkpoints_steps: Checkpoint every this many steps (and at the end).
+      keep_checkpoint_max: Newest checkpoints kept.
+      steps_per_loop: Steps per compiled loop call (progress is logged per call).
+      gradient_accumulation_steps: Micro-batches each replica's batch is split into.
+      mixed_precision: None, "none", "bfloat16" or "float16" (loss scaling).
+      use_xla: XLA-compile the whole step on one replica (else forward + backward).
+      checkpoint_input_iterator: Checkpoint the input position (one worker only).
+    """
+    output_dir: str
+    num_train_steps: int
+    global_batch_size: int
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    steps_per_loop: int = 100
+    gradient_accumulation_steps: int = 1
+    mixed_precision: Optional[str] = None
+    use_xla: bool = False
+    checkpoint_input_iterator: bool = True
+
+    @classmethod
+    def from_options(cls, options, num_train_steps, global_batch_size):
+        """The settings of a runner's options (`bert_tf.tasks.options.TrainingOptions`)."""
+        return cls(output_dir=options.output_dir, num_train_steps=num_train_steps,
+                   global_batch_size=global_batch_size,
+                   save_checkpoints_steps=options.save_checkpoints_steps,
+                   keep_checkpoint_max=options.keep_checkpoint_max,
+                   steps_per_loop=options.steps_per_loop,
+                   gradient_accumulation_steps=options.gradient_accumulation_steps,
+                   mixed_precision=options.mixed_precision, use_xla=options.use_xla)
+
+    def check(self, strategy):
+        """Raises ValueError for settings that cannot work, naming the setting."""
+        for name in ("num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max",
+                     "steps_per_loop", "gradient_accumulation_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.mixed_precision not in MIXED_PRECISION:
+            raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION[1:]}, "
+                             f"got {self.mixed_precision!r}")
+        distribute.check_global_batch_size(self.global_batch_size, strategy,
+                                           micro_batches=self.gradient_accumulation_steps)
 
 
 @dataclasses.dataclass
@@ -94,19 +141,6 @@ def dtype_policy(mixed_precision):
         keras.config.set_dtype_policy(previous)
 
 
-def _check_arguments(strategy, num_train_steps, global_batch_size, save_checkpoints_steps,
-                     keep_checkpoint_max, steps_per_loop, gradient_accumulation_steps):
-    for name, value in (("num_train_steps", num_train_steps),
-                        ("save_checkpoints_steps", save_checkpoints_steps),
-                        ("keep_checkpoint_max", keep_checkpoint_max),
-                        ("steps_per_loop", steps_per_loop),
-                        ("gradient_accumulation_steps", gradient_accumulation_steps)):
-        if isinstance(value, bool) or int(value) != value or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    distribute.check_global_batch_size(global_batch_size, strategy,
-                                       micro_batches=gradient_accumulation_steps)
-
-
 def build_model(strategy, model_fn, element_spec):
     """Calls `model_fn` in the strategy scope and creates its variables."""
     with strategy.scope():
@@ -122,11 +156,17 @@ def initialize_from_checkpoint(model, init_checkpoint):
     """Loads pretrained weights (google-research folder or prefix, or Hugging Face).
 
     Raises:
-        ValueError: when the checkpoint does not fit the model: a shape differs, or
-            encoder weights (`bert/...`) are missing on one side (e.g. another
-            num_hidden_layers).
+        ValueError: when the checkpoint does not fit the model (`check_encoder_loaded`).
     """
     report = checkpoints.load_pretrained_weights(model, init_checkpoint)
+    check_encoder_loaded(report, init_checkpoint)
+    logging.info("Initialized from %s: %s", init_checkpoint, report.summary())
+    return report
+
+
+def check_encoder_loaded(report, init_checkpoint):
+    """Raises ValueError when a load left encoder weights (`bert/...`) unmatched on
+    either side: a shape or num_hidden_layers that differs from the model's config."""
     missing = [n for n in report.newly_initialized if n.startswith("bert/")]
     extra = [n for n in report.unmatched if n.startswith("bert/")]
     if missing or extra:
@@ -136,8 +176,6 @@ def initialize_from_checkpoint(model, init_checkpoint):
                f"{' ...' if len(missing) > 5 else ''}; " if missing else "")
             + (f"encoder variables the model lacks: {extra[:5]}"
                f"{' ...' if len(extra) > 5 else ''}" if extra else ""))
-    logging.info("Initialized from %s: %s", init_checkpoint, report.summary())
-    return report
 
 
 def restore_model(model, checkpoint):
@@ -260,20 +298,18 @@ def _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_wr
             write_scalar_summary(name, value)
 
 
-def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output_dir,
-          num_train_steps, global_batch_size, save_checkpoints_steps=1000,
-          keep_checkpoint_max=5, steps_per_loop=100, gradient_accumulation_steps=1,
-          mixed_precision=None, use_xla=False, init_checkpoint=None,
-          google_checkpoint_prefix=None, checkpoint_input_iterator=True):
-    """Trains (or resumes training) to `num_train_steps`; see the module docstring.
+def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
+          settings: LoopSettings, init_checkpoint=None, google_checkpoint_prefix=None):
+    """Trains (or resumes training) to `settings.num_train_steps`; see the module docstring.
 
     Returns:
         A `TrainResult`.
     Raises:
-        ValueError: for arguments that cannot work, before any training step.
+        ValueError: for settings that cannot work, before any training step.
     """
-    _check_arguments(strategy, num_train_steps, global_batch_size, save_checkpoints_steps,
-                     keep_checkpoint_max, steps_per_loop, gradient_accumulation_steps)
+    settings.check(strategy)
+    output_dir, mixed_precision = settings.output_dir, settings.mixed_precision
+    checkpoint_input_iterator = settings.checkpoint_input_iterator
     tf.io.gfile.makedirs(output_dir)
     iterator, element_spec, host_iterator = _make_train_iterator(
         strategy, train_dataset_fn, checkpoint_input_iterator)
@@ -297,15 +333,14 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
             strategy, train_dataset_fn, checkpoint_input_iterator)[0]
     checkpoint_dir = distribute.worker_checkpoint_dir(strategy, output_dir)
     manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(**tracked), checkpoint_dir, keep_checkpoint_max,
+        tf.train.Checkpoint(**tracked), checkpoint_dir, settings.keep_checkpoint_max,
         step_counter=global_step, checkpoint_name="ckpt")
     train_loop = steps.make_train_loop(
         strategy, model, loss_fn, optimizer, global_step, names,
-        gradient_accumulation_steps=gradient_accumulation_steps, use_xla=use_xla,
-        host_iterator=host_iterator)
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        use_xla=settings.use_xla, host_iterator=host_iterator)
     result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
-                        _summary_writer(strategy, output_dir), num_train_steps,
-                        global_batch_size, steps_per_loop, save_checkpoints_steps)
+                        _summary_writer(strategy, output_dir), settings)
     result.model = model
     distribute.cleanup_worker_dir(strategy, checkpoint_dir)
     if google_checkpoint_prefix and distribute.is_chief(strategy):
@@ -315,8 +350,11 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn, output
 
 
 def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_writer,
-               num_train_steps, global_batch_size, steps_per_loop, save_checkpoints_steps):
+               settings):
     """Runs loop calls up to `num_train_steps`, saving on the way; returns a TrainResult."""
+    num_train_steps, global_batch_size = settings.num_train_steps, settings.global_batch_size
+    steps_per_loop, save_checkpoints_steps = (settings.steps_per_loop,
+                                              settings.save_checkpoints_steps)
     start_step = step = int(global_step.numpy())
     if step >= num_train_steps:
         logging.info("Checkpoint at step %d >= num_train_steps %d: nothing to train.",

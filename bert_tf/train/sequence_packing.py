@@ -24,8 +24,6 @@ import tensorflow as tf
 
 ROW_FEATURES = ("input_ids", "input_mask", "segment_ids", "position_ids", "sequence_ids")
 PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
-NEXT_SENTENCE_FEATURES = ("next_sentence_positions", "next_sentence_labels",
-                          "next_sentence_weights")
 
 
 def check_max_sequences_per_row(max_sequences_per_row):

@@ -276,7 +276,7 @@ def feature_cache_key(examples, label_list, max_seq_length, tokenizer,
     """What the features of `examples` depend on: the SHA-256 of the data files and of
     the vocabulary, lower-casing, max_seq_length, labels and the example count."""
     return {"data_files": [fileio.file_digest(p) for p in data_files],
-            "vocab_file": fileio.file_digest(tokenizer.vocab_file),
+            "vocab_file": tokenizer.vocab_sha256,
             "do_lower_case": tokenizer.do_lower_case, "max_seq_length": max_seq_length,
             "labels": label_list, "num_examples": len(examples), **(extra_key or {})}
 

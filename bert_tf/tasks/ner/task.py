@@ -7,8 +7,8 @@
 Files: `train_file` / `eval_file` / `predict_file`, or found in `data_dir` under the
 CoNLL-2003 names (`eng.train`, `eng.testa`, `eng.testb`) or `train.txt`, `valid.txt` /
 `dev.txt`, `test.txt`. Writes to output_dir: `label_list.txt` (from the training data;
-eval and predict runs read it back), checkpoints (a rerun resumes), `eval_results.txt`
-(conlleval's figures as `key = value`), `eval_predictions.txt` and
+eval and predict runs read it back), checkpoints (a rerun resumes), `eval_results.txt` / `.json`
+(conlleval's figures), `eval_predictions.txt` and
 `test_predictions.txt` (`word gold predicted` lines, conlleval's input, predicted tags in
 the gold file's IOB scheme) and, when the predict file has gold tags, `test_results.txt`.
 """
@@ -24,11 +24,13 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.models import BertTokenClassifier
+from bert_tf.options import option
+from bert_tf.tasks import driver, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.ner import conlleval
-from bert_tf.tasks import base, run_files
 from bert_tf.tasks.ner import data as ner_data
-from bert_tf.tasks.base import FinetuneOptions
+from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.tasks.task import Task, TrainData, plan_packing
 from bert_tf.train import finetune_packing
 
 DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
@@ -36,16 +38,19 @@ DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
                  "predict": ("eng.testb", "test.txt")}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class NerOptions(FinetuneOptions):
     """FinetuneOptions plus the data files and their columns."""
-    data_dir: Optional[str] = None
-    train_file: Optional[str] = None
-    eval_file: Optional[str] = None
-    predict_file: Optional[str] = None
-    tag_column: int = -1
-    word_column: int = 0
-    doc_stride: int = 64
+    data_dir: Optional[str] = option(None, "Folder with eng.train/eng.testa/eng.testb (or "
+                                           "train.txt/valid.txt/test.txt).")
+    train_file: Optional[str] = option(None, "Training file (overrides data_dir).")
+    eval_file: Optional[str] = option(None, "Evaluation file (overrides data_dir).")
+    predict_file: Optional[str] = option(None, "File to tag (overrides data_dir); with gold "
+                                               "tags its scores are written too.")
+    tag_column: int = option(-1, "Column of the tag (negative: from the end).")
+    word_column: int = option(0, "Column of the word.")
+    doc_stride: int = option(64, "Sub-tokens between the starts of the overlapping windows "
+                                 "of a sentence longer than max_seq_length.")
 
 
 def data_file(options: NerOptions, split: str) -> str:
@@ -124,17 +129,7 @@ def _read(options, split, has_tags=True):
     return path, sentences
 
 
-def _label_list(options):
-    if options.do_train:
-        _, sentences = _read(options, "train")
-        labels = ner_data.build_label_list(sentences)
-        run_files.write_label_list(options.output_dir, labels)
-        logging.info("Label list from the training data: %s", labels)
-        return labels, sentences
-    return run_files.read_label_list(options.output_dir), None
-
-
-def _evaluate(sentences, predicted, path, scheme):
+def _score(sentences, predicted, path, scheme):
     text = ner_data.format_predictions(sentences, predicted, scheme)
     fileio.write_text_atomic(path, text)
     counts = conlleval.evaluate_lines(text.splitlines())
@@ -148,80 +143,94 @@ def _evaluate(sentences, predicted, path, scheme):
     return results
 
 
-def _check(options):
-    """Rejects bad settings and missing files before any work."""
-    base.check_options(options)
-    if options.doc_stride < 1:
-        raise ValueError(f"doc_stride must be at least 1, got {options.doc_stride}")
-    for split in ("train", "eval", "predict"):
-        if getattr(options, f"do_{split}"):
-            data_file(options, split)
+class NerTask(Task):
+    """Token tagging (NER) on CoNLL-2003 or any token-per-line file."""
+    name = "ner"
+    model_type = "token_classifier"
 
+    def __init__(self, options: NerOptions):
+        super().__init__(options)
+        self.label_list, self.train_sentences = None, None
 
-def _predict_split(options, holder, split, label_list, tokenizer, batch_size):
-    """Tags every sentence of `split`; writes `<split>_predictions.txt` (+ scores)."""
-    path = data_file(options, split)
-    has_tags = split == "eval" or file_has_tags(path)
-    _, sentences = _read(options, split, has_tags)
-    features = ner_data.convert_sentences_to_features(sentences, label_list, options.max_seq_length,
-                                                      tokenizer, options.doc_stride)
-    predicted_ids = []
-    for batch_logits in holder.predict_batches(
-            windows_dataset_fn(features, batch_size, False, None, options.use_trim_padding)):
-        ids = np.argmax(batch_logits, axis=-1)  # [B, S'] with S' <= max_seq_length
-        predicted_ids.append(np.pad(ids, [(0, 0), (0, options.max_seq_length - ids.shape[1])]))
-    predicted = ner_data.decode_predictions(features, np.concatenate(predicted_ids), sentences,
-                                            label_list)
-    name = "eval" if split == "eval" else "test"
-    output = os.path.join(options.output_dir, f"{name}_predictions.txt")
-    if not has_tags:
-        fileio.write_text_atomic(output, ner_data.format_predictions(sentences, predicted))
-        logging.info("Wrote %s (%d sentences)", output, len(sentences))
-        return {}
-    scores = _evaluate(sentences, predicted, output, ner_data.detect_scheme(sentences))
-    results = {f"{name}_{key}": value for key, value in scores.items()}
-    results["global_step"] = holder.global_step
-    base.write_eval_results(
-        os.path.join(options.output_dir, f"{name}_results.txt"), results)
-    return results
+    @property
+    def labels(self):
+        return self.label_list
 
+    def check_inputs(self):
+        if self.options.doc_stride < 1:
+            raise ValueError(f"doc_stride must be at least 1, got {self.options.doc_stride}")
+        for split in ("train", "eval", "predict"):
+            if getattr(self.options, f"do_{split}"):
+                data_file(self.options, split)
 
-def run(options: NerOptions) -> dict:
-    """Runs do_train / do_eval / do_predict; returns the eval (and test) results."""
-    _check(options)
-    base.set_seed(options.seed)
-    tokenizer = base.make_tokenizer(options)
-    label_list, train_sentences = _label_list(options)
-    run_files.check_run_settings(options, "token_classifier", "ner", label_list)
+    def setup(self, context):
+        super().setup(context)
+        options = self.options
+        if options.do_train:
+            _, self.train_sentences = _read(options, "train")
+            self.label_list = ner_data.build_label_list(self.train_sentences)
+            os.makedirs(options.output_dir, exist_ok=True)
+            run_context.write_label_list(options.output_dir, self.label_list)
+            logging.info("Label list from the training data: %s", self.label_list)
+        else:
+            self.label_list = run_context.read_label_list(options.output_dir)
 
-    def make_head_model(encoder):
-        return BertTokenClassifier(encoder, len(label_list), dropout_rate=options.dropout_rate,
-                                   head_initializer=options.head_initializer)
+    def build_model(self, encoder):
+        return BertTokenClassifier(encoder, len(self.label_list),
+                                   dropout_rate=self.options.dropout_rate,
+                                   head_initializer=self.options.head_initializer)
 
-    holder = base.ModelHolder(options, base.make_strategy(options),
-                              make_head_model)
-    if options.do_train:
+    def loss(self, features, outputs):
+        return token_loss_fn(features, outputs)
+
+    def train_data(self):
+        options = self.options
         features = ner_data.convert_sentences_to_features(
-            train_sentences, label_list, options.max_seq_length, tokenizer, options.doc_stride)
-        logging.info("Training: %d sentences in %d windows", len(train_sentences),
+            self.train_sentences, self.label_list, options.max_seq_length,
+            self.context.tokenizer, options.doc_stride)
+        logging.info("Training: %d sentences in %d windows", len(self.train_sentences),
                      len(features.input_ids))
-        plan = None
-        if options.pack_sequences:
-            plan = base.plan_packing(options, holder.strategy,
-                                     features.input_mask.sum(axis=1))
-        holder.train(token_loss_fn,
-                     windows_dataset_fn(features, options.train_batch_size, True,
-                                        options.seed, options.use_trim_padding, plan,
-                                        options.max_sequences_per_row),
-                     len(features.input_ids), plan)
-    results = {}
-    if options.do_eval:
-        results.update(_predict_split(options, holder, "eval", label_list, tokenizer,
-                                      options.eval_batch_size))
-    if options.do_predict:
-        results.update(_predict_split(options, holder, "predict", label_list, tokenizer,
-                                      options.predict_batch_size))
-    if options.export_dir and holder.model is not None:
-        base.export_model(options, holder.model, "token_classifier",
-                          label_names=label_list)
-    return results
+        if not options.pack_sequences:
+            return TrainData(windows_dataset_fn(features, options.train_batch_size, True,
+                                                options.seed, options.use_trim_padding),
+                             len(features.input_ids), options.train_batch_size)
+        plan = plan_packing(options, self.context.strategy, features.input_mask.sum(axis=1))
+        return TrainData(windows_dataset_fn(features, options.train_batch_size, True,
+                                            options.seed, options.use_trim_padding, plan,
+                                            options.max_sequences_per_row),
+                         len(features.input_ids), plan.rows_per_batch, plan.examples_per_row)
+
+    def evaluate(self, split, runner):
+        """Tags every sentence of `split`; writes `<split>_predictions.txt`; scores."""
+        options = self.options
+        path = data_file(options, split)
+        has_tags = split == "eval" or file_has_tags(path)
+        _, sentences = _read(options, split, has_tags)
+        features = ner_data.convert_sentences_to_features(
+            sentences, self.label_list, options.max_seq_length, self.context.tokenizer,
+            options.doc_stride)
+        batch_size = options.eval_batch_size if split == "eval" else options.predict_batch_size
+        predicted_ids = []
+        for batch in runner.batches(windows_dataset_fn(features, batch_size, False, None,
+                                                        options.use_trim_padding)):
+            ids = np.argmax(batch["logits"], axis=-1)  # [B, S'] with S' <= max_seq_length
+            predicted_ids.append(np.pad(ids, [(0, 0),
+                                              (0, options.max_seq_length - ids.shape[1])]))
+        predicted = ner_data.decode_predictions(features, np.concatenate(predicted_ids),
+                                                sentences, self.label_list)
+        name = self.result_names[split]
+        output = os.path.join(options.output_dir, f"{name}_predictions.txt")
+        if not has_tags:
+            fileio.write_text_atomic(output, ner_data.format_predictions(sentences, predicted))
+            logging.info("Wrote %s (%d sentences)", output, len(sentences))
+            return {}
+        scores = _score(sentences, predicted, output, ner_data.detect_scheme(sentences))
+        return {f"{name}_{key}": value for key, value in scores.items()}
+
+    def export_options(self):
+        return {"label_names": self.label_list}
+
+
+def run(options: NerOptions, strategy=None) -> dict:
+    """Runs do_train / do_eval / do_predict; returns the eval (and test) results."""
+    return driver.run(NerTask(options), strategy)

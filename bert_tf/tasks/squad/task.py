@@ -8,8 +8,9 @@
 Writes to output_dir: `train.tf_record` (the training features in the original's
 record layout, reused when the inputs are unchanged), training checkpoints (a rerun
 resumes), `predictions.json`, `nbest_predictions.json`, `null_odds.json` (v2.0), and,
-when every question of the predict file carries answers, `eval_results.json` with the
-JSON of the official evaluation script for that file's version.
+when every question of the predict file carries answers, `eval_results.json` (and
+`.txt`, as every task) with the figures of the official evaluation script for that
+file's version.
 
 Training: examples shuffled with seed 12345 as the original does, loss = mean of the start
 and end cross-entropies over the window's positions. An epoch is a pass over the training
@@ -32,28 +33,49 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.models import BertSpanLabeler
-from bert_tf.train import records
-from bert_tf.train import loop
-from bert_tf.tasks import base, run_files
+from bert_tf.options import option
+from bert_tf.tasks import driver
+from bert_tf.tasks.options import FinetuneOptions
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad import postprocess as squad_postprocess
-from bert_tf.tasks.base import FinetuneOptions
+from bert_tf.tasks.task import Task, TrainData, cached_features
+from bert_tf.train import records
+
+_NO_FLAG = "Not a run_squad option (set by code only)."
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class SquadOptions(FinetuneOptions):
-    """FinetuneOptions plus the SQuAD flags of the original run_squad.py."""
-    train_file: Optional[str] = None
-    predict_file: Optional[str] = None
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    verbose_logging: bool = False
+    """FinetuneOptions plus the SQuAD flags of the original run_squad.py.
+
+    SQuAD has no do_eval step (do_predict scores predict_file when it has answers), no
+    dropout option for its head and no packing: those fields are not flags here.
+    """
+    do_eval: bool = option(False, _NO_FLAG, flag=False)
+    eval_batch_size: int = option(8, _NO_FLAG, flag=False)
+    dropout_rate: float = option(0.1, _NO_FLAG, flag=False)
+    pack_sequences: bool = option(False, _NO_FLAG, flag=False)
+    max_sequences_per_row: int = option(3, _NO_FLAG, flag=False)
+    max_seq_length: int = option(384, "Sub-tokens per window, question and [CLS]/[SEP] "
+                                      "included.")
+    train_file: Optional[str] = option(None, "SQuAD JSON for training, e.g. "
+                                             "train-v1.1.json.")
+    predict_file: Optional[str] = option(None, "SQuAD JSON for predictions, e.g. "
+                                               "dev-v1.1.json or test-v1.1.json.")
+    doc_stride: int = option(128, "When splitting up a long document into chunks, how much "
+                                  "stride to take between chunks.")
+    max_query_length: int = option(64, "Question tokens kept (longer questions are "
+                                       "truncated).")
+    n_best_size: int = option(20, "Total number of n-best predictions to generate in "
+                                  "nbest_predictions.json.")
+    max_answer_length: int = option(30, "Longest answer, in sub-tokens.")
+    version_2_with_negative: bool = option(False, "SQuAD 2.0: some questions have no "
+                                                  "answer.")
+    null_score_diff_threshold: float = option(
+        0.0, 'Predict "" when null score - best non-null score exceeds this.')
+    verbose_logging: bool = option(False, "Log answers whose text could not be mapped back "
+                                          "onto the context.")
 
 
 TRAIN_RECORD = "train.tf_record"
@@ -92,7 +114,6 @@ def check_squad_options(options: SquadOptions) -> None:
                         "consecutive windows will start one window apart (no text is "
                         "skipped, none overlaps)", options.doc_stride,
                         options.max_seq_length - options.max_query_length - 3)
-    base.check_options(options)
 
 
 def span_loss(features, outputs):
@@ -152,7 +173,7 @@ def prepare_train_record(options, tokenizer):
     random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
     path = os.path.join(options.output_dir, TRAIN_RECORD)
     key = {"train_file": fileio.file_digest(options.train_file),
-           "vocab_file": fileio.file_digest(options.vocab_file),
+           "vocab_file": tokenizer.vocab_sha256,
            "do_lower_case": options.do_lower_case, "max_seq_length": options.max_seq_length,
            "doc_stride": options.doc_stride, "max_query_length": options.max_query_length,
            "version_2_with_negative": options.version_2_with_negative,
@@ -166,7 +187,7 @@ def prepare_train_record(options, tokenizer):
         write_train_record(features, record_path)
         return len(features)
 
-    num_features, reused = base.cached_features(path, key, write_fn)
+    num_features, reused = cached_features(path, key, write_fn)
     logging.info("train_file: %d questions, %d used (%d skipped: answer not at "
                  "answer_start; %d with several answers used the first); %d features "
                  "%s in %.1f s -> %s", stats["questions"], len(examples),
@@ -174,27 +195,6 @@ def prepare_train_record(options, tokenizer):
                  num_features, "reused" if reused else "written", time.time() - started,
                  path)
     return num_features, path
-
-
-def head_model_builder(options):
-    """`encoder -> BertSpanLabeler` with the options' head initializer."""
-    def make_head_model(encoder):
-        return BertSpanLabeler(encoder, head_initializer=options.head_initializer)
-    return make_head_model
-
-
-def train(options, strategy, tokenizer):
-    """Fine-tunes (or resumes) on train_file; returns (model, global_step)."""
-    num_features, path = prepare_train_record(options, tokenizer)
-
-    def dataset_fn(input_context):
-        return records.tfrecord_dataset(
-            path, record_spec(options.max_seq_length), options.train_batch_size, True,
-            input_context=input_context, compression="none", seed=options.seed,
-            shuffle_buffer_size=10000, drop_remainder=True)
-
-    return base.train(options, strategy, head_model_builder(options), span_loss,
-                      dataset_fn, num_features)
 
 
 def features_to_arrays(features, is_training):
@@ -232,13 +232,13 @@ def predict_dataset_fn(arrays, batch_size):
     return dataset_fn
 
 
-def predict_logits(strategy, model, features, batch_size):
+def predict_logits(runner, features, batch_size):
     """RawResults (unique_id, start_logits, end_logits) for every feature."""
     arrays = features_to_arrays(features, is_training=False)
     results, started, done = [], time.time(), 0
     last_log = started
-    for batch in loop.predict(strategy, model, predict_dataset_fn(arrays, batch_size),
-                              passthrough_keys=("unique_ids",)):
+    for batch in runner.batches(predict_dataset_fn(arrays, batch_size),
+                                passthrough_keys=("unique_ids",)):
         start_logits = batch["start_logits"].astype(np.float32)
         end_logits = batch["end_logits"].astype(np.float32)
         for i, unique_id in enumerate(batch["unique_ids"]):
@@ -271,56 +271,66 @@ def evaluate_predictions(predict_file, predictions, null_odds):
     return squad_evaluate.evaluate_v1(data_json["data"], predictions)
 
 
-def predict(options, strategy, tokenizer, model=None, global_step=None):
-    """Predicts predict_file, writes the prediction files and, when it has answers,
-    eval_results.json; returns (model, the evaluation dict or {})."""
-    examples = squad_data.read_squad_examples(options.predict_file, False,
-                                              options.version_2_with_negative)
-    features = squad_data.convert_examples_to_features(
-        examples, tokenizer, options.max_seq_length, options.doc_stride,
-        options.max_query_length, is_training=False)
-    logging.info("predict_file: %d questions, %d features", len(examples), len(features))
-    if model is None:
-        arrays = features_to_arrays(features[:1], is_training=False)
-        element_spec = predict_dataset_fn(arrays, options.predict_batch_size)(
-            tf.distribute.InputContext()).element_spec
-        model, global_step = base.load_trained_model(
-            options, strategy, head_model_builder(options), element_spec)
-    results = predict_logits(strategy, model, features, options.predict_batch_size)
-    predictions, null_odds, _ = squad_postprocess.write_predictions(
-        examples, features, results, options.output_dir,
-        version_2_with_negative=options.version_2_with_negative,
-        n_best_size=options.n_best_size, max_answer_length=options.max_answer_length,
-        do_lower_case=options.do_lower_case,
-        null_score_diff_threshold=options.null_score_diff_threshold,
-        verbose_logging=options.verbose_logging)
-    evaluation = evaluate_predictions(options.predict_file, predictions, null_odds)
-    if evaluation is None:
-        return model, {}
-    evaluation = dict(evaluation)
-    squad_postprocess.write_json_atomic(
-        dict(evaluation, **({"global_step": global_step} if global_step is not None
-                            else {})),
-        os.path.join(options.output_dir, "eval_results.json"), indent=2)
-    logging.info("Evaluation of %s: %s", options.predict_file, json.dumps(evaluation))
-    return model, evaluation
+class SquadTask(Task):
+    """SQuAD v1.1 / v2.0: answer spans, scored with the official evaluation scripts."""
+    model_type = "span_labeler"
+    # predict_file is the dev set: its scores are the run's evaluation (as the original,
+    # run_squad has no do_eval).
+    result_names = {"eval": "eval", "predict": "eval"}
+
+    @property
+    def name(self):
+        return "squad2" if self.options.version_2_with_negative else "squad"
+
+    def check_inputs(self):
+        check_squad_options(self.options)
+
+    def build_model(self, encoder):
+        return BertSpanLabeler(encoder, head_initializer=self.options.head_initializer)
+
+    def loss(self, features, outputs):
+        return span_loss(features, outputs)
+
+    def train_data(self):
+        options = self.options
+        num_features, path = prepare_train_record(options, self.context.tokenizer)
+
+        def dataset_fn(input_context):
+            return records.tfrecord_dataset(
+                path, record_spec(options.max_seq_length), options.train_batch_size, True,
+                input_context=input_context, compression="none", seed=options.seed,
+                shuffle_buffer_size=10000, drop_remainder=True)
+        return TrainData(dataset_fn, num_features, options.train_batch_size)
+
+    def evaluate(self, split, runner):
+        """Predicts predict_file, writes the prediction files; its scores when it has
+        answers (else {})."""
+        options = self.options
+        examples = squad_data.read_squad_examples(options.predict_file, False,
+                                                  options.version_2_with_negative)
+        features = squad_data.convert_examples_to_features(
+            examples, self.context.tokenizer, options.max_seq_length, options.doc_stride,
+            options.max_query_length, is_training=False)
+        logging.info("predict_file: %d questions, %d features", len(examples), len(features))
+        results = predict_logits(runner, features, options.predict_batch_size)
+        predictions, null_odds, _ = squad_postprocess.write_predictions(
+            examples, features, results, options.output_dir,
+            version_2_with_negative=options.version_2_with_negative,
+            n_best_size=options.n_best_size, max_answer_length=options.max_answer_length,
+            do_lower_case=options.do_lower_case,
+            null_score_diff_threshold=options.null_score_diff_threshold,
+            verbose_logging=options.verbose_logging)
+        evaluation = evaluate_predictions(options.predict_file, predictions, null_odds)
+        if evaluation is None:
+            return {}
+        logging.info("Evaluation of %s: %s", options.predict_file, json.dumps(evaluation))
+        return dict(evaluation)
+
+    def export_options(self):
+        return {"max_query_length": self.options.max_query_length,
+                "max_answer_length": self.options.max_answer_length}
 
 
-def run(options: SquadOptions) -> dict:
+def run(options: SquadOptions, strategy=None) -> dict:
     """Runs do_train / do_predict; returns the evaluation of predict_file (or {})."""
-    check_squad_options(options)
-    run_files.check_run_settings(options, "span_labeler",
-                            "squad2" if options.version_2_with_negative else "squad", None)
-    base.set_seed(options.seed)
-    tokenizer = base.make_tokenizer(options)
-    strategy = base.make_strategy(options)
-    model, global_step, evaluation = None, None, {}
-    if options.do_train:
-        model, global_step = train(options, strategy, tokenizer)
-    if options.do_predict:
-        model, evaluation = predict(options, strategy, tokenizer, model, global_step)
-    if model is not None:
-        base.export_model(options, model, "span_labeler",
-                          max_query_length=options.max_query_length,
-                          max_answer_length=options.max_answer_length)
-    return evaluation
+    return driver.run(SquadTask(options), strategy)

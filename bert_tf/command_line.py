@@ -1,0 +1,126 @@
+"""The command line of every bert_tf tool (the runners in `bert_tf.cli` and the data
+tools in `data_prep`): absl flags generated from an options dataclass
+(`bert_tf.options`), options built back from the parsed flags, help that lists the
+command's own flags, and the one place where a user error becomes a one-line message
+(the traceback only with `--verbose`).
+
+Only `bert_tf.cli` and `data_prep` import this module; the library never reads flags.
+
+    run_command(sys.modules[__name__], run, ("output_dir",), ClassifierOptions)
+    # defines the flags, parses them; `run` then builds its options:
+    options = options_from_flags(ClassifierOptions)
+"""
+
+import os
+import sys
+
+from absl import app, flags
+
+from bert_tf import options as options_lib
+
+flags.DEFINE_bool("verbose", False,
+                  "On an error, show the full traceback instead of a one-line message.")
+
+# Errors that bad input raises (a missing or unreadable file, a value out of range, a
+# config that does not fit); anything else is a bug and keeps its traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
+               IsADirectoryError, PermissionError)
+
+_DEFINERS = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+             float: flags.DEFINE_float, str: flags.DEFINE_string, list: flags.DEFINE_list}
+
+
+def _define(spec, flag_values, module_name):
+    if spec.kind is str and spec.choices:
+        flags.DEFINE_enum(spec.name, spec.default, list(spec.choices), spec.help,
+                          flag_values=flag_values, module_name=module_name)
+        return
+    if spec.kind not in _DEFINERS:
+        raise TypeError(f"option {spec.name}: no flag type for {spec.kind}")
+    _DEFINERS[spec.kind](spec.name, spec.default, spec.help, flag_values=flag_values,
+                         module_name=module_name)
+
+
+def define_flags(options_class, module_name, flag_values=flags.FLAGS):
+    """Defines one flag per option of `options_class`, with its aliases and switches.
+
+    Args:
+      options_class: A dataclass whose fields are declared with `options.option`.
+      module_name: The module `--help` lists them under (the command's `__name__`).
+      flag_values: Where to define them (absl's global FLAGS for a command).
+    """
+    for spec in options_lib.option_specs(options_class):
+        _define(spec, flag_values, module_name)
+        for alias in spec.aliases:
+            flags.DEFINE_alias(alias, spec.name, flag_values=flag_values,
+                               module_name=module_name)
+        for switch, value in spec.switches.items():
+            flags.DEFINE_bool(switch, False, f"Original flag: the same as "
+                              f"--{spec.name}={value}.", flag_values=flag_values,
+                              module_name=module_name)
+
+
+def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
+    """`options_class` built from parsed flags (see `define_flags`); `overrides` win."""
+    kwargs = {}
+    for spec in options_lib.option_specs(options_class):
+        kwargs[spec.name] = flag_values[spec.name].value
+        for switch, value in spec.switches.items():
+            if flag_values[switch].value:
+                kwargs[spec.name] = value
+    kwargs.update(overrides)
+    return options_class(**kwargs)
+
+
+def run_reporting_user_errors(program, run_fn, *args):
+    """Runs `run_fn(*args)`; a user error ends the process with one line naming it."""
+    try:
+        return run_fn(*args)
+    except (app.UsageError,) + USER_ERRORS as error:
+        if flags.FLAGS.verbose:
+            raise
+        sys.exit(f"{program}: error: {error}")
+
+
+def run_command(module, run_fn, required=(), options_class=None):
+    """Runs a command: defines and parses the flags, checks them, calls `run_fn()`.
+
+    `--help` shows `module`'s docstring and its own flags (absl lists the flags of the
+    `__main__` module only, and behind a console script such as `bert-run-squad`
+    `__main__` is a generated wrapper). An unexpected argument, a missing `required`
+    flag or a user error in `run_fn` ends the process with one line.
+
+    Args:
+      module: the command's module (`sys.modules[__name__]`).
+      run_fn: does the work, reading the parsed flags.
+      required: names of flags that must be set.
+      options_class: the options dataclass whose flags the command takes (defined here,
+        not at import, so that importing several commands never clashes).
+    """
+    if options_class is not None:
+        define_flags(options_class, module.__name__)
+    spec = getattr(module, "__spec__", None)  # under `python -m`, __name__ is __main__
+    program = (spec.name if spec else module.__name__).rsplit(".", 1)[-1]
+    if program == "__main__":  # a script run by path: data_prep/build_vocab.py
+        program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    main_module = sys.modules["__main__"]
+    if main_module is not module:
+        main_module.__doc__ = module.__doc__
+    for module_name in (module.__name__, __name__):
+        for flag in flags.FLAGS.get_flags_for_module(module_name):
+            flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
+
+    def check_and_run(argv):
+        if len(argv) > 1:
+            raise app.UsageError(f"unexpected arguments {argv[1:]}; flags are written "
+                                 "--name=value")
+        missing = [name for name in required if getattr(flags.FLAGS, name) in (None, "")]
+        if missing:
+            raise app.UsageError(", ".join(f"--{name}" for name in missing) +
+                                 (" is" if len(missing) == 1 else " are") + " required")
+        run_fn()
+
+    def main(argv):  # returns None: app.run would exit with any value returned
+        run_reporting_user_errors(program, check_and_run, argv)
+
+    app.run(main)

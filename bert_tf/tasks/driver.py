@@ -1,0 +1,181 @@
+"""The one driver: train / eval / predict / export for every task (`bert_tf.tasks.task`).
+
+    results = driver.run(ClassificationTask(options))   # what bert-run-classifier runs
+
+Order: the task checks its inputs, the run context is made once (config, vocab,
+strategy: `bert_tf.tasks.run_context`), the output_dir's run settings are checked, then
+`do_train` (resuming from output_dir), `do_eval` and `do_predict` (each scored split
+writes `<name>_results.txt` and `.json`), then the export when `export_dir` is set.
+"""
+
+import dataclasses
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.models import BertEncoder
+from bert_tf.options import option_specs
+from bert_tf.serving import export
+from bert_tf.tasks import task as task_lib
+from bert_tf.tasks.run_context import RunContext
+from bert_tf.train import distribute, loop, optimization
+from bert_tf.weights import checkpoints
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a run leaves: the scored splits' results and the runner (model, train result)."""
+    results: dict
+    runner: "ModelRunner"
+
+
+def run(task, strategy=None) -> dict:
+    """Runs the steps the task's options ask for; returns the scored splits' results."""
+    return execute(task, strategy).results
+
+
+def execute(task, strategy=None) -> Outcome:
+    """`run`, returning the runner too (the trained model and its `TrainResult`)."""
+    options = task.options
+    steps = [spec.name for spec in option_specs(type(options))
+             if spec.name in ("do_train", "do_eval", "do_predict")]
+    if not any(getattr(options, name) for name in steps):
+        raise ValueError("at least one of " + ", ".join(f"--{name}" for name in steps[:-1])
+                         + f" or --{steps[-1]} must be set")
+    options.check()
+    task.check_inputs()
+    context = RunContext.create(options, strategy, needs_vocab=task.needs_vocab)
+    if options.seed is not None:
+        keras.utils.set_random_seed(options.seed)
+    task.setup(context)
+    if task.records_run_settings:
+        context.check_run_settings(task.model_type, task.name, task.labels)
+    runner = ModelRunner(context, task)
+    if options.do_train:
+        runner.train()
+    results = {}
+    for split in ("eval", "predict"):
+        if getattr(options, f"do_{split}", False):
+            scores = task.evaluate(split, runner)
+            if scores and distribute.is_chief(context.strategy):
+                scores = dict(scores, global_step=runner.global_step)
+                task_lib.write_results(options.output_dir, task.result_names[split], scores)
+            results.update(scores)
+    if getattr(options, "export_dir", None) and runner.model is not None:
+        path = export.export_finetuned_model(
+            runner.model, options.export_dir, task.model_type, context.vocab.path,
+            options.do_lower_case, options.max_seq_length, **task.export_options())
+        logging.info("Exported the SavedModel to %s", path)
+    return Outcome(results, runner)
+
+
+class ModelRunner:
+    """The model of one run: the one just trained, or restored on first use."""
+
+    def __init__(self, context, task):
+        self.context, self.task = context, task
+        self.model, self.global_step, self.train_result = None, 0, None
+
+    def _model_fn(self, load_init, reports=None):
+        def model_fn():
+            model = self.task.build_model(BertEncoder(self.context.config))
+            model.build()
+            init_checkpoint = self.context.options.init_checkpoint
+            if load_init and init_checkpoint:
+                # The loader logs its report (loaded / newly initialised / unmatched).
+                report = checkpoints.load_pretrained_weights(model, init_checkpoint)
+                if reports is not None:
+                    reports.append(report)
+            return model
+        return model_fn
+
+    def train(self):
+        """Trains to the task's schedule, resuming from output_dir's latest checkpoint."""
+        options, task = self.context.options, self.task
+        data = task.train_data()
+        num_steps, num_warmup = task.schedule(data.num_examples)
+        logging.info("Training: %s%d steps (%d warm-up) of %d rows",
+                     f"{data.num_examples} examples, " if data.num_examples else "",
+                     num_steps, num_warmup, data.rows_per_batch)
+        fresh = self.context.latest_checkpoint() is None
+        strict = task.strict_init
+        try:
+            result = loop.train(
+                self.context.strategy, self._model_fn(load_init=fresh and not strict),
+                task.loss, data.dataset_fn, optimizer_fn=lambda: optimization.create_optimizer(
+                    options.learning_rate, num_steps, num_warmup,
+                    optimizer_type=options.optimizer,
+                    weight_decay_rate=options.weight_decay_rate,
+                    lr_schedule=options.lr_schedule,
+                    adam_bias_correction=options.adam_bias_correction),
+                settings=loop.LoopSettings.from_options(options, num_steps,
+                                                        data.rows_per_batch),
+                init_checkpoint=options.init_checkpoint if strict else None,
+                google_checkpoint_prefix=getattr(task, "google_checkpoint_prefix", None))
+        except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
+            task.explain_bad_input(error)
+            raise
+        if data.examples_per_row != 1 and result.seconds:
+            rows = result.steps_this_run * data.rows_per_batch
+            logging.info("Packed training: %.1f examples/s (%.1f rows/s)",
+                         rows * data.examples_per_row / result.seconds, rows / result.seconds)
+        self.model, self.global_step, self.train_result = (result.model, result.global_step,
+                                                           result)
+        return result
+
+    def ensure_model(self, dataset_fn):
+        """The trained model, else the latest checkpoint of output_dir, else init_checkpoint.
+
+        Raises:
+          ValueError: when there is no training checkpoint and init_checkpoint is missing
+            or has no weights for the task head (predictions would come from a random head).
+        """
+        if self.model is not None:
+            return self.model
+        options = self.context.options
+        latest = self.context.latest_checkpoint()
+        if latest is None and not options.init_checkpoint:
+            raise ValueError(f"no training checkpoint in output_dir {options.output_dir} "
+                             "and no init_checkpoint: train first (do_train) or pass "
+                             "init_checkpoint")
+        reports = []
+        element_spec = dataset_fn(tf.distribute.InputContext()).element_spec
+        with loop.dtype_policy(options.mixed_precision):
+            model = loop.build_model(self.context.strategy,
+                                     self._model_fn(latest is None, reports), element_spec)
+        # Names outside "bert/" are the task head's (an unused pooler may be missing).
+        fresh = [name for report in reports for name in report.newly_initialized
+                 if not name.startswith("bert/")]
+        if fresh:
+            raise ValueError(
+                f"no training checkpoint in output_dir {options.output_dir}, and "
+                f"init_checkpoint {options.init_checkpoint} has no weights for "
+                f"{', '.join(fresh)}: the task head would be random. Train first "
+                "(do_train), or set output_dir to a fine-tuned run")
+        if reports and self.task.strict_init:
+            loop.check_encoder_loaded(reports[0], options.init_checkpoint)
+        self.global_step = loop.restore_model(model, latest) if latest else 0
+        logging.info("Evaluating %s (global_step %d)", latest or options.init_checkpoint,
+                     self.global_step)
+        self.model = model
+        return model
+
+    def batches(self, dataset_fn, passthrough_keys=()):
+        """Yields numpy dicts of the outputs (+ passthrough features) per batch."""
+        model = self.ensure_model(dataset_fn)
+        yield from loop.predict(self.context.strategy, model, dataset_fn, passthrough_keys)
+
+    def predict(self, dataset_fn, output_key="logits", keys=()):
+        """Concatenated float32 numpy outputs (and passthrough features) over a dataset."""
+        outputs = {name: [] for name in (output_key,) + tuple(keys)}
+        started, count = time.time(), 0
+        for batch in self.batches(dataset_fn, keys):
+            for name in outputs:
+                outputs[name].append(batch[name])
+            count += len(batch[output_key])
+        logging.info("Predicted %d examples in %.1f s", count, time.time() - started)
+        return {name: np.concatenate(values) if values else np.zeros((0,))
+                for name, values in outputs.items()}

@@ -1,0 +1,187 @@
+"""Load a trained model from any checkpoint layout and export it (bert-export-model).
+
+    path = export_checkpoint.export_from_checkpoint(ExportOptions(
+        model_type="classifier", init_checkpoint="/tmp/mrpc", export_dir="/models/mrpc",
+        label_names=["0", "1"], text_pair=True))
+
+`init_checkpoint`: a fine-tuning output_dir or `ckpt-<step>` prefix (object-based, as
+`bert_tf.train.loop` writes them; needs `bert_config_file` unless one lies beside it), a
+google-research checkpoint (folder or prefix) or a Hugging Face folder. The config and
+the vocab are resolved once, as a run's (`bert_tf.tasks.run_context`).
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf import options as options_lib
+from bert_tf.models import BertEncoder
+from bert_tf.options import option
+from bert_tf.serving import export
+from bert_tf.tasks import run_context
+from bert_tf.text import tokenization
+from bert_tf.text.vocab import VocabFile
+from bert_tf.train import loop
+from bert_tf.weights import checkpoints
+
+# Spellings of --model_type (squad and ner are aliases, see export.canonical_model_type).
+MODEL_TYPES = tuple(export.MODEL_CLASSES) + tuple(export.MODEL_TYPE_ALIASES)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExportOptions:
+    """What bert-export-model exports (see each field's help)."""
+    model_type: Optional[str] = option(
+        None, "What to export (squad = span_labeler, ner = token_classifier).",
+        choices=MODEL_TYPES)
+    init_checkpoint: Optional[str] = option(
+        None, "Fine-tuning output_dir / training checkpoint, google-research checkpoint "
+        "(folder or prefix) or Hugging Face folder.")
+    bert_config_file: Optional[str] = option(
+        None, "bert_config.json (default: the one in or beside init_checkpoint).")
+    vocab_file: Optional[str] = option(
+        None, "vocab.txt the model was trained with (default: in init_checkpoint).")
+    do_lower_case: bool = option(True, "Uncased model: lowercase and strip accents.")
+    max_seq_length: int = option(128, "Sequence length of the signatures.")
+    label_names: Optional[list] = option(None, "Class / tag names in label-id order.")
+    labels_file: Optional[str] = option(None, "Class / tag names, one per line, in id order.")
+    is_regression: bool = option(False, "classifier: one output `score`.")
+    text_pair: bool = option(False, "classifier: serving_default takes text_a and text_b.")
+    max_query_length: int = option(64, "squad: question tokens kept.")
+    max_answer_length: int = option(30, "squad: longest answer in tokens.")
+    export_dir: Optional[str] = option(None, "SavedModel folder or TF Serving model base "
+                                             "path.")
+    overwrite: bool = option(False, "Replace an existing SavedModel at export_dir.")
+    versioned: bool = option(False, "Write export_dir/<next version number>.")
+    allow_case_mismatch: bool = option(
+        False, "Export even when do_lower_case does not fit the vocab or the released "
+        "folder name (uncased / cased).")
+
+
+
+def read_label_names(label_names, labels_file):
+    """Label names from the flag list or a file (one per line); None when neither."""
+    if labels_file:
+        if not os.path.isfile(labels_file):
+            raise FileNotFoundError(f"labels_file not found: {labels_file}")
+        with open(labels_file, encoding="utf-8") as reader:
+            names = [line.strip() for line in reader if line.strip()]
+        if not names:
+            raise ValueError(f"labels_file {labels_file} lists no labels; expected one a line")
+        return names
+    return list(label_names) if label_names else None
+
+
+def _training_checkpoint(path):
+    """The prefix of an object-based (TF2) training checkpoint at `path`, else None."""
+    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
+    if not prefix or not tf.io.gfile.exists(prefix + ".index"):
+        return None
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    if any(name.startswith(("bert/", "cls/")) for name in names):
+        return None  # google-research name-based layout
+    return prefix if "_CHECKPOINTABLE_OBJECT_GRAPH" in names else None
+
+
+def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=None):
+    """Builds the Keras model of `model_type` and loads its weights.
+
+    Raises:
+        FileNotFoundError / ValueError: naming the checkpoint or config at fault.
+    """
+    model_cls = export.keras_model_class(model_type)
+    head_kwargs = head_kwargs or {}
+    if not init_checkpoint:
+        raise ValueError("--init_checkpoint is required")
+    run_context.check_init_checkpoint(init_checkpoint)
+    config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
+    prefix = _training_checkpoint(init_checkpoint)
+    if prefix is None:  # released / google-research / Hugging Face weights
+        return checkpoints.from_pretrained(model_cls, init_checkpoint,
+                                           config=bert_config_file, **head_kwargs)
+    if not config_file or not os.path.isfile(config_file):
+        raise FileNotFoundError(f"{init_checkpoint} is a training checkpoint: pass "
+                                "--bert_config_file (the bert_config.json it was trained "
+                                f"from); got {config_file!r}")
+    model = model_cls.from_encoder(BertEncoder(checkpoints.load_config(config_file)),
+                                   **head_kwargs)
+    model.build()
+    loop.restore_model(model, prefix)
+    logging.info("Loaded %s from training checkpoint %s", model_cls.__name__, prefix)
+    return model
+
+
+def _check_run_settings(init_checkpoint, model_type, label_names):
+    """Refuses a fine-tuning run of another model type, or with another label count.
+
+    A fine-tuning output_dir records its model type and labels in `run_settings.json`
+    (`bert_tf.tasks.run_context`); heads of different types can have the same
+    variables, so without this check a classifier's head would load as a SQuAD head.
+    """
+    path = fileio.file_beside(init_checkpoint, run_context.RUN_SETTINGS_FILE)
+    if not path:
+        return
+    with open(path, encoding="utf-8") as file:
+        saved = json.load(file)
+    if saved.get("model_type") != model_type:
+        raise ValueError(f"{init_checkpoint} holds a {saved.get('model_type')} run (task "
+                         f"{saved.get('task')}, {path}); --model_type asks for a "
+                         f"{model_type}: "
+                         "pass the model type it was trained as")
+    # Names may differ (display names for the ids); their number may not.
+    if label_names and saved.get("labels") and len(label_names) != len(saved["labels"]):
+        raise ValueError(f"--label_names/--labels_file name {len(label_names)} labels, but "
+                         f"the run in {init_checkpoint} was trained with "
+                         f"{len(saved['labels'])}: {saved['labels']} (in label-id order)")
+
+
+def _head_and_signature_options(model_type, options, label_names):
+    """(head kwargs of the model class, kwargs of the exporter) for `model_type`."""
+    head, signature = {}, {}
+    if model_type in ("classifier", "token_classifier"):
+        if options.is_regression:
+            head["num_classes"] = 1
+        elif not label_names:
+            raise ValueError(f"{model_type}: pass --label_names or --labels_file (the class names "
+                             "in label-id order)")
+        else:
+            head["num_classes"] = len(label_names)
+        signature["label_names"] = None if options.is_regression else label_names
+    if model_type == "classifier":
+        signature.update(is_regression=options.is_regression, text_pair=options.text_pair)
+    if model_type == "span_labeler":
+        signature.update(max_query_length=options.max_query_length,
+                         max_answer_length=options.max_answer_length)
+    return head, signature
+
+
+def export_from_checkpoint(options: ExportOptions) -> str:
+    """Loads the model and exports it (see the module docstring). Returns the path."""
+    options_lib.check_choices(options)
+    if not options.model_type:
+        raise ValueError("--model_type is required")
+    vocab_file = options.vocab_file or fileio.file_beside(options.init_checkpoint, "vocab.txt")
+    if not vocab_file:
+        raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
+                                "--vocab_file")
+    if not options.export_dir:
+        raise ValueError("--export_dir is required")
+    if not options.allow_case_mismatch:
+        tokenization.check_case_matches(options.do_lower_case, VocabFile.read(vocab_file).tokens,
+                                        vocab_file, options.init_checkpoint)
+    export.resolve_export_dir(options.export_dir, options.overwrite,
+                              options.versioned)  # fail before loading
+    label_names = read_label_names(options.label_names, options.labels_file)
+    model_type = export.canonical_model_type(options.model_type)
+    head, signature = _head_and_signature_options(model_type, options, label_names)
+    _check_run_settings(options.init_checkpoint, model_type, signature.get("label_names"))
+    model = load_model(model_type, options.init_checkpoint, options.bert_config_file, head)
+    return export.export_finetuned_model(model, options.export_dir, model_type, vocab_file,
+                                         options.do_lower_case, options.max_seq_length,
+                                         overwrite=options.overwrite,
+                                         versioned=options.versioned, **signature)
