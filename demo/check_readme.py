@@ -1,6 +1,6 @@
-"""Runs every command of README.md's bash blocks, as written, on the bundled demo data.
+"""Runs every bash-block command of README.md and docs/*.md, as written, on demo data.
 
-The README's commands name the files a user has: a released checkpoint folder
+The pages' commands name the files a user has: a released checkpoint folder
 (`uncased_L-12_H-768_A-12`), a Wikipedia dump, GLUE's MRPC folder, CoNLL-2003, SQuAD
 JSON. This script makes small stand-ins for them under --work_dir from what `make demo`
 built (its pre-trained model, in the google-research layout, plays the released
@@ -13,9 +13,14 @@ command, and each change is printed:
   (`--num_train_steps`, `--num_gpus`; `--layers` of extract_features, since the
   stand-in model has 2 layers), appended after the command's own flags.
 
-Commands that need other machines (`docker`, `curl` to a server, a second worker host)
-are listed as skipped, with the reason. An optional `[--flag ...]` group is run as a
-second command with the group included. Exit status 1 if any command fails.
+Pages are read in order: README.md, then the pages of docs/ in the order docs/README.md
+links them, then any other docs/*.md (`pages()`); a command is printed with its page and
+number (`[docs/finetuning.md 3] $ ...`). ```sh blocks are shown, not run. Commands that
+need other machines (`docker`, `curl` to a server, a second worker host) are listed as
+skipped, with the reason; a command identical to one run earlier (the README's examples
+repeat the pages') is listed as repeated and not run again. An optional `[--flag ...]`
+group is run as a second command with the group included. Exit status 1 if any command
+fails.
 
     make demo && .venv/bin/python demo/check_readme.py      # or: make check-readme
 """
@@ -59,8 +64,41 @@ SKIPPED = {
 }
 
 
+DOCS_DIR = "docs"
+DOCS_INDEX = os.path.join(DOCS_DIR, "README.md")
+
+
+def pages(repo_root=REPO_ROOT):
+    """The documentation pages whose commands run, relative to repo_root, in run order.
+
+    README.md first (its examples make the records and the fine-tuned classifier that
+    later pages read), then the docs pages in the order docs/README.md links them, then
+    any other docs/*.md, sorted. docs/README.md itself comes last (an index, no commands).
+    """
+    docs_dir = os.path.join(repo_root, DOCS_DIR)
+    found = sorted(f for f in os.listdir(docs_dir) if f.endswith(".md")) if os.path.isdir(
+        docs_dir) else []
+    ordered = []
+    index_path = os.path.join(repo_root, DOCS_INDEX)
+    if os.path.exists(index_path):
+        with open(index_path, encoding="utf-8") as f:
+            for target in re.findall(r"\]\(([\w.-]+\.md)(?:#[^)]*)?\)", f.read()):
+                if target in found and target not in ordered and target != "README.md":
+                    ordered.append(target)
+    ordered += [f for f in found if f not in ordered and f != "README.md"]
+    if "README.md" in found:
+        ordered.append("README.md")
+    return ["README.md"] + [f"{DOCS_DIR}/{name}" for name in ordered]
+
+
+def all_commands(repo_root=REPO_ROOT):
+    """(page, command) for every bash command of every page, in run order."""
+    return [(page, command) for page in pages(repo_root)
+            for command in readme_commands(os.path.join(repo_root, page))]
+
+
 def readme_commands(readme_path):
-    """The README's bash commands, continuation lines joined, comments dropped."""
+    """A page's bash commands, continuation lines joined, comments dropped."""
     with open(readme_path, encoding="utf-8") as f:
         text = f.read()
     commands = []
@@ -119,6 +157,8 @@ def write_fixtures(demo_dir, work_dir):
     _write_squad(documents[:12], os.path.join(work_dir, "train-v1.1.json"), v2=False)
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v1.1.json"), v2=False)
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v2.0.json"), v2=True)
+    # bert-build-vocab's example reads a one-sentence-per-line corpus.
+    shutil.copy(os.path.join(DATA_DIR, "corpus.txt"), os.path.join(work_dir, "corpus.txt"))
     with open(os.path.join(work_dir, "input.txt"), "w", encoding="utf-8") as f:
         f.write("Orcas is a town on the river.\nThe soup was cold. ||| The staff were kind.\n")
 
@@ -219,21 +259,42 @@ def after_command(command, work_dir):
 
 
 def run_all(commands, work_dir, log_dir):
+    """Runs (page, command) pairs in order; returns (status, page, command) per run.
+
+    status: "ok", "failed", "skipped" (needs another machine) or "repeated" (the same
+    command ran earlier, from this page or another; it is not run twice).
+    """
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
                + os.environ.get("PATH", ""), TF_CPP_MIN_LOG_LEVEL="2")
     results = []
-    for number, original in enumerate(commands, 1):
+    seen = {}  # command -> its label, e.g. "[README.md 4]"
+    numbers = {}
+    current_page = None
+    for page, original in commands:
+        if page != current_page:
+            current_page = page
+            count = sum(1 for p, _ in commands if p == page)
+            print(f"\n== {page}: {count} command{'s' if count != 1 else ''}", flush=True)
+        numbers[page] = number = numbers.get(page, 0) + 1
+        label = f"[{page} {number}]"
         skip = SKIPPED.get(original.split()[0])
         if skip:
-            print(f"\n[{number}] skipped ({skip}):\n  $ {original}", flush=True)
-            results.append(("skipped", original))
+            print(f"\n{label} skipped ({skip}):\n  $ {original}", flush=True)
+            results.append(("skipped", page, original))
             continue
+        if original in seen:
+            print(f"\n{label} repeated: the same as {seen[original]}, not run again:\n"
+                  f"  $ {original}", flush=True)
+            results.append(("repeated", page, original))
+            continue
+        seen[original] = label
         for variant in variants(original):
             command, overrides = adapt(variant, work_dir)
-            print(f"\n[{number}] $ {variant}", flush=True)
+            print(f"\n{label} $ {variant}", flush=True)
             if overrides:
                 print(f"  overridden here: {' '.join(overrides)}", flush=True)
-            log_path = os.path.join(log_dir, f"command_{number:02d}.log")
+            slug = re.sub(r"[^\w.-]+", "_", page.replace(".md", ""))
+            log_path = os.path.join(log_dir, f"{slug}_{number:02d}.log")
             start = time.time()
             with open(log_path, "a", encoding="utf-8") as log:
                 log.write(f"$ {command}\n")
@@ -244,8 +305,22 @@ def run_all(commands, work_dir, log_dir):
             print(f"  {status} in {time.time() - start:.0f} s", flush=True)
             if code == 0:
                 after_command(variant, work_dir)
-            results.append(("ok" if code == 0 else "failed", variant))
+            results.append(("ok" if code == 0 else "failed", page, variant))
     return results
+
+
+STATUSES = ("ok", "failed", "skipped", "repeated")
+
+
+def summary(results, page_names):
+    """Lines of counts per page and in all, e.g. `docs/serving.md: 4 ran, 0 failed, ...`."""
+    def line(name, rows):
+        counts = {status: sum(1 for r in rows if r[0] == status) for status in STATUSES}
+        return (f"{name}: {counts['ok']} ran, {counts['failed']} failed, "
+                f"{counts['skipped']} skipped, {counts['repeated']} repeated")
+    lines = [line(page, [r for r in results if r[1] == page]) for page in page_names]
+    lines.append(line(f"all {len(page_names)} pages", results))
+    return lines
 
 
 def main():
@@ -265,16 +340,17 @@ def main():
     for root in OUTPUT_ROOTS:  # the folders a user's commands write into
         os.makedirs(os.path.join(work_dir, root), exist_ok=True)
     write_fixtures(demo_dir, work_dir)
-    results = run_all(readme_commands(os.path.join(REPO_ROOT, "README.md")), work_dir,
-                      log_dir)
-    counts = {status: sum(1 for s, _ in results if s == status)
-              for status in ("ok", "failed", "skipped")}
-    print(f"\nREADME commands: {counts['ok']} ran, {counts['failed']} failed, "
-          f"{counts['skipped']} skipped; work folder {work_dir}")
-    for status, command in results:
-        if status == "failed":
-            print(f"  failed: {command}")
-    sys.exit(1 if counts["failed"] else 0)
+    page_names = pages()
+    print(f"Pages: {', '.join(page_names)}")
+    results = run_all(all_commands(), work_dir, log_dir)
+    print()
+    for text in summary(results, page_names):
+        print(text)
+    print(f"work folder {work_dir}")
+    failed = [(page, command) for status, page, command in results if status == "failed"]
+    for page, command in failed:
+        print(f"  failed ({page}): {command}")
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
