@@ -107,17 +107,6 @@ def test_pretraining_losses_match_hand_computation():
         pretraining_losses({"masked_lm_ids": 0, "next_sentence_labels": 0}, {})
 
 
-def test_padding_does_not_change_real_tokens(pretrainer):
-    inputs = make_inputs()
-    changed = dict(inputs, input_ids=np.where(inputs["input_mask"] == 1,
-                                              inputs["input_ids"], 7).astype("int32"))
-    a = pretrainer.encoder(encoder_only(inputs))["sequence_output"].numpy()
-    b = pretrainer.encoder(encoder_only(changed))["sequence_output"].numpy()
-    real = inputs["input_mask"] == 1
-    np.testing.assert_allclose(a[real], b[real], atol=1e-5)
-    assert not np.allclose(a[~real], b[~real])
-
-
 def _train_twice(model, jit_compile):
     inputs, labels = make_inputs(), make_labels()
     optimizer = keras.optimizers.AdamW(learning_rate=1e-2)
@@ -174,44 +163,22 @@ def test_dropout_only_in_training(pretrainer):
     assert not np.allclose(a, c, atol=1e-3)
 
 
-@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
-def test_mixed_precision_keeps_logits_and_losses_float32(pretrainer, policy):
-    keras.config.set_dtype_policy(policy)
-    try:
-        mixed = BertPretrainer(BertEncoder(tiny_config()))
-        mixed.build()
-    finally:
-        keras.config.set_dtype_policy("float32")
-    for target, source in zip(mixed.weights, pretrainer.weights):
-        assert target.dtype == "float32"
-        target.assign(source)
-    inputs = make_inputs()
-    outputs = mixed(inputs)
-    assert mixed.encoder(encoder_only(inputs))["sequence_output"].dtype == policy[6:]
-    assert outputs["masked_lm_logits"].dtype == tf.float32
-    assert pretraining_losses(make_labels(), outputs)["total_loss"].dtype == tf.float32
-    reference = pretrainer(inputs)["masked_lm_logits"]
-    np.testing.assert_allclose(outputs["masked_lm_logits"], reference, atol=0.15)
-
-
-def _task_models():
-    keras.utils.set_random_seed(1)
-    return [BertEncoder(tiny_config()),
-            BertPretrainer(BertEncoder(tiny_config(hidden_act="gelu_tanh"))),
-            BertClassifier(BertEncoder(tiny_config()), num_classes=3, dropout_rate=0.2),
-            BertSpanLabeler(BertEncoder(tiny_config(hidden_act="relu")),
-                            head_initializer="normal"),
-            BertTokenClassifier(BertEncoder(tiny_config()), num_classes=5)]
-
-
-def _numpy_outputs(outputs):
-    flat = tf.nest.flatten(outputs)
-    return [np.asarray(t) for t in flat]
+def test_pretraining_losses_are_float32_for_half_precision_logits():
+    # The models' dtypes under a mixed policy: tests/contract.py (check_mixed_precision).
+    logits = {"masked_lm_logits": tf.random.normal((B, P, 99), dtype=tf.bfloat16),
+              "next_sentence_logits": tf.random.normal((B, 2), dtype=tf.float16)}
+    losses = pretraining_losses(make_labels(), logits)
+    assert all(loss.dtype == tf.float32 for loss in losses.values())
 
 
 def test_task_model_outputs():
     inputs = make_inputs()
-    encoder, _, classifier, span, tagger = _task_models()
+    keras.utils.set_random_seed(1)
+    encoder = BertEncoder(tiny_config())
+    classifier = BertClassifier(BertEncoder(tiny_config()), num_classes=3, dropout_rate=0.2)
+    span = BertSpanLabeler(BertEncoder(tiny_config(hidden_act="relu")),
+                           head_initializer="normal")
+    tagger = BertTokenClassifier(BertEncoder(tiny_config()), num_classes=5)
     assert classifier(inputs)["logits"].shape == (B, 3)
     start, end = span(inputs)["start_logits"], span(inputs)["end_logits"]
     assert start.shape == end.shape == (B, S) and start.dtype == tf.float32
@@ -224,54 +191,18 @@ def test_task_model_outputs():
         BertPretrainer(encoder)(encoder_only(inputs))
 
 
-def test_keras_file_round_trip(tmp_path):
-    inputs = make_inputs()
-    for model in _task_models():
-        expected = _numpy_outputs(model(inputs))
-        path = str(tmp_path / f"{model.name}.keras")
-        model.save(path)
-        restored = keras.saving.load_model(path)
-        assert type(restored) is type(model)
-        assert restored.get_config() == model.get_config()
-        for got, want in zip(_numpy_outputs(restored(inputs)), expected):
-            np.testing.assert_allclose(got, want, atol=1e-6)
-
-
-def test_get_config_is_constructor_args():
-    classifier = BertClassifier(BertEncoder(tiny_config()), num_classes=3, dropout_rate=0.2)
-    config = classifier.get_config()
-    assert config["num_classes"] == 3 and config["dropout_rate"] == 0.2
-    assert config["encoder"]["config"]["config"] == tiny_config().to_dict()
-    clone = BertClassifier.from_config(config)
-    assert clone.get_config() == config
+def test_encoder_takes_a_config_dict():
     encoder = BertEncoder(tiny_config().to_dict())
     assert encoder.config == tiny_config()
     assert BertEncoder.from_config(encoder.get_config()).config == tiny_config()
 
 
-def test_saved_model_round_trip(tmp_path, pretrainer):
-    encoder = pretrainer.encoder
+def test_keras_export_serves_the_classifier(tmp_path, pretrainer):
+    # tf.saved_model.save / load of every model: tests/contract.py (check_saved_model).
     spec = tf.TensorSpec([None, None], tf.int32)
     signature = {"input_ids": spec, "input_mask": spec, "segment_ids": spec}
     inputs = encoder_only(make_inputs())
-    expected = encoder(inputs)
-
-    module_path = str(tmp_path / "module")
-    def serve(input_ids, input_mask, segment_ids):
-        outputs = encoder({"input_ids": input_ids, "input_mask": input_mask,
-                           "segment_ids": segment_ids})
-        return {k: v for k, v in outputs.items() if k != "encoder_outputs"}
-
-    serve = tf.function(serve, input_signature=[spec, spec, spec])
-    tf.saved_model.save(encoder, module_path, signatures={"serving_default": serve})
-    loaded = tf.saved_model.load(module_path).signatures["serving_default"]
-    np.testing.assert_allclose(loaded(**inputs)["pooled_output"],
-                               expected["pooled_output"], atol=1e-6)
-    shorter = encoder_only(make_inputs(seq=7))
-    np.testing.assert_allclose(loaded(**shorter)["sequence_output"],
-                               encoder(shorter)["sequence_output"], atol=1e-6)
-
-    classifier = BertClassifier(encoder, num_classes=2)
+    classifier = BertClassifier(pretrainer.encoder, num_classes=2)
     expected_logits = classifier(inputs)["logits"]
     export_path = str(tmp_path / "exported")
     classifier.export(export_path, input_signature=[signature], verbose=False)

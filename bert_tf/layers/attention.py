@@ -84,6 +84,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def build(self, input_shape=None):
         for projection in (self.query, self.key, self.value):
             projection.build((None, self.hidden_size))
+        self.dropout.build()
         self.built = True
 
     def call(self, hidden_states, input_mask, training=None):

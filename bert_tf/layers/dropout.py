@@ -2,13 +2,17 @@
 
 import keras
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util  # pylint: disable=no-name-in-module
 
 
 def in_xla_context():
-    """True while tracing code that XLA compiles (`jit_compile=True`, TPU replicas)."""
-    graph = tf.compat.v1.get_default_graph()
-    return control_flow_util.GraphOrParentsInXlaContext(graph)
+    """True while tracing code that XLA compiles (`jit_compile=True`, TPU replicas).
+
+    `tf.__internal__.get_enclosing_xla_context` is TensorFlow's exported (tf_export) form
+    of the check: it walks the default graph and its outer graphs for the XLA context a
+    jit-compiled `tf.function` or a TPU replica enters. No `tf.*` symbol outside
+    `__internal__` tells a trace for XLA from a plain one.
+    """
+    return tf.__internal__.get_enclosing_xla_context() is not None
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -23,7 +27,24 @@ class Dropout(keras.layers.Dropout):
     Same arguments, seeding (`seed`, a `SeedGenerator` per layer) and scaling
     (kept values / (1 - rate)) as `keras.layers.Dropout`; a `noise_shape` falls back
     to Keras's implementation.
+
+    The `SeedGenerator` (a variable) is made in `build`, inside the layer's name scope,
+    so that its variable is `.../<layer name>/seed_generator/seed_generator_state`.
+    (`keras.layers.Dropout` makes it in `__init__`, outside any scope: there its variable
+    gets a process-wide auto name such as `seed_generator_7/seed_generator_state`.)
     """
+
+    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+        if not 0 <= rate <= 1:
+            raise ValueError(f"Dropout rate must be in [0, 1], got {rate!r}.")
+        # Rate 0 here: the base class then makes no SeedGenerator (see `build`).
+        super().__init__(0.0, noise_shape=noise_shape, seed=seed, **kwargs)
+        self.rate = rate
+
+    def build(self, input_shape=None):
+        if self.rate > 0:
+            self.seed_generator = keras.random.SeedGenerator(self.seed, name="seed_generator")
+        self.built = True
 
     def call(self, inputs, training=False):
         if not training or self.rate == 0 or self.noise_shape is not None:

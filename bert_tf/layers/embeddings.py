@@ -47,7 +47,12 @@ class PositionEmbedding(keras.layers.Layer):
             if seq_length > self.max_length:
                 raise ValueError(f"{message}, got {seq_length}.")
         else:
-            tf.debugging.assert_less_equal(seq_length, self.max_length, message=message)
+            # The slice waits for the check: else the model's add of [S, H] rows can fail
+            # first, with a shape error that does not name the limit.
+            check = tf.debugging.assert_less_equal(seq_length, self.max_length,
+                                                   message=message)
+            with tf.control_dependencies([check] if check is not None else []):
+                seq_length = tf.identity(seq_length)
         return table[:seq_length]  # [S, H]
 
     def get_config(self):
@@ -97,6 +102,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.token_type_embeddings.build((None, None))
         self.position_embeddings.build()
         self.layer_norm.build((None, None, self.hidden_size))
+        self.dropout.build()
         self.built = True
 
     @property

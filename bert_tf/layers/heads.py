@@ -138,6 +138,7 @@ class ClassificationHead(_Head):
                                 name="dense", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
+        self.dropout.build()
         self.dense.build((None, self.hidden_size))
         self.built = True
 

@@ -60,9 +60,11 @@ class TransformerBlock(keras.layers.Layer):
         width = (None, None, self.hidden_size)
         self.self_attention.build(width)
         self.attention_output.build(width)
+        self.attention_dropout.build(width)
         self.attention_layer_norm.build(width)
         self.intermediate.build(width)
         self.output_dense.build((None, None, self.intermediate_size))
+        self.output_dropout.build(width)
         self.output_layer_norm.build(width)
         self.built = True
 

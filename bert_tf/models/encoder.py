@@ -73,10 +73,14 @@ class BertEncoder(keras.Model):
 
     Args:
         config: A `BertConfig` or a dict of its fields.
+        name: The model's name; an explicit default, so that the variable paths
+            (`bert_encoder/embeddings/...`, `bert_classifier/bert_encoder/...` in a
+            head model) do not depend on how many models the process built before
+            (Keras's auto names count up: `bert_encoder_1`, ...).
     """
 
-    def __init__(self, config, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, config, name="bert_encoder", **kwargs):
+        super().__init__(name=name, **kwargs)
         self.config = as_bert_config(config)
         cfg = self.config
         policy = self.dtype_policy
@@ -139,10 +143,16 @@ class BertEncoder(keras.Model):
 class EncoderHeadModel(keras.Model):
     """A `BertEncoder` plus heads (`heads()`); serializes the encoder nested in its config.
 
-    Subclasses create their head layers in `__init__` and list them in `heads()`.
+    Subclasses create their head layers in `__init__` and list them in `heads()`, and
+    name the model by default (`default_name`, e.g. "bert_classifier"): an explicit
+    name keeps the variable paths the same however many models the process built
+    (Keras's auto names count up: `bert_classifier_1`, ...).
     """
 
+    default_name = None
+
     def __init__(self, encoder, **kwargs):
+        kwargs.setdefault("name", self.default_name)
         super().__init__(**kwargs)
         self.encoder = encoder
 
@@ -174,5 +184,11 @@ class EncoderHeadModel(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        # Without its build_config the encoder is deserialized unbuilt, and this model's
+        # build builds it inside this model's name scope, as for a model made afresh:
+        # the variable paths of a loaded model are then the saved model's
+        # (`bert_classifier/bert_encoder/...`, not `bert_encoder/...`).
+        encoder = {key: value for key, value in config["encoder"].items()
+                   if key != "build_config"}
+        config["encoder"] = keras.saving.deserialize_keras_object(encoder)
         return cls(**config)

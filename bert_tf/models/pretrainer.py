@@ -30,6 +30,8 @@ class BertPretrainer(EncoderHeadModel):
             only, as RoBERTa's full-sentence pre-training).
     """
 
+    default_name = "bert_pretrainer"
+
     def __init__(self, encoder, next_sentence=True, **kwargs):
         super().__init__(encoder, **kwargs)
         cfg = encoder.config

@@ -52,6 +52,7 @@ class BertClassifier(_ClassifierModel):
             (Hugging Face transformers).
     """
 
+    default_name = "bert_classifier"
     head_name = "classifier"
 
     def call(self, inputs, training=None):
@@ -73,6 +74,8 @@ class BertSpanLabeler(EncoderHeadModel):
         encoder: A `BertEncoder`.
         head_initializer: "truncated_normal" or "normal" (see `BertClassifier`).
     """
+
+    default_name = "bert_span_labeler"
 
     def __init__(self, encoder, head_initializer="truncated_normal", **kwargs):
         super().__init__(encoder, **kwargs)
@@ -108,6 +111,7 @@ class BertTokenClassifier(_ClassifierModel):
         head_initializer: "truncated_normal" or "normal" (see `BertClassifier`).
     """
 
+    default_name = "bert_token_classifier"
     head_name = "token_classifier"
 
     def call(self, inputs, training=None):
