@@ -46,9 +46,12 @@ def define_flags(options_class, module_name, flag_values=flags.FLAGS):
 
     Args:
       options_class: A dataclass whose fields are declared with `options.option`.
-      module_name: The module `--help` lists them under (the command's `__name__`).
+      module_name: The module `--help` lists them under (the command's `__name__`;
+        a module run as a script, `__main__`, is known to absl as `sys.argv[0]`).
       flag_values: Where to define them (absl's global FLAGS for a command).
     """
+    if module_name == "__main__":
+        module_name = sys.argv[0]
     for spec in options_lib.option_specs(options_class):
         _define(spec, flag_values, module_name)
         for alias in spec.aliases:
@@ -70,6 +73,22 @@ def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
                 kwargs[spec.name] = value
     kwargs.update(overrides)
     return options_class(**kwargs)
+
+
+def command(module_name, options_class, run_fn, required=()):
+    """The `run_main()` of a command module: `run_fn(options)` on the parsed flags.
+
+    Args:
+      module_name: the command module's `__name__` (its docstring is the `--help` text).
+      options_class: the options dataclass its flags come from.
+      run_fn: `run_fn(options)` does the work.
+      required: names of flags that must be set.
+    """
+    def run_main():
+        run_command(sys.modules[module_name],
+                    lambda: run_fn(options_from_flags(options_class)), required,
+                    options_class)
+    return run_main
 
 
 def run_reporting_user_errors(program, run_fn, *args):

@@ -77,7 +77,7 @@ class CreatePretrainingDataBeamOptions(create_pretraining_data.CreatePretraining
 def define_flags(flag_values=flags.FLAGS):
     """The local tool's flags plus the Beam-only ones."""
     command_line.define_flags(CreatePretrainingDataBeamOptions,
-                              tool_options.flags_module(__name__), flag_values)
+                              __name__, flag_values)
 
 
 def settings_from_options(options: CreatePretrainingDataBeamOptions):

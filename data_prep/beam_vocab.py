@@ -59,7 +59,7 @@ class BuildVocabBeamOptions(build_vocab.BuildVocabOptions, tool_options.SplitOpt
 
 def define_flags(flag_values=flags.FLAGS):
     """bert-build-vocab's flags plus the Beam-only ones."""
-    command_line.define_flags(BuildVocabBeamOptions, tool_options.flags_module(__name__),
+    command_line.define_flags(BuildVocabBeamOptions, __name__,
                               flag_values)
 
 

@@ -54,7 +54,7 @@ class BuildVocabOptions(tool_options.CorpusOptions):
 
 def define_flags(flag_values=flags.FLAGS):
     """Defines the flags (not at import, so that other CLIs' flags never clash)."""
-    command_line.define_flags(BuildVocabOptions, tool_options.flags_module(__name__),
+    command_line.define_flags(BuildVocabOptions, __name__,
                               flag_values)
 
 

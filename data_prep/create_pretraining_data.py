@@ -60,7 +60,7 @@ class CreatePretrainingDataOptions(tool_options.CorpusOptions,
 
 def define_flags(flag_values=flags.FLAGS):
     """Defines the flags (not at import, so that other CLIs' flags never clash)."""
-    command_line.define_flags(CreatePretrainingDataOptions, tool_options.flags_module(__name__),
+    command_line.define_flags(CreatePretrainingDataOptions, __name__,
                               flag_values)
 
 

@@ -8,20 +8,12 @@ it into units of reading. Each tool's class extends these: `BuildVocabOptions`
 """
 
 import dataclasses
-import sys
 from typing import Optional
 
 from absl import app
 
 from bert_tf.options import option
 from data_prep import wikipedia
-
-
-def flags_module(module_name: str) -> str:
-    """The module name a tool defines its flags under, so that `--help` lists them: absl
-    knows a module run as a script (`python -m data_prep.build_vocab`, or by path) as
-    `sys.argv[0]`, not `__main__`."""
-    return sys.argv[0] if module_name == "__main__" else module_name
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

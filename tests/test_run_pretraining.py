@@ -131,7 +131,8 @@ def test_bad_input_is_rejected_before_training(tmp_path):
     for overrides, match in cases:
         with pytest.raises(ValueError, match=match):
             pretraining.run_pretraining(_options(tmp_path, **overrides), strategy)
-    three_replicas = types.SimpleNamespace(num_replicas_in_sync=3)
+    three_replicas = types.SimpleNamespace(
+        strategy=types.SimpleNamespace(num_replicas_in_sync=3), config=_config(), vocab=None)
     with pytest.raises(ValueError, match="train_batch_size=32 is not divisible by the 3"):
         pretraining.check_options(_options(tmp_path), three_replicas)
     with pytest.raises(ValueError, match="records-00000.tfrecord: record 0, feature "

@@ -14,8 +14,6 @@ or a Hugging Face folder, and writes the signatures of `bert_tf.serving.export`:
 numeric version folder; an existing SavedModel is replaced only with `--overwrite`.
 """
 
-import sys
-
 from bert_tf import command_line
 from bert_tf.tasks import export_checkpoint
 
@@ -23,14 +21,12 @@ OPTIONS = export_checkpoint.ExportOptions
 REQUIRED = ("model_type", "init_checkpoint", "export_dir")
 
 
-def run():
-    """Exports the flags' checkpoint and prints the SavedModel path."""
-    print(export_checkpoint.export_from_checkpoint(command_line.options_from_flags(OPTIONS)))
+def export(options):
+    """Exports the options' checkpoint and prints the SavedModel path."""
+    print(export_checkpoint.export_from_checkpoint(options))
 
 
-def run_main():
-    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
-
+run_main = command_line.command(__name__, OPTIONS, export, REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -17,23 +17,12 @@ one entry per token of `[CLS] a [SEP] (b [SEP])` (padding excluded), the chosen
 are then found in it), a checkpoint prefix or a Hugging Face folder.
 """
 
-import sys
-
 from bert_tf import command_line
 from bert_tf.tasks import feature_extraction
 
 OPTIONS = feature_extraction.ExtractOptions
 REQUIRED = ("input_file", "output_file", "init_checkpoint")
-
-
-def run():
-    """Writes the features of the flags' input file."""
-    feature_extraction.run(command_line.options_from_flags(OPTIONS))
-
-
-def run_main():
-    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
-
+run_main = command_line.command(__name__, OPTIONS, feature_extraction.run, REQUIRED)
 
 if __name__ == "__main__":
     run_main()

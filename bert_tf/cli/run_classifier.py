@@ -9,23 +9,12 @@ settings, `export_dir`, and the columns of the generic task. Example:
       --learning_rate=2e-5 --num_train_epochs=3
 """
 
-import sys
-
 from bert_tf import command_line
 from bert_tf.tasks.classification import task as classification_task
 
 OPTIONS = classification_task.ClassifierOptions
 REQUIRED = ("task_name", "data_dir", "output_dir")
-
-
-def run():
-    """Runs the command with the parsed flags; returns the evaluation results."""
-    return classification_task.run(command_line.options_from_flags(OPTIONS))
-
-
-def run_main():
-    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
-
+run_main = command_line.command(__name__, OPTIONS, classification_task.run, REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -12,23 +12,12 @@ flags) plus the data files and their columns. Example:
 report of the predictions.
 """
 
-import sys
-
 from bert_tf import command_line
 from bert_tf.tasks.ner import task as ner_task
 
 OPTIONS = ner_task.NerOptions
 REQUIRED = ("output_dir",)
-
-
-def run():
-    """Runs the command with the parsed flags; returns the evaluation results."""
-    return ner_task.run(command_line.options_from_flags(OPTIONS))
-
-
-def run_main():
-    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
-
+run_main = command_line.command(__name__, OPTIONS, ner_task.run, REQUIRED)
 
 if __name__ == "__main__":
     run_main()

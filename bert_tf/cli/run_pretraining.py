@@ -14,23 +14,12 @@ TensorBoard summaries (`train/`), the final model in the google-research layout
 and, with `--do_eval`, `eval_results.txt`.
 """
 
-import sys
-
 from bert_tf import command_line
 from bert_tf.tasks import pretraining
 
 OPTIONS = pretraining.PretrainingOptions
 REQUIRED = ("bert_config_file", "input_file", "output_dir")
-
-
-def run():
-    """Pre-trains (and/or evaluates) with the parsed flags."""
-    return pretraining.run_pretraining(command_line.options_from_flags(OPTIONS))
-
-
-def run_main():
-    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
-
+run_main = command_line.command(__name__, OPTIONS, pretraining.run_pretraining, REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -15,23 +15,12 @@ Writes predictions.json, nbest_predictions.json (and null_odds.json with
 eval_results.json, the JSON of the official evaluate-v1.1.py / evaluate-v2.0.py.
 """
 
-import sys
-
 from bert_tf import command_line
 from bert_tf.tasks.squad import task as squad_task
 
 OPTIONS = squad_task.SquadOptions
 REQUIRED = ("output_dir",)
-
-
-def run():
-    """Runs the command with the parsed flags; returns the evaluation results."""
-    return squad_task.run(command_line.options_from_flags(OPTIONS))
-
-
-def run_main():
-    command_line.run_command(sys.modules[__name__], run, REQUIRED, OPTIONS)
-
+run_main = command_line.command(__name__, OPTIONS, squad_task.run, REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -4,7 +4,7 @@ Everything here runs as TensorFlow / tensorflow_text ops, so a SavedModel built 
 serves with tensorflow + tensorflow_text alone (TF Serving, `saved_model_cli`), never
 importing `bert_tf`. `bert_tf.serving.export` assembles the signatures from these pieces.
 
-Text is packed by `bert_tf.text.packing_graph`, exactly as the fine-tuning features are:
+Text is packed by `bert_tf.text.input_layout_graph`, exactly as the fine-tuning features are:
 `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, padded with 0 to `max_seq_length`; a pair
 that is too long is cut longest-first (the original `_truncate_seq_pair`), a question to
 `max_query_length` tokens, each NER word to `max_seq_length - 2` pieces.
@@ -17,7 +17,7 @@ go through `byte_to_char_offsets`).
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.text import packing_graph, tokenization, wordpiece_graph
+from bert_tf.text import input_layout_graph, tokenization, wordpiece_graph
 
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
 MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
@@ -91,8 +91,8 @@ def encode_texts(tokenizer, max_seq_length, text_a, text_b=None):
     """Raw text [B] (and its pair) -> model inputs, as the classifier was trained."""
     ids_a = tokenizer.tokenize(text_a)  # [B, (T)]
     ids_b = None if text_b is None else tokenizer.tokenize(text_b)
-    segments = packing_graph.truncate_ragged_segments(ids_a, ids_b, max_seq_length)
-    return packing_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
+    segments = input_layout_graph.truncate_ragged_segments(ids_a, ids_b, max_seq_length)
+    return input_layout_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
                                      max_seq_length)
 
 
@@ -130,13 +130,13 @@ def encode_question_context(tokenizer, max_seq_length, max_query_length, questio
     keep_query = tf.minimum(query_ids.row_lengths(), max_query_length)
     context_ids, starts, ends = tokenizer.tokenize_with_offsets(context)
     keep_context = tf.minimum(context_ids.row_lengths(), max_seq_length - 3 - keep_query)
-    segments = [packing_graph.truncate_rows(query_ids, keep_query),
-                packing_graph.truncate_rows(context_ids, keep_context)]
-    features = packing_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
+    segments = [input_layout_graph.truncate_rows(query_ids, keep_query),
+                input_layout_graph.truncate_rows(context_ids, keep_context)]
+    features = input_layout_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
                                          max_seq_length)
     shape = [None, max_seq_length]
-    char_starts = packing_graph.truncate_rows(starts, keep_context).to_tensor(0, shape=shape)
-    char_ends = packing_graph.truncate_rows(ends, keep_context).to_tensor(0, shape=shape)
+    char_starts = input_layout_graph.truncate_rows(starts, keep_context).to_tensor(0, shape=shape)
+    char_ends = input_layout_graph.truncate_rows(ends, keep_context).to_tensor(0, shape=shape)
     return (features, tf.cast(keep_query + 2, tf.int32), tf.cast(keep_context, tf.int32),
             char_starts, char_ends)
 
@@ -233,11 +233,11 @@ def encode_words(tokenizer, max_seq_length, text):
     unk = tf.fill([pieces.nrows(), 1], tf.constant(tokenizer.unk_id, tf.int64))
     pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
     piece_counts = tf.clip_by_value(pieces.row_lengths() - 1, 1, max_tokens)
-    pieces = packing_graph.truncate_rows(pieces, piece_counts)
+    pieces = input_layout_graph.truncate_rows(pieces, piece_counts)
     sentence_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits)
     sentence_pieces = sentence_pieces.merge_dims(1, 2)  # [B, (T)]
-    features = packing_graph.pack_inputs(
-        packing_graph.truncate_ragged_segments(sentence_pieces, None, max_seq_length),
+    features = input_layout_graph.pack_inputs(
+        input_layout_graph.truncate_ragged_segments(sentence_pieces, None, max_seq_length),
         tokenizer.cls_id, tokenizer.sep_id, max_seq_length)
     counts = tf.RaggedTensor.from_row_splits(piece_counts, words.row_splits)
     counts = counts.to_tensor(0)  # [B, W_batch]

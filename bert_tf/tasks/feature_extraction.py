@@ -25,7 +25,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.options import option
-from bert_tf.text import packing, tokenization
+from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
 from bert_tf.weights import from_pretrained
 
@@ -98,8 +98,8 @@ def convert_examples(examples, tokenizer, max_seq_length):
     arrays = {name: np.zeros((len(examples), max_seq_length), np.int32)
               for name in ("input_ids", "input_mask", "segment_ids")}
     for row, tokens_a in enumerate(texts_a):
-        tokens, packed = packing.pack_tokens(
-            packing.truncate_segments(tokens_a, texts_b.get(row), max_seq_length),
+        tokens, packed = input_layout.pack_tokens(
+            input_layout.truncate_segments(tokens_a, texts_b.get(row), max_seq_length),
             tokenizer.convert_tokens_to_ids, max_seq_length)
         for array, values in zip(arrays.values(), packed):
             array[row] = values

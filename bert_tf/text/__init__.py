@@ -1,1 +1,1 @@
-"""Text: WordPiece tokenization (Python and in-graph), vocab files, packing."""
+"""Text: WordPiece tokenization (Python and in-graph), vocab files, the input layout."""

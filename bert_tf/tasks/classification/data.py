@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.text import packing
+from bert_tf.text import input_layout
 from bert_tf.train import finetune_packing
 from bert_tf.train import records
 from bert_tf.tasks import text_files
@@ -222,8 +222,8 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
         [examples[i].text_b for i in pair_indices])))
     features = []
     for index, example in enumerate(examples):
-        _, packed = packing.pack_tokens(
-            packing.truncate_segments(tokens_a_all[index], tokens_b_all.get(index),
+        _, packed = input_layout.pack_tokens(
+            input_layout.truncate_segments(tokens_a_all[index], tokens_b_all.get(index),
                                       max_seq_length),
             tokenizer.convert_tokens_to_ids, max_seq_length)
         features.append(InputFeatures(*packed, _label_id(example, label_map, label_list)))

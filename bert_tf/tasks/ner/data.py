@@ -22,7 +22,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.text import packing
+from bert_tf.text import input_layout
 
 DOCSTART = "-DOCSTART-"
 
@@ -226,10 +226,10 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
                 weights.extend([weight] + [0] * (len(pieces[word]) - 1))
                 word_ids.extend([word if scored else -1] + [-1] * (len(pieces[word]) - 1))
             rows.append((sentence_index,
-                         *packing.pack_segments([ids], cls_id, sep_id, max_seq_length),
-                         packing.pack_values([labels], max_seq_length),
-                         packing.pack_values([weights], max_seq_length),
-                         packing.pack_values([word_ids], max_seq_length, fill=-1)))
+                         *input_layout.pack_segments([ids], cls_id, sep_id, max_seq_length),
+                         input_layout.pack_values([labels], max_seq_length),
+                         input_layout.pack_values([weights], max_seq_length),
+                         input_layout.pack_values([word_ids], max_seq_length, fill=-1)))
     if unknown:
         source, line, tag = unknown[0]
         logging.warning("%d gold tags are not in the label list %s (first: %r at %s:%d); "

@@ -29,7 +29,7 @@ import logging
 import time
 from typing import Optional
 
-from bert_tf.text import packing
+from bert_tf.text import input_layout
 
 logger = logging.getLogger(__name__)
 
@@ -403,7 +403,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         doc_spans = make_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
         for doc_span_index, doc_span in enumerate(doc_spans):
             window = all_doc_tokens[doc_span.start:doc_span.start + doc_span.length]
-            tokens, (input_ids, input_mask, segment_ids) = packing.pack_tokens(
+            tokens, (input_ids, input_mask, segment_ids) = input_layout.pack_tokens(
                 [query_tokens, window], tokenizer.convert_tokens_to_ids, max_seq_length)
             token_to_orig_map, token_is_max_context = _window_context(
                 doc_spans, doc_span_index, tok_to_orig_index, len(query_tokens))

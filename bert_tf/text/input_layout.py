@@ -1,7 +1,7 @@
 """The BERT input layout: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, padded with 0.
 
 The one place that knows how segments become the three model inputs of the Python
-feature writers (classification, feature extraction, NER, SQuAD); `packing_graph` is its
+feature writers (classification, feature extraction, NER, SQuAD); `input_layout_graph` is its
 twin in TensorFlow ops for the exported SavedModels, tested equal to it:
 
 * input_ids: `[CLS]`, each segment followed by `[SEP]`, then 0 up to max_seq_length;

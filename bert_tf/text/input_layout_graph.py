@@ -1,7 +1,7 @@
-"""`bert_tf.text.packing` in TensorFlow ops: the same layout, for ragged batches in a graph.
+"""`bert_tf.text.input_layout` in TensorFlow ops: the same layout, for ragged batches in a graph.
 
-`truncate_ragged_segments` cuts as `packing.truncate_segments` (longest-first pairs) and
-`pack_inputs` lays out and pads as `packing.pack_segments`; `bert_tf.serving.signatures`
+`truncate_ragged_segments` cuts as `input_layout.truncate_segments` (longest-first pairs) and
+`pack_inputs` lays out and pads as `input_layout.pack_segments`; `bert_tf.serving.signatures`
 builds the SavedModels' text signatures from them.
 """
 
@@ -16,7 +16,7 @@ def truncate_rows(ragged, lengths):
 
 
 def pair_lengths(length_a, length_b, budget):
-    """Token counts that `packing.truncate_seq_pair` keeps (longest first, ties cut b).
+    """Token counts that `input_layout.truncate_seq_pair` keeps (longest first, ties cut b).
 
     Args:
       length_a: int64 [B] token counts of the first segments.
@@ -37,7 +37,7 @@ def pair_lengths(length_a, length_b, budget):
 
 
 def truncate_ragged_segments(ids_a, ids_b, max_seq_length):
-    """`packing.truncate_segments` in the graph.
+    """`input_layout.truncate_segments` in the graph.
 
     Args:
       ids_a: ragged int64 [B, (T)] first segments.
@@ -55,7 +55,7 @@ def truncate_ragged_segments(ids_a, ids_b, max_seq_length):
 
 
 def pack_inputs(segments, cls_id, sep_id, max_seq_length):
-    """`packing.pack_segments` in the graph: dict of int32 [B, max_seq_length] model inputs.
+    """`input_layout.pack_segments` in the graph: dict of int32 [B, max_seq_length] model inputs.
 
     Args:
       segments: 1 or 2 ragged int64 [B, (T)], already cut to fit.
