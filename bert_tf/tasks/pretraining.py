@@ -79,7 +79,11 @@ class PretrainingOptions(TrainingOptions):
 
 
 def check_options(options, context):
-    """Rejects options that cannot work, naming the flag, before anything runs."""
+    """Rejects options that cannot work, naming the flag, before anything runs.
+
+    Returns:
+      The `MaskingOptions` of --dynamic_masking (None without it), built once.
+    """
     strategy = context.strategy
     if not options.input_file:
         raise ValueError("--input_file is required")
@@ -104,11 +108,12 @@ def check_options(options, context):
             sequence_packing.check_max_sequences_per_row(options.max_sequences_per_row)
         except ValueError as error:
             raise ValueError(f"--{error}") from None
-    _check_masking_options(options, context.vocab)
+    return _check_masking_options(options, context.vocab)
 
 
 def _check_masking_options(options, vocab):
-    """Dynamic masking needs records without masks and a vocab; the reverse too."""
+    """Dynamic masking needs records without masks and a vocab; the reverse too.
+    Returns the `MaskingOptions` (None without --dynamic_masking)."""
     carry_masks = records.records_carry_masks(options.input_file, options.input_compression)
     if options.dynamic_masking and carry_masks:
         raise ValueError(
@@ -126,11 +131,11 @@ def _check_masking_options(options, vocab):
             if value != default:
                 raise ValueError(f"--{flag} applies to masks drawn in training: it needs "
                                  "--dynamic_masking (records without masks)")
-    elif not options.vocab_file:
+        return None
+    if vocab is None:
         raise ValueError("--dynamic_masking needs --vocab_file (the ids of [MASK], the "
                          "special tokens and the ## word pieces)")
-    else:
-        masking_options(options, vocab)  # raises on a bad combination, naming it
+    return masking_options(options, vocab)  # raises on a bad combination, naming it
 
 
 def check_init_checkpoint_config(init_checkpoint, config):
@@ -242,8 +247,7 @@ class PretrainingTask(Task):
 
     def setup(self, context):
         super().setup(context)
-        check_options(self.options, context)
-        self.mask_options = masking_options(self.options, context.vocab)
+        self.mask_options = check_options(self.options, context)
 
     def schedule(self, num_examples):
         return self.options.num_train_steps, self.options.num_warmup_steps
