@@ -34,6 +34,8 @@ class PretrainingOptions(TrainingOptions):
         flag=False)
     input_file: Optional[str] = option(
         None, "Input TFRecord files (comma-separated globs; gzip or not).")
+    do_eval: bool = option(False, "Evaluate on input_file (at most max_eval_steps batches); "
+                                  "writes eval_results.txt and .json.")
     max_predictions_per_seq: int = option(20, "Masked positions per record.")
     num_train_steps: int = option(100000, "Optimizer steps.")
     num_warmup_steps: int = option(10000, "Linear warm-up steps.")
