@@ -56,19 +56,22 @@ def execute(task, strategy=None) -> Outcome:
     runner = ModelRunner(context, task)
     if options.do_train:
         runner.train()
-    results = {}
+    results, written = {}, []
     for split in ("eval", "predict"):
         if getattr(options, f"do_{split}", False):
             scores = task.evaluate(split, runner)
-            if scores and distribute.is_chief(context.strategy):
+            if scores:
                 scores = dict(scores, global_step=runner.global_step)
-                task_lib.write_results(options.output_dir, task.result_names[split], scores)
+                if distribute.is_chief(context.strategy):
+                    written.append(task_lib.write_results(
+                        options.output_dir, task.result_names[split], scores))
             results.update(scores)
     if getattr(options, "export_dir", None) and runner.model is not None:
-        path = export.export_finetuned_model(
+        written.append(export.export_finetuned_model(
             runner.model, options.export_dir, task.model_type, context.vocab.path,
-            options.do_lower_case, options.max_seq_length, **task.export_options())
-        logging.info("Exported the SavedModel to %s", path)
+            options.do_lower_case, options.max_seq_length, **task.export_options()))
+    logging.info("Done: %s at global_step %d in %s%s", task.name, runner.global_step,
+                 options.output_dir, "; wrote " + ", ".join(written) if written else "")
     return Outcome(results, runner)
 
 
