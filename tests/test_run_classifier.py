@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.options import option_specs
 from bert_tf.tasks import export_checkpoint, run_context
@@ -74,6 +75,17 @@ def test_train_eval_predict_sst2(tmp_path):
     assert submission == ["index\tprediction"] + expected
     assert submission[1:] == [f"{i}\t{y}" for i, (_, y) in enumerate(sentiment_rows(6, 2))]
     assert (out / "label_list.txt").read_text() == "0\n1\n"
+    # Exported without --label_names, the run's own labels (in label-id order) serve.
+    run = options(tmp_path)
+    export_dir = export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+        model_type="classifier", init_checkpoint=str(out), export_dir=str(tmp_path / "e"),
+        vocab_file=run.vocab_file, bert_config_file=run.bert_config_file,
+        max_seq_length=12))
+    serving = tf.saved_model.load(export_dir).signatures["serving_default"]
+    texts = [text for text, _ in sentiment_rows(6, 2)]
+    served = serving(text_a=tf.constant(texts))
+    assert [label.decode() for label in served["labels"].numpy()] == [
+        str(int(p[1] > p[0])) for p in probabilities]
 
 
 @pytest.mark.slow
@@ -140,7 +152,6 @@ def test_command_line_rejects_unknown_task(tmp_path):
 
 @pytest.mark.slow
 def test_export_dir_serves_the_same_probabilities(tmp_path):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     write_sst2(tmp_path / "data")
     export_dir = tmp_path / "export"
     classification_task.run(options(tmp_path, do_train=True, do_predict=True,
@@ -254,6 +265,12 @@ def test_export_refuses_a_run_of_another_model_type(tmp_path):
             model_type="classifier", init_checkpoint=str(run_dir),
             export_dir=str(tmp_path / "e"), vocab_file=vocab_file,
             label_names=["neg", "neutral", "pos"]))
+    # Trained labels listed in another order would serve class 0 as "1": refused.
+    with pytest.raises(ValueError, match=r"'1' is class 1 there, 0 here; '0' is class 0 "
+                                         r"there, 1 here.*list them as trained, \['0', '1'\]"):
+        export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+            model_type="classifier", init_checkpoint=str(run_dir),
+            export_dir=str(tmp_path / "e"), vocab_file=vocab_file, label_names=["1", "0"]))
 
 
 def test_lower_casing_that_does_not_fit_the_vocab_is_refused_unless_allowed(tmp_path):

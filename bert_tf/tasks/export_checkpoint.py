@@ -48,7 +48,10 @@ class ExportOptions:
         None, "vocab.txt the model was trained with (default: in init_checkpoint).")
     do_lower_case: bool = option(True, "Uncased model: lowercase and strip accents.")
     max_seq_length: int = option(128, "Sequence length of the signatures.")
-    label_names: Optional[list] = option(None, "Class / tag names in label-id order.")
+    label_names: Optional[list] = option(
+        None, "Class / tag names in label-id order (default: the label list of a "
+        "fine-tuning output_dir; other names for its ids are fine, its labels in another "
+        "order are refused).")
     labels_file: Optional[str] = option(None, "Class / tag names, one per line, in id order.")
     is_regression: bool = option(False, "classifier: one output `score`.")
     text_pair: bool = option(False, "classifier: serving_default takes text_a and text_b.")
@@ -116,28 +119,46 @@ def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=N
     return model
 
 
-def _check_run_settings(init_checkpoint, model_type, label_names):
-    """Refuses a fine-tuning run of another model type, or with another label count.
+def _saved_run_settings(init_checkpoint) -> dict:
+    """The `run_settings.json` of a fine-tuning output_dir at or beside `init_checkpoint`
+    ({} for released or Hugging Face weights)."""
+    path = fileio.file_beside(init_checkpoint, run_context.RUN_SETTINGS_FILE)
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return dict(json.load(file), path=path)
+
+
+def _check_run_settings(init_checkpoint, saved, model_type, label_names):
+    """Refuses a fine-tuning run of another model type, or labels that mean other classes.
 
     A fine-tuning output_dir records its model type and labels in `run_settings.json`
     (`bert_tf.tasks.run_context`); heads of different types can have the same
     variables, so without this check a classifier's head would load as a SQuAD head.
     """
-    path = fileio.file_beside(init_checkpoint, run_context.RUN_SETTINGS_FILE)
-    if not path:
+    if not saved:
         return
-    with open(path, encoding="utf-8") as file:
-        saved = json.load(file)
     if saved.get("model_type") != model_type:
         raise ValueError(f"{init_checkpoint} holds a {saved.get('model_type')} run (task "
-                         f"{saved.get('task')}, {path}); --model_type asks for a "
-                         f"{model_type}: "
-                         "pass the model type it was trained as")
-    # Names may differ (display names for the ids); their number may not.
-    if label_names and saved.get("labels") and len(label_names) != len(saved["labels"]):
+                         f"{saved.get('task')}, {saved['path']}); --model_type asks for a "
+                         f"{model_type}: pass the model type it was trained as")
+    trained = saved.get("labels")
+    if not (label_names and trained):
+        return
+    if len(label_names) != len(trained):
         raise ValueError(f"--label_names/--labels_file name {len(label_names)} labels, but "
                          f"the run in {init_checkpoint} was trained with "
-                         f"{len(saved['labels'])}: {saved['labels']} (in label-id order)")
+                         f"{len(trained)}: {trained} (in label-id order)")
+    # Display names for the ids are fine; a trained label at another id is a swap.
+    moved = [f"{name!r} is class {trained.index(name)} there, {index} here"
+             for index, name in enumerate(label_names) if name in trained
+             and trained.index(name) != index]
+    if moved:
+        raise ValueError(f"--label_names/--labels_file {label_names} do not follow the "
+                         f"label ids of the run in {init_checkpoint} ({'; '.join(moved)}): "
+                         f"list them as trained, {trained}, or leave them out to use those")
+    if label_names != trained:
+        logging.info("Serving the run's labels %s under the names %s", trained, label_names)
 
 
 def _head_and_signature_options(model_type, options, label_names):
@@ -176,10 +197,14 @@ def export_from_checkpoint(options: ExportOptions) -> str:
                                         vocab_file, options.init_checkpoint)
     export.resolve_export_dir(options.export_dir, options.overwrite,
                               options.versioned)  # fail before loading
-    label_names = read_label_names(options.label_names, options.labels_file)
+    saved = _saved_run_settings(options.init_checkpoint)
+    # Without names, a fine-tuning run's own label list (in label-id order) serves.
+    label_names = read_label_names(options.label_names, options.labels_file) or \
+        saved.get("labels")
     model_type = export.canonical_model_type(options.model_type)
     head, signature = _head_and_signature_options(model_type, options, label_names)
-    _check_run_settings(options.init_checkpoint, model_type, signature.get("label_names"))
+    _check_run_settings(options.init_checkpoint, saved, model_type,
+                        signature.get("label_names"))
     model = load_model(model_type, options.init_checkpoint, options.bert_config_file, head)
     return export.export_finetuned_model(model, options.export_dir, model_type, vocab_file,
                                          options.do_lower_case, options.max_seq_length,
