@@ -20,6 +20,13 @@ def temporary_path(path: str) -> str:
     return f"{path}{TEMPORARY_MARKER}{os.getpid()}"
 
 
+def is_special_file(path: str) -> bool:
+    """True for an existing path that is neither a regular file nor a folder: a device
+    such as /dev/null, a FIFO, a socket. Such a path is written in place, never renamed
+    over (a rename would replace the node with a regular file)."""
+    return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+
+
 def process_is_running(pid: int) -> bool:
     """Whether process `pid` still runs (a temporary output named after it is then not
     stale: it may still be written)."""
@@ -37,8 +44,12 @@ def atomic_output(path: str):
     """Yields a temporary path to write; renamed onto `path` if the block succeeds.
 
     On an exception the temporary file is removed and the exception propagates; an
-    existing file at `path` stays as it was.
+    existing file at `path` stays as it was. A device or FIFO (`is_special_file`) is
+    written directly.
     """
+    if is_special_file(path):
+        yield path
+        return
     temporary = temporary_path(path)
     gfile = _gfile(path)
     try:

@@ -250,6 +250,15 @@ class PipelineConfig:
     stats_file: Optional[str] = None  # default: the first output file + ".stats.json"
 
 
+def stats_path_of(config) -> Optional[str]:
+    """Where the stats go: `stats_file`, else beside the first output file; None when that
+    output is a device or FIFO (`--output_file=/dev/null` writes nothing beside it)."""
+    if config.stats_file:
+        return config.stats_file
+    first = config.output_files[0]
+    return None if fileio.is_special_file(first) else first + STATS_SUFFIX
+
+
 def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOptions,
                             config: PipelineConfig,
                             vocab_ids: Optional[pretraining_instances.VocabIds] = None
@@ -287,8 +296,7 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
                 f"{summary['documents']} usable documents, skipped {summary['skipped']} "
                 "(expected text with one sentence per line, WikiExtractor output or a "
                 "MediaWiki XML dump)")
-        writer.commit(stats_path=config.stats_file or config.output_files[0] + STATS_SUFFIX,
-                      stats=summary)
+        writer.commit(stats_path=stats_path_of(config), stats=summary)
     logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s): %s",
                  summary["instances"], len(config.output_files), summary["seconds"],
                  summary["instances_per_second"], json.dumps(summary["nsp"]))

@@ -114,7 +114,9 @@ class ShardedWriter:
 
     def __init__(self, paths: Sequence[str], gzip: bool = False):
         self.paths = list(paths)
-        self.temp_paths = [fileio.temporary_path(path) for path in self.paths]
+        # A device or FIFO (--output_file=/dev/null) is written in place, never renamed over.
+        self.temp_paths = [path if fileio.is_special_file(path) else fileio.temporary_path(path)
+                           for path in self.paths]
         self._writers = [_open_shard(path, gzip) for path in self.temp_paths]
         self._next = 0
         self.num_records = 0
@@ -146,7 +148,8 @@ class ShardedWriter:
                 json.dump(stats, stats_file, indent=2, sort_keys=True)
                 stats_file.write("\n")
         for temp, path in zip(self.temp_paths, self.paths):
-            os.replace(temp, path)
+            if temp != path:
+                os.replace(temp, path)
         if stats_path is not None:
             os.replace(temp_stats, stats_path)
         self._committed = True
@@ -160,7 +163,7 @@ class ShardedWriter:
         if not self._committed:
             for writer in self._writers:
                 writer.close()
-            for temp in self.temp_paths:
-                if os.path.exists(temp):
+            for temp, path in zip(self.temp_paths, self.paths):
+                if temp != path and os.path.exists(temp):
                     os.remove(temp)
         return False

@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -18,7 +19,9 @@ import time
 import numpy as np
 import pytest
 
+from bert_tf import fileio
 from bert_tf.models import BertClassifier
+from data_prep import record_writing
 from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint,
                      write_vocab)
 from test_run_classifier import tiny_model_files, write_sst2
@@ -142,3 +145,42 @@ def test_run_classifier_killed_then_rerun(tmp_path):
         assert [line for line in results if line.startswith("global_step")] == \
             [line for line in expected if line.startswith("global_step")]
         assert not _temporary_files(output_dir), f"seed {seed}"
+
+
+def _fifo_with_reader(path):
+    """A FIFO at `path` and a non-blocking reader's descriptor (writers do not block)."""
+    os.mkfifo(path)
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+
+
+def _drain(descriptor):
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(descriptor, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_a_device_or_fifo_output_is_written_in_place_not_renamed_over(tmp_path):
+    # --output_file=/dev/null: a rename would replace the device node with a regular
+    # file. A FIFO stands in for the device here (the test must not touch /dev/null).
+    text_fifo = tmp_path / "vocab_fifo"
+    reader = _fifo_with_reader(text_fifo)
+    fileio.write_text_atomic(str(text_fifo), "[PAD]\n[UNK]\n")
+    assert stat.S_ISFIFO(os.stat(text_fifo).st_mode)
+    assert _drain(reader) == b"[PAD]\n[UNK]\n"
+    os.close(reader)
+    records_fifo = tmp_path / "records_fifo"
+    reader = _fifo_with_reader(records_fifo)
+    with record_writing.ShardedWriter([str(records_fifo)]) as writer:
+        writer.write_all([b"abc"])
+        writer.commit()
+    assert stat.S_ISFIFO(os.stat(records_fifo).st_mode)
+    assert len(_drain(reader)) == 16 + 3  # one TFRecord frame: length, CRCs, data
+    os.close(reader)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records_fifo", "vocab_fifo"]

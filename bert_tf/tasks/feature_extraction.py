@@ -15,7 +15,6 @@ import json
 import os
 import re
 import time
-import uuid
 from typing import Optional
 
 import numpy as np
@@ -148,9 +147,8 @@ def extract_features(encoder, tokenizer, input_file, output_file, layers="-1,-2,
         outputs = encoder(features, training=False)["encoder_outputs"]
         return tf.stack([tf.cast(outputs[i], tf.float32) for i in layer_indexes], axis=1)
 
-    temporary = f"{output_file}.tmp-{uuid.uuid4().hex}"
     start = time.time()
-    try:
+    with fileio.atomic_output(output_file) as temporary:
         with open(temporary, "w", encoding="utf-8") as writer:
             for first in range(0, len(examples), batch_size):
                 batch = examples[first:first + batch_size]
@@ -164,10 +162,6 @@ def extract_features(encoder, tokenizer, input_file, output_file, layers="-1,-2,
                 if done % (batch_size * 50) < batch_size or done == len(examples):
                     logging.info("%d/%d lines, %.1f lines/s", done, len(examples),
                                  done / max(time.time() - start, 1e-9))
-        os.replace(temporary, output_file)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
     logging.info("Wrote %d lines of features (layers %s) to %s", len(examples),
                  layer_indexes, output_file)
     return len(examples)
