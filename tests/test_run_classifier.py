@@ -165,6 +165,19 @@ def test_export_dir_serves_the_same_probabilities(tmp_path):
         str(int(p[1] > p[0])) for p in probabilities]
 
 
+def test_an_export_dir_holding_a_savedmodel_is_refused_before_training(tmp_path):
+    # A rerun with the same --export_dir: refused before any work, with a fix that
+    # exists for a runner (before: after training, naming flags it does not have).
+    write_sst2(tmp_path / "data")
+    export_dir = tmp_path / "export"
+    export_dir.mkdir()
+    (export_dir / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(FileExistsError, match=r"already holds a SavedModel; use a new "
+                                              r"--export_dir.*bert-export-model"):
+        classification_task.run(options(tmp_path, do_train=True, export_dir=str(export_dir)))
+    assert not (tmp_path / "out" / "train.tf_record").exists()
+
+
 def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path):
     # The defaults that reach Hugging Face transformers' accuracy on the same weights
     # (bench/*_check.py): N(0, r) heads, decay from the peak after warm-up, torch's Adam.

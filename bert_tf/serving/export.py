@@ -107,8 +107,18 @@ def _is_saved_model(path):
     return os.path.isfile(os.path.join(path, "saved_model.pb"))
 
 
-def resolve_export_dir(export_dir, overwrite=False, versioned=False):
-    """The folder to write (see the module docstring); raises FileExistsError."""
+# How a Python caller replaces a SavedModel (commands name their own flags).
+REPLACE_HINT = ("pass overwrite=True to replace it, or export into a model base path with "
+                "versioned=True")
+
+
+def resolve_export_dir(export_dir, overwrite=False, versioned=False, hint=REPLACE_HINT):
+    """The folder to write (see the module docstring).
+
+    Raises:
+        FileExistsError: naming the folder and, for an existing SavedModel, `hint` (how
+            the caller replaces it).
+    """
     export_dir = os.path.abspath(os.fspath(export_dir))
     if os.path.exists(export_dir) and not os.path.isdir(export_dir):
         raise FileExistsError(f"export_dir {export_dir} is a file, expected a folder")
@@ -119,9 +129,8 @@ def resolve_export_dir(export_dir, overwrite=False, versioned=False):
         return os.path.join(export_dir, str(max(versions) + 1))
     if _is_saved_model(export_dir):
         if not overwrite:
-            raise FileExistsError(f"export_dir {export_dir} already holds a SavedModel; pass "
-                                  "overwrite=True (--overwrite) to replace it, or export "
-                                  "into a model base path with versioned=True")
+            raise FileExistsError(f"export_dir {export_dir} already holds a SavedModel; "
+                                  f"{hint}")
         return export_dir
     if entries:
         raise FileExistsError(f"export_dir {export_dir} is not empty and is neither a "

@@ -46,6 +46,11 @@ def execute(task, strategy=None) -> Outcome:
         raise ValueError("at least one of " + ", ".join(f"--{name}" for name in steps[:-1])
                          + f" or --{steps[-1]} must be set")
     options.check()
+    if getattr(options, "export_dir", None):  # refused before training, not after it
+        export.resolve_export_dir(
+            options.export_dir, hint=f"use a new --export_dir, or remove that one "
+            f"(bert-export-model --init_checkpoint={options.output_dir} --overwrite or "
+            "--versioned exports a finished run again)")
     task.check_inputs()
     context = RunContext.create(options, strategy, needs_vocab=task.needs_vocab)
     if options.seed is not None:

@@ -195,8 +195,9 @@ def export_from_checkpoint(options: ExportOptions) -> str:
     if not options.allow_case_mismatch:
         tokenization.check_case_matches(options.do_lower_case, VocabFile.read(vocab_file).tokens,
                                         vocab_file, options.init_checkpoint)
-    export.resolve_export_dir(options.export_dir, options.overwrite,
-                              options.versioned)  # fail before loading
+    export.resolve_export_dir(options.export_dir, options.overwrite, options.versioned,
+                              hint="pass --overwrite to replace it, or --versioned to "
+                                   "write the next version beside it")  # fail before loading
     saved = _saved_run_settings(options.init_checkpoint)
     # Without names, a fine-tuning run's own label list (in label-id order) serves.
     label_names = read_label_names(options.label_names, options.labels_file) or \
