@@ -201,6 +201,8 @@ def test_defaults_are_the_reference_recipe_and_bad_choices_are_refused(tmp_path)
     (dict(num_train_epochs=0.0), "num_train_epochs must be > 0"),
     (dict(learning_rate=0.0), "learning_rate must be > 0"),
     (dict(warmup_proportion=1.5), "warmup_proportion"),
+    (dict(gradient_accumulation_steps=3), "train_batch_size=16 is not divisible by "
+                                          "gradient_accumulation_steps=3"),
 ])
 def test_bad_numbers_are_refused_before_any_work(tmp_path, change, message):
     write_sst2(tmp_path / "data")

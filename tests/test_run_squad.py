@@ -128,6 +128,11 @@ def test_bad_options(tmp_path):
     with pytest.raises(ValueError, match="max_query_length"):
         squad_task.run(options(tmp_path, do_predict=True, max_query_length=13,
                                predict_file=write_squad(tmp_path / "d.json", 2, 0)))
+    # No room for the question: every question would be empty (it trained before).
+    with pytest.raises(ValueError, match="max_query_length must be at least 1, got 0"):
+        squad_task.run(options(tmp_path, do_train=True, max_query_length=0,
+                               train_file=write_squad(tmp_path / "t.json", 2, 0)))
+    assert not (tmp_path / "out" / "train.tf_record").exists()
 
 
 def test_cli_help_lists_original_flags():

@@ -118,6 +118,15 @@ class FinetuneOptions(TrainingOptions):
             if used and (isinstance(value, bool) or int(value) != value or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value}")
         if self.do_train:
+            steps = self.gradient_accumulation_steps
+            if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+                raise ValueError(f"gradient_accumulation_steps must be a positive integer, "
+                                 f"got {steps}")
+            # Packed batches are sized in rows, made a multiple of the micro-batches.
+            if not self.pack_sequences and self.train_batch_size % steps:
+                raise ValueError(f"train_batch_size={self.train_batch_size} is not divisible "
+                                 f"by gradient_accumulation_steps={steps}: each optimizer "
+                                 "step splits its batch into that many micro-batches")
             if not self.num_train_epochs > 0:
                 raise ValueError(f"num_train_epochs must be > 0, got {self.num_train_epochs}")
             if not self.learning_rate > 0:

@@ -359,7 +359,10 @@ def _window_positions(doc_span, answer_span, num_query_tokens):
 
 
 def check_lengths(max_seq_length, max_query_length):
-    """Rejects lengths that leave no room for the context."""
+    """Rejects lengths that leave no room for the question or the context."""
+    if max_query_length < 1:
+        raise ValueError(f"max_query_length must be at least 1, got {max_query_length}: "
+                         "with none, every question would be empty")
     if max_seq_length <= max_query_length + 3:
         raise ValueError(
             f"max_seq_length ({max_seq_length}) must be greater than max_query_length "
