@@ -45,7 +45,6 @@ def execute(task, strategy=None) -> Outcome:
     if not any(getattr(options, name) for name in steps):
         raise ValueError("at least one of " + ", ".join(f"--{name}" for name in steps[:-1])
                          + f" or --{steps[-1]} must be set")
-    options.check()
     if getattr(options, "export_dir", None):  # refused before training, not after it
         export.resolve_export_dir(
             options.export_dir, hint=f"use a new --export_dir, or remove that one "

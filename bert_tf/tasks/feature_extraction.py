@@ -24,6 +24,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.options import option
+from bert_tf.tasks import run_context
 from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
 from bert_tf.weights import from_pretrained
@@ -49,8 +50,7 @@ class ExtractOptions:
 
 def run(options: ExtractOptions) -> int:
     """Loads the encoder and the vocab (once) and writes the features; returns the count."""
-    vocab_file = options.vocab_file or fileio.file_in_folder(options.init_checkpoint,
-                                                             "vocab.txt")
+    vocab_file = run_context.resolve_vocab_file(options.vocab_file, options.init_checkpoint)
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
                                 "--vocab_file")

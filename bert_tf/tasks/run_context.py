@@ -18,7 +18,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf import options as options_lib
 from bert_tf.configs import BertConfig
 from bert_tf.text import tokenization
 from bert_tf.text.vocab import VocabFile
@@ -45,6 +44,11 @@ def resolve_config_file(bert_config_file, init_checkpoint) -> Optional[str]:
     `init_checkpoint`."""
     return (bert_config_file or fileio.file_beside(init_checkpoint, "bert_config.json")
             or fileio.file_in_folder(init_checkpoint, "config.json"))
+
+
+def resolve_vocab_file(vocab_file, init_checkpoint) -> Optional[str]:
+    """`vocab_file`, else the vocab.txt in an `init_checkpoint` folder."""
+    return vocab_file or fileio.file_in_folder(init_checkpoint, "vocab.txt")
 
 
 def make_strategy(options):
@@ -76,7 +80,8 @@ class RunContext:
         """Checks the options, reads the config and the vocab once, makes the strategy.
 
         Args:
-          options: A `TrainingOptions` (or subclass); a `bert_config` attribute holding a
+          options: A `TrainingOptions` (or subclass), checked here (`options.check()`);
+            a `bert_config` attribute holding a
             `BertConfig` is used instead of reading `bert_config_file`.
           strategy: Use this strategy instead of the one the options name.
           needs_vocab: Fine-tuning runs tokenize: the vocab is required.
@@ -84,7 +89,7 @@ class RunContext:
         Raises:
           ValueError / FileNotFoundError: naming the option at fault, before any work.
         """
-        options_lib.check_choices(options)
+        options.check()
         if not options.output_dir:
             raise ValueError("output_dir is required")
         check_init_checkpoint(options.init_checkpoint)
@@ -146,14 +151,13 @@ class RunContext:
                                  f"settings ({'; '.join(differ)}): use a new output_dir, or "
                                  "remove that one to start over")
         elif self.options.do_train:
-            os.makedirs(self.output_dir, exist_ok=True)
             fileio.write_text_atomic(path, json.dumps(settings, indent=1, sort_keys=True))
 
 
 def _read_vocab(options, needs_vocab) -> Optional[VocabFile]:
     """The vocab (read once) and the case check; None when not needed and not given."""
-    vocab_file = getattr(options, "vocab_file", None) or fileio.file_in_folder(
-        options.init_checkpoint, "vocab.txt")
+    vocab_file = resolve_vocab_file(getattr(options, "vocab_file", None),
+                                    options.init_checkpoint)
     if not vocab_file:
         if needs_vocab:
             raise ValueError("vocab_file is required (or an init_checkpoint folder holding it)")

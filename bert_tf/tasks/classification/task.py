@@ -123,7 +123,6 @@ class ClassificationTask(Task):
         super().setup(context)
         self.label_list = self.processor.get_labels(self.options.data_dir)
         if self.options.do_train and self.label_list is not None:
-            os.makedirs(self.options.output_dir, exist_ok=True)
             run_context.write_label_list(self.options.output_dir, self.label_list)
 
     def build_model(self, encoder):

@@ -169,7 +169,6 @@ class NerTask(Task):
         if options.do_train:
             _, self.train_sentences = _read(options, "train")
             self.label_list = ner_data.build_label_list(self.train_sentences)
-            os.makedirs(options.output_dir, exist_ok=True)
             run_context.write_label_list(options.output_dir, self.label_list)
             logging.info("Label list from the training data: %s", self.label_list)
         else:
