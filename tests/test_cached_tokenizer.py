@@ -4,8 +4,12 @@ The yardsticks are tests/reference_tokenizer.py (an independent statement of the
 and `FullTokenizer.tokenize` (the original algorithm in Python).
 """
 
+import ast
+import pathlib
 import pickle
 import random
+import re
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -85,6 +89,50 @@ def test_bounded_cache_and_pickling_keep_the_ids(vocab):
 def test_missing_unk_is_refused():
     with pytest.raises(ValueError, match="v.txt has no \\[UNK\\]"):
         cached_tokenizer.CachedTokenizer({"a": 0}, vocab_file="v.txt")
+
+
+def test_a_vocab_file_path_is_read_and_named():
+    # CachedTokenizer("vocab.txt", True) used to treat the path as the vocab (a str):
+    # "vocab file vocab has no [UNK] token".
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        cached_tokenizer.CachedTokenizer("missing.txt", True)
+    with pytest.raises(TypeError, match="vocab.txt path or a dict"):
+        cached_tokenizer.CachedTokenizer(["[UNK]"], True)
+
+
+DOCS_LIBRARY = pathlib.Path(__file__).resolve().parents[1] / "docs" / "library.md"
+
+
+def _run_documented_example(folder, vocab_file):
+    """Runs docs/library.md's CachedTokenizer example as written, in `folder` with
+    `vocab_file` as its uncased_L-12_H-768_A-12/vocab.txt.
+
+    Returns:
+        (ids its last line computes, the ids its comment shows).
+    """
+    blocks = re.findall(r"```python\n(.*?)```", DOCS_LIBRARY.read_text(encoding="utf-8"),
+                        re.S)
+    snippet = next(block for block in blocks if "CachedTokenizer(" in block)
+    (folder / "uncased_L-12_H-768_A-12").mkdir()
+    shutil.copy(vocab_file, folder / "uncased_L-12_H-768_A-12" / "vocab.txt")
+    *body, last = snippet.strip().splitlines()
+    expression, comment = last.split("#", 1)
+    namespace = {}
+    exec("\n".join(body), namespace)  # pylint: disable=exec-used
+    return eval(expression, namespace), ast.literal_eval(comment.strip())  # pylint: disable=eval-used
+
+
+def test_documented_example_runs_as_written(vocab_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ids, _ = _run_documented_example(tmp_path, vocab_file)
+    full = tokenization.FullTokenizer(vocab_file, True)
+    assert ids == [full.convert_tokens_to_ids(full.tokenize("Héllo, [MASK]!"))]
+
+
+def test_documented_example_shows_the_real_ids(shared_data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ids, shown = _run_documented_example(tmp_path, shared_data_dir / REAL_VOCAB)
+    assert ids == shown
 
 
 def test_imports_no_tensorflow():

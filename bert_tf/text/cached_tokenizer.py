@@ -21,8 +21,10 @@ its tokens: the 2.8 MB English Wikipedia sample has 446k whitespace tokens, 65k 
 The caches are bounded (`max_cached_tokens`, about 300 bytes an entry).
 """
 
+import collections.abc
+import os
 import re
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -100,22 +102,41 @@ class _TokenIndex(dict):
         self.pending_ids, self.pending_starts, self.pending_lengths = [], [], []
 
 
+def _vocab_and_name(vocab, vocab_file):
+    """(token -> id mapping, name for messages) of a vocab.txt path or a mapping."""
+    if isinstance(vocab, (str, bytes, os.PathLike)):
+        path = os.fsdecode(vocab)
+        return vocab_lib.load_vocab(path), vocab_file or path
+    if not isinstance(vocab, collections.abc.Mapping):
+        raise TypeError(f"CachedTokenizer: vocab must be a vocab.txt path or a dict "
+                        f"token -> id, got {type(vocab).__name__}")
+    return vocab, vocab_file or f"(a dict of {len(vocab)} tokens)"
+
+
 class CachedTokenizer:
     """Token ids identical to `FullTokenizer(vocab_file, do_lower_case).tokenize` + ids.
 
     Args:
-        vocab: token -> id mapping (must contain `[UNK]`).
+        vocab: a vocab.txt path (one token per line, read as `FullTokenizer` reads it)
+            or a token -> id mapping; it must contain `[UNK]`.
         do_lower_case: lowercase and strip accents (uncased models).
         keep_special_tokens: keep `[PAD] [UNK] [CLS] [SEP] [MASK]` typed in the text
             whole, as `FullTokenizer(keep_special_tokens=True)` does.
         max_cached_tokens: the caches are emptied when one grows past this many entries
             (a bound on memory; the ids do not depend on it).
-        vocab_file: the vocab's file name, for messages.
+        vocab_file: the vocab's file name, for messages (default: the path given as
+            `vocab`).
+
+    Raises:
+        TypeError: `vocab` is neither a path nor a mapping.
+        FileNotFoundError, ValueError: the vocab file is missing or malformed, or the
+            vocab lacks `[UNK]` (naming the file).
     """
 
-    def __init__(self, vocab: Dict[str, int], do_lower_case: bool = True,
-                 keep_special_tokens: bool = False, max_cached_tokens: int = 250_000,
-                 vocab_file: str = "vocab"):
+    def __init__(self, vocab: Union[str, os.PathLike, Dict[str, int]],
+                 do_lower_case: bool = True, keep_special_tokens: bool = False,
+                 max_cached_tokens: int = 250_000, vocab_file: str = None):
+        vocab, vocab_file = _vocab_and_name(vocab, vocab_file)
         vocab_lib.check_vocab_has_unk(vocab, vocab_file)
         self.vocab = vocab
         self.vocab_file = vocab_file
@@ -139,8 +160,7 @@ class CachedTokenizer:
     @classmethod
     def from_vocab_file(cls, vocab_file, do_lower_case=True, **kwargs) -> "CachedTokenizer":
         """Loads vocab.txt (one token per line) as FullTokenizer does."""
-        return cls(vocab_lib.load_vocab(vocab_file), do_lower_case, vocab_file=str(vocab_file),
-                   **kwargs)
+        return cls(os.fspath(vocab_file), do_lower_case, **kwargs)
 
     def __getstate__(self):
         state = {key: value for key, value in self.__dict__.items()
