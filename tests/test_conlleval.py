@@ -140,3 +140,38 @@ def test_command_line_prints_the_report(tmp_path):
         result = subprocess.run([sys.executable, "-m", "bert_tf.tasks.ner.conlleval"],
                                 stdin=stdin, capture_output=True, text=True)
     assert result.returncode == 1 and "line 2" in result.stderr
+
+
+# Tab-separated, with a space inside a token: only a tab delimiter reads it right.
+TABBED = "New York\tB-LOC\tB-LOC\nis\tO\tO\nbig\tO\tB-MISC\n"
+
+
+@pytest.mark.parametrize("delimiter", ["\\t", "\\\\t", "\t"])
+def test_command_line_tab_delimiter_as_the_shell_passes_it(tmp_path, delimiter):
+    """issue 26: `-d '\\t'` (a backslash and a t from the shell, the conlleval.pl idiom)
+    failed: the line was split on the two characters."""
+    path = tmp_path / "tabbed.txt"
+    path.write_text(TABBED)
+    with path.open() as stdin:
+        result = subprocess.run(
+            [sys.executable, "-m", "bert_tf.tasks.ner.conlleval", "-d", delimiter],
+            stdin=stdin, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        "processed 3 tokens with 1 phrases; found: 2 phrases; correct: 1.")
+
+
+@pytest.mark.parametrize("text, delimiter", [
+    ("\\t", "\t"), ("\\\\t", "\t"), ("\\x1f", "\x1f"), ("\\|", "|"), ("\\\\", "\\"),
+    (";", ";"), (" ", " "), ("a\\tb", "a\tb")])
+def test_delimiter_escapes(text, delimiter):
+    assert conlleval.decode_delimiter(text) == delimiter
+
+
+def test_unknown_delimiter_escape_is_refused_naming_it(tmp_path):
+    with pytest.raises(ValueError, match=r"-d '\\s': unknown escape \\s"):
+        conlleval.decode_delimiter("\\s")
+    result = subprocess.run([sys.executable, "-m", "bert_tf.tasks.ner.conlleval", "-d", ""],
+                            input=TABBED, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "conlleval: -d '': expected a delimiter such as ' ' or '\\t'"

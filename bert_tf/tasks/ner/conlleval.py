@@ -10,6 +10,8 @@ Command line, same options and report as the Perl script::
 
     python -m bert_tf.tasks.ner.conlleval [-l] [-r] [-d DELIM] [-o OTAG] < FILE
 
+`-d '\t'` (the shell passes a backslash and a `t`) splits on tabs, as in the Perl script.
+
 Library use::
 
     counts = evaluate_lines(open("predictions.txt"))
@@ -262,6 +264,36 @@ def format_latex_report(counts: ChunkCounts) -> str:
     return "".join(parts)
 
 
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v"}
+_ESCAPE = re.compile(r"\\+(x[0-9a-fA-F]{2}|.)", re.DOTALL)
+
+
+def decode_delimiter(text: str) -> str:
+    """The `-d` field separator, its backslash escapes decoded as conlleval.pl's regex
+    split reads them: `-d '\\t'` is a tab (also `\\n \\r \\f \\v`, and `\\xHH` a code
+    point), a backslash before a punctuation mark is that mark (`'\\|'` is `|`, `'\\\\'` a
+    backslash). An escape doubled by one more level of quoting (`'\\\\t'`) is the same.
+
+    Raises:
+      ValueError: an empty delimiter, or a letter escape other than these (`\\s`, `\\d`:
+        a field separator is a string here, not a pattern).
+    """
+    def decode(match):
+        escape = match.group(1)
+        if escape[0] == "x" and len(escape) == 3:
+            return chr(int(escape[1:], 16))
+        if escape in _ESCAPES:
+            return _ESCAPES[escape]
+        if escape.isalnum():
+            raise ValueError(f"-d '{text}': unknown escape \\{escape}; expected a "
+                             "delimiter such as ' ', '\\t', ';' or '\\x1f'")
+        return escape
+
+    if not text:
+        raise ValueError("-d '': expected a delimiter such as ' ' or '\\t'")
+    return _ESCAPE.sub(decode, text)
+
+
 def _parse_args(argv: Sequence[str]) -> dict:
     options = dict(latex=False, raw=False, delimiter=None, outside_tag="O")
     args = list(argv)
@@ -274,7 +306,14 @@ def _parse_args(argv: Sequence[str]) -> dict:
         elif flag in ("-d", "-o"):
             if not args:
                 raise SystemExit(f"conlleval: {flag} requires an argument")
-            options["delimiter" if flag == "-d" else "outside_tag"] = args.pop(0)
+            value = args.pop(0)
+            if flag == "-o":
+                options["outside_tag"] = value
+            else:
+                try:
+                    options["delimiter"] = decode_delimiter(value)
+                except ValueError as error:
+                    raise SystemExit(f"conlleval: {error}") from None
         else:
             raise SystemExit(f"conlleval: unknown argument {flag}")
     if args:
