@@ -104,7 +104,7 @@ def run(flag_values, pipeline_args) -> dict:
     if beam is None:
         raise app.UsageError(beam_pipeline.MISSING_BEAM)
     options = command_line.options_from_flags(BuildVocabBeamOptions, flag_values)
-    options.require("input_file", "output_file")
+    options.check()  # bert-build-vocab's checks, before the pipeline reads anything
     if options.max_sentences:
         raise app.UsageError("--max_sentences: not supported on Beam (all sentences count)")
     if options.min_word_count < 1:

@@ -32,6 +32,9 @@ from data_prep import tool_options
 from data_prep import wikipedia
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Learned tokens a vocab needs at least: the single characters of a small alphabet and
+# their ## forms (a-z, 0-9 and ASCII punctuation alone are about 100).
+MIN_LEARNED_TOKENS = 100
 _LOG_EVERY_SENTENCES = 100_000
 
 
@@ -51,6 +54,22 @@ class BuildVocabOptions(tool_options.CorpusOptions):
     num_iterations: int = option(4, "Learner iterations.")
     max_sentences: int = option(0, "Read at most this many sentences (0: all).")
 
+    def check(self):
+        """Refuses, before the corpus is read, values that cannot work.
+
+        Raises:
+          app.UsageError: a missing --input_file or --output_file.
+          ValueError: naming the option and the values it accepts.
+        """
+        self.require("input_file", "output_file")
+        self.check_corpus()
+        check_vocab_size(self.vocab_size, self.num_unused)
+        for name in ("max_unique_chars", "max_token_length", "num_iterations"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name}={getattr(self, name)}: expected >= 1")
+        if self.max_sentences < 0:
+            raise ValueError(f"--max_sentences={self.max_sentences}: expected >= 0 (0: all)")
+
 
 def define_flags(flag_values=flags.FLAGS):
     """Defines the flags (not at import, so that other CLIs' flags never clash)."""
@@ -61,6 +80,23 @@ def define_flags(flag_values=flags.FLAGS):
 def reserved_tokens(num_unused):
     """The special tokens then `[unused0]` ... `[unused<num_unused-1>]`."""
     return list(SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused)]
+
+
+def check_vocab_size(vocab_size, num_unused):
+    """Refuses a --vocab_size without room for MIN_LEARNED_TOKENS after the reserved tokens.
+
+    Raises:
+      ValueError: naming --vocab_size (or --num_unused) and the smallest value accepted.
+    """
+    if num_unused < 0:
+        raise ValueError(f"--num_unused={num_unused}: expected >= 0")
+    minimum = len(SPECIAL_TOKENS) + num_unused + MIN_LEARNED_TOKENS
+    if vocab_size < minimum:
+        raise ValueError(
+            f"--vocab_size={vocab_size}: expected at least {minimum} ({len(SPECIAL_TOKENS)} "
+            f"special tokens + --num_unused={num_unused} [unusedN] slots + "
+            f"{MIN_LEARNED_TOKENS} learned tokens, the room the single characters and "
+            "their ## forms need)")
 
 
 def count_words(sentences, do_lower_case=True, max_sentences=0):
@@ -89,17 +125,14 @@ def learn_vocab(word_counts, options: BuildVocabOptions):
     """Learns a vocab of exactly `options.vocab_size` tokens from (word -> count).
 
     Raises:
-      ValueError: no words, or `vocab_size` leaves no room after the reserved tokens.
+      ValueError: no words, or `vocab_size` leaves too little room after the reserved
+        tokens (check_vocab_size).
     """
     from tensorflow_text.tools.wordpiece_vocab import (  # pylint: disable=import-outside-toplevel
         wordpiece_tokenizer_learner_lib as learner)
     vocab_size, num_unused = options.vocab_size, options.num_unused
+    check_vocab_size(vocab_size, num_unused)
     reserved = reserved_tokens(num_unused)
-    if num_unused < 0:
-        raise ValueError(f"num_unused={num_unused}: expected >= 0")
-    if vocab_size <= len(reserved):
-        raise ValueError(f"vocab_size={vocab_size} leaves no room for learned tokens after "
-                         f"{len(reserved)} reserved tokens (5 special + num_unused)")
     if not word_counts:
         raise ValueError("the corpus has no words: expected non-empty text input")
     vocab = learner.learn(
@@ -125,7 +158,7 @@ def write_vocab(vocab, output_file):
 
 def build_vocab(options: BuildVocabOptions):
     """Reads the corpus, learns the vocab and writes it. Returns a summary dict."""
-    options.require("input_file", "output_file")
+    options.check()
     output_file = options.output_file
     fileio.check_output_path(output_file, parent_must_exist=False)  # before any work
     stats = collections.Counter()

@@ -12,6 +12,7 @@ from typing import Optional
 
 from absl import app
 
+from bert_tf import options as options_lib
 from bert_tf.options import option
 from data_prep import wikipedia
 
@@ -28,13 +29,22 @@ class CorpusOptions:
         True, "Lower case the input and strip accents (uncased models).")
     language: Optional[str] = option(
         None, "pysbd language code for sentence splitting of wiki text (default: the "
-        "dump's language, else en).")
+        "dump's language, else en).", choices=wikipedia.LANGUAGES)
 
     def require(self, *names):
         """Refuses a run without one of the options `names` (the files a tool needs)."""
         for name in names:
             if not getattr(self, name):
                 raise app.UsageError(f"--{name} is required")
+
+    def check_corpus(self):
+        """Refuses, before any reading, a value outside an option's `choices`
+        (--input_format, --language, ...), naming it and listing the accepted ones.
+
+        Raises:
+          ValueError: naming the option.
+        """
+        options_lib.check_choices(self)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,11 @@ import xml.etree.ElementTree as ElementTree
 from typing import (BinaryIO, Callable, Counter, Iterable, Iterator, List, NamedTuple, Optional,
                     Sequence, Union)
 
+import pysbd.languages
+
 INPUT_FORMATS = ("auto", "text", "wikiextractor", "wikipedia_xml")
+# The language codes pysbd splits sentences of (`--language`).
+LANGUAGES = tuple(sorted(pysbd.languages.LANGUAGE_CODES))
 
 # Kinds of RawDocument content.
 SENTENCES = "sentences"    # list of sentence strings, used as they are
@@ -212,7 +216,7 @@ def _iter_wikipedia_xml(path: str, stats: Counter, language: Optional[str],
             for event, element in ElementTree.iterparse(reader, events=("start", "end")):
                 if root is None:
                     root = element
-                    language = language or _pysbd_language(root.get(_XML_LANG, "en"))
+                    language = language or _dump_language(root.get(_XML_LANG, "en"))
                     continue
                 if event != "end":
                     continue
@@ -252,10 +256,23 @@ def _page_document(page, stats, language, dropped_prefixes) -> Optional[RawDocum
     return RawDocument(WIKITEXT, text, language, dropped_prefixes)
 
 
-def _pysbd_language(code: str) -> str:
-    import pysbd.languages  # pylint: disable=import-outside-toplevel
+def _dump_language(code: str) -> str:
+    """The pysbd language of a dump's xml:lang (`en-GB` is `en`); English for a language
+    pysbd does not split."""
     code = (code or "en").split("-")[0].lower()
-    return code if code in pysbd.languages.LANGUAGE_CODES else "en"
+    return code if code in LANGUAGES else "en"
+
+
+def check_language(language: Optional[str]) -> Optional[str]:
+    """`language` (None: from the dump, else English) when pysbd splits it.
+
+    Raises:
+      ValueError: naming the code and listing the accepted ones.
+    """
+    if language is not None and language not in LANGUAGES:
+        raise ValueError(f"language={language!r}: pysbd has no sentence splitter for it; "
+                         f"expected one of {', '.join(LANGUAGES)}")
+    return language
 
 
 def wikitext_to_paragraphs(wikitext: str, dropped_link_prefixes=_DEFAULT_DROPPED_PREFIXES) -> List[str]:
@@ -299,7 +316,7 @@ def split_sentences(paragraph: str, language: str = "en") -> List[str]:
     """Splits a paragraph into sentences with pysbd (rule-based, no download)."""
     segmenter = _SEGMENTERS.get(language)
     if segmenter is None:
-        import pysbd  # pylint: disable=import-outside-toplevel
+        check_language(language)
         segmenter = _SEGMENTERS[language] = pysbd.Segmenter(language=language, clean=False)
     try:
         pieces = segmenter.segment(paragraph)
@@ -333,15 +350,16 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
       path: the file (.bz2 and .gz are decompressed).
       input_format: one of INPUT_FORMATS; "auto" looks at the name and first line.
       stats: Counter updated in place with skip reasons.
-      language: pysbd language for sentence splitting; None: the dump's xml:lang
-        (XML) or English.
+      language: pysbd language for sentence splitting (one of LANGUAGES); None: the
+        dump's xml:lang (XML) or English.
       opener: opens `path` for binary reading, decompressed (the Beam pipeline passes
         one that reads any Beam filesystem, or one stream range of a multistream dump).
 
     Raises:
-      ValueError: unknown input_format or a malformed XML dump.
+      ValueError: unknown input_format or language, or a malformed XML dump.
     """
     stats = stats if stats is not None else collections.Counter()
+    check_language(language)
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"input_format {input_format!r}: expected one of {INPUT_FORMATS}")
     if input_format == "auto":
@@ -349,10 +367,9 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
     if input_format == "text":
         documents = _iter_text(path, stats, opener)
     elif input_format == "wikiextractor":
-        documents = _iter_wikiextractor(path, stats, _pysbd_language(language or "en"), opener)
+        documents = _iter_wikiextractor(path, stats, language or "en", opener)
     else:
-        documents = _iter_wikipedia_xml(path, stats,
-                                        _pysbd_language(language) if language else None, opener)
+        documents = _iter_wikipedia_xml(path, stats, language, opener)
     return _documents_naming_errors(path, documents)
 
 

@@ -66,3 +66,18 @@ def test_empty_glob_refused_before_the_pipeline(tmp_path):
 def test_every_flag_reaches_the_options():
     # bert-build-vocab's 12 flags, --streams_per_split, --split_bytes, --min_word_count
     assert check_every_flag_reaches_options(beam_vocab.BuildVocabBeamOptions) == 15
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--vocab_size=10", r"--vocab_size=10: expected at least 205"),
+    ("--language=xx", r"--language=xx: .*<am\|ar\|"),
+])
+def test_bad_flags_refused_before_the_pipeline(tmp_path, monkeypatch, flag, message):
+    """issue 26: a vocab too small for the reserved tokens and the characters was refused
+    only by the learner, after every word had been counted."""
+    def pipeline(*args, **kwargs):
+        raise AssertionError("the pipeline started before the flags were checked")
+    monkeypatch.setattr(beam_vocab.beam, "Pipeline", pipeline)
+    inputs = _write_corpus(tmp_path)
+    with pytest.raises(Exception, match=message):
+        _run_beam([f"--input_file={inputs}", f"--output_file={tmp_path}/v.txt", flag])

@@ -97,9 +97,66 @@ def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):
     with pytest.raises(ValueError, match="is an existing directory"):
         build_vocab.build_vocab(build_vocab.BuildVocabOptions(
             input_file=str(tmp_path / "missing_corpus.txt"),
-            output_file=str(tmp_path / "vocab_dir"), vocab_size=200))
+            output_file=str(tmp_path / "vocab_dir"), vocab_size=300))
     assert sorted(os.listdir(tmp_path)) == ["vocab_dir"]  # nothing read, nothing written
 
 
 def test_every_flag_reaches_the_options():
     assert check_every_flag_reaches_options(build_vocab.BuildVocabOptions) == 12
+
+
+def _refuse_reading(monkeypatch):
+    """Makes any read of the corpus fail the test: checks must come before it."""
+    def read(*args, **kwargs):
+        raise AssertionError("the corpus was read before the options were checked")
+    monkeypatch.setattr(build_vocab.wikipedia, "iter_documents", read)
+    monkeypatch.setattr(build_vocab, "count_words", read)
+
+
+@pytest.mark.parametrize("vocab_size, num_unused, minimum", [
+    (10, 100, 205), (8, 0, 105), (204, 100, 205)])
+def test_too_small_vocab_size_is_refused_before_reading(corpus, tmp_path, monkeypatch,
+                                                        vocab_size, num_unused, minimum):
+    """issue 26: --vocab_size=10 was refused only after the corpus had been counted."""
+    _refuse_reading(monkeypatch)
+    with pytest.raises(ValueError, match=rf"--vocab_size={vocab_size}: expected at least "
+                                         rf"{minimum} \(5 special tokens \+ "
+                                         rf"--num_unused={num_unused}"):
+        build_vocab.build_vocab(build_vocab.BuildVocabOptions(
+            input_file=str(corpus), output_file=str(tmp_path / "vocab.txt"),
+            vocab_size=vocab_size, num_unused=num_unused))
+    assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_smallest_accepted_vocab_size_builds(corpus, tmp_path):
+    build_vocab.build_vocab(build_vocab.BuildVocabOptions(
+        input_file=str(corpus), output_file=str(tmp_path / "vocab.txt"),
+        vocab_size=5 + 3 + build_vocab.MIN_LEARNED_TOKENS, num_unused=3, lower_thresh=2))
+    assert len(tokenization.load_vocab(str(tmp_path / "vocab.txt"))) == 108
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("num_unused", -1, "--num_unused=-1: expected >= 0"),
+    ("max_unique_chars", 0, "--max_unique_chars=0: expected >= 1"),
+    ("max_sentences", -1, "--max_sentences=-1: expected >= 0"),
+    ("language", "xx", "language must be one of am, ar, .*, zh, got 'xx'"),
+    ("input_format", "csv", "input_format must be one of auto, text"),
+])
+def test_bad_options_are_refused_before_reading(corpus, tmp_path, monkeypatch, field, value,
+                                                message):
+    _refuse_reading(monkeypatch)
+    options = dict(input_file=str(corpus), output_file=str(tmp_path / "vocab.txt"),
+                   vocab_size=300)
+    options[field] = value
+    with pytest.raises(ValueError, match=message):
+        build_vocab.build_vocab(build_vocab.BuildVocabOptions(**options))
+
+
+def test_unknown_language_flag_is_refused_listing_the_codes():
+    """issue 26: --language=xx was accepted (and split as English)."""
+    flag_values = flags.FlagValues()
+    build_vocab.define_flags(flag_values)
+    with pytest.raises(flags.IllegalFlagValueError, match=r"--language=xx: .*<am\|ar\|.*\|zh>"):
+        flag_values(["bert-build-vocab", "--language=xx"])
+    flag_values(["bert-build-vocab", "--language=de"])
+    assert flag_values.language == "de"

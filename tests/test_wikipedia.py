@@ -172,3 +172,16 @@ def test_truncated_compressed_input_is_named(tmp_path, suffix, compress):
         list(wikipedia.iter_documents(str(path), "text"))
     with pytest.raises(FileNotFoundError):
         list(wikipedia.iter_documents(str(tmp_path / "missing.txt.bz2"), "text"))
+
+
+def test_unknown_language_is_refused_naming_the_accepted_codes(tmp_path):
+    """issue 26: language="xx" was split as English without a word."""
+    path = write_dump(tmp_path / "dump.xml", compress=False)
+    with pytest.raises(ValueError, match=r"language='xx': pysbd has no sentence splitter "
+                                         r"for it; expected one of am, ar, .*, en, .*, zh"):
+        wikipedia.iter_raw_documents(path, "wikipedia_xml", language="xx")
+    with pytest.raises(ValueError, match="language='xx'"):
+        wikipedia.split_sentences("One. Two.", "xx")
+    first = next(wikipedia.iter_raw_documents(path, "wikipedia_xml", language="de"))
+    assert first.language == "de"
+    assert "en" in wikipedia.LANGUAGES and "xx" not in wikipedia.LANGUAGES
