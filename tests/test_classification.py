@@ -265,3 +265,42 @@ def test_undecodable_or_binary_files_name_file_line_and_byte(tmp_path, name, hea
     # A byte-order mark is not part of the first column's name.
     (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + header + good)
     assert [e.text_a for e in processor.get_examples(str(tmp_path), "train")] == ["fine"]
+
+
+def test_generic_labels_integers_empty_test_labels_and_finite_scores(tmp_path):
+    # Integer labels, all of one type, are classes named by their digits.
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "label": 1}\n'
+                                          '{"text": "b", "label": 0}\n')
+    (tmp_path / "test.csv").write_text("text,label\nthe cat,\na dog,1\n")
+    processor = text_files.GenericProcessor()
+    assert processor.get_labels(str(tmp_path)) == ["0", "1"]
+    assert [e.label for e in processor.get_examples(str(tmp_path), "train")] == ["1", "0"]
+    # In the test file an empty label means unlabelled.
+    assert [e.label for e in processor.get_examples(str(tmp_path), "test")] == [None, "1"]
+    for value, found in (("true", "a boolean"), ("1.5", "a number")):
+        (tmp_path / "train.jsonl").write_text(f'{{"text": "a", "label": {value}}}\n')
+        with pytest.raises(ValueError, match=rf"train.jsonl:1: label column 'label' holds "
+                                             rf"{found}; expected a string or an integer"):
+            text_files.GenericProcessor().get_labels(str(tmp_path))
+    (tmp_path / "train.csv").write_text("text,label\n  ,pos\n")
+    (tmp_path / "train.jsonl").unlink()
+    with pytest.raises(ValueError, match=r"train.csv:2: text column 'text' is empty"):
+        text_files.GenericProcessor(labels=["pos", "neg"]).get_examples(str(tmp_path),
+                                                                        "train")
+    # A score must be a finite number: nan would make the loss nan.
+    (tmp_path / "train.csv").write_text("text,score\na,nan\n")
+    regression = text_files.GenericProcessor(label_column="score", is_regression=True)
+    with pytest.raises(ValueError, match=r"train.csv:2: label 'nan' is not a finite number"):
+        regression.get_examples(str(tmp_path), "train")
+    (tmp_path / "train.csv").unlink()
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "score": null}\n')
+    with pytest.raises(ValueError, match=r"train.jsonl:1: label column 'score' holds null; "
+                                         "expected a number"):
+        regression.get_examples(str(tmp_path), "train")
+
+
+def test_glue_empty_label_is_named(tmp_path):
+    write_tsv(tmp_path / "train.tsv", [["sentence", "label"], ["a big dog", ""]])
+    with pytest.raises(ValueError, match=r"train.tsv:2: empty label; expected one of the "
+                                         r"task's labels \['0', '1'\]"):
+        classification_data.get_processor("sst-2").get_examples(str(tmp_path), "train")

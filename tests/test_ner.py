@@ -174,3 +174,13 @@ def test_undecodable_conll_file_names_file_and_line(tmp_path):
     path.write_bytes(b"EU B-ORG\nrejects O\n\nCaf\xe9 B-LOC\n")
     with pytest.raises(ValueError, match=r"train.txt:4: not UTF-8 text \(byte 0xe9"):
         ner_data.read_tagged_file(str(path))
+
+
+def test_tag_sniffing_names_a_binary_file(tmp_path):
+    from bert_tf.tasks.ner import task as ner_task
+    path = tmp_path / "test.txt"
+    path.write_bytes(b"\n\x00\x01binary\n")
+    with pytest.raises(ValueError, match=r"test.txt:2: NUL byte at column 1: not a text file"):
+        ner_task.file_has_tags(str(path))
+    path.write_bytes(b"\xef\xbb\xbf-DOCSTART- O\n\nEU B-ORG\n")
+    assert ner_task.file_has_tags(str(path))

@@ -324,3 +324,35 @@ def test_dev_gold_spans_round_trip_full(shared_data_dir, tmp_path):
     predictions = _gold_predictions(dev_file, tokenizer, 384, 128)
     result = squad_evaluate.evaluate_v1(data, predictions)
     assert result["exact_match"] > 95.0 and result["f1"] > 95.0
+
+
+@pytest.mark.parametrize("qa, message", [
+    (_qa("a", "When?", "1686"), r'qas\[1\]: "id" \'a\' is also the id of '
+                                r'data\[0\]\.paragraphs\[0\]\.qas\[0\]'),
+    (_qa(" ", "When?", "1686"), r'qas\[1\]: "id" is empty'),
+    (_qa("b", "  ", "1686"), r'qas\[1\]: "question" is empty'),
+])
+def test_repeated_ids_and_empty_values_are_refused(tmp_path, qa, message):
+    path = _write_squad(tmp_path, [{"context": CAFE, "qas": [_qa("a", "When?", "1686"), qa]}])
+    for is_training in (True, False):
+        with pytest.raises(squad_data.SquadFormatError,
+                           match=r"data\.json: data\[0\]\.paragraphs\[0\]\." + message):
+            squad_data.read_squad_examples(path, is_training=is_training)
+
+
+def test_empty_context_and_binary_files_are_named(tmp_path):
+    path = _write_squad(tmp_path, [{"context": " ", "qas": [_qa("a", "When?")]}])
+    with pytest.raises(squad_data.SquadFormatError, match=r'paragraphs\[0\]: "context" is '
+                                                          "empty"):
+        squad_data.read_squad_examples(path, False)
+    # A paragraph without questions may have any context.
+    _write_squad(tmp_path, [{"context": "", "qas": []}])
+    assert squad_data.read_squad_examples(path, False) == []
+    (tmp_path / "data.json").write_bytes(b'{"data":\n [\x00]}')
+    with pytest.raises(squad_data.SquadFormatError, match=r"data.json:2: NUL byte at column "
+                                                          "3: not a text file"):
+        squad_data.read_squad_examples(path, False)
+    (tmp_path / "data.json").write_bytes(b'{"data":\n [}')
+    with pytest.raises(squad_data.SquadFormatError, match=r"data.json: not valid JSON \(line "
+                                                          r"2, column 3"):
+        squad_data.read_squad_examples(path, False)

@@ -5,12 +5,15 @@ or a binary file, is an error naming file, line and byte). `read_tsv` yields (li
 number, fields) and rejects a row whose column count differs from the first row's,
 naming file and line. `GenericProcessor` reads your own
 `train` / `dev` / `test` files (`.tsv`, `.csv`, `.jsonl`) with named text, optional
-text-pair, optional id and label columns.
+text-pair, optional id and label columns, and checks every value's type and emptiness
+where it reads it (a JSON `null` or list is not trained as the text "null").
+`check_unique_ids` refuses two examples with one id.
 """
 
 import csv
 import dataclasses
 import json
+import math
 import os
 from typing import Optional, Sequence
 
@@ -29,11 +32,19 @@ class InputExample:
     source: str = ""  # "file:line", for error messages
 
 
-def check_label(label, labels: Sequence[str], source: str) -> None:
-    """Raises ValueError naming `source` when `label` is not one of `labels`."""
-    if label not in labels:
-        raise ValueError(f"{source}: label {label!r} is not one of the task's labels "
-                         f"{list(labels)}")
+def check_label(label, labels: Sequence[str], source: str,
+                origin: str = "the task's labels") -> None:
+    """Raises ValueError naming `source` when `label` is not one of `labels`.
+
+    Args:
+      origin: where `labels` come from, for the message ("the labels of the train file
+        train.tsv").
+    """
+    if label in labels:
+        return
+    if not str(label).strip():
+        raise ValueError(f"{source}: empty label; expected one of {origin} {list(labels)}")
+    raise ValueError(f"{source}: label {label!r} is not one of {origin} {list(labels)}")
 
 
 def require_file(path: str, split: str, task_name: str) -> str:
@@ -76,11 +87,18 @@ def column(row: list, index: int, path: str, line_number: int, field: str) -> st
 
 
 def parse_float(value: str, path: str, line_number: int, field: str) -> float:
-    """float(value), or a ValueError naming file, line and field."""
+    """float(value), or a ValueError naming file, line and field (also for nan, inf)."""
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
+        if not value.strip():
+            raise ValueError(f"{path}:{line_number}: empty {field}; expected a number "
+                             "on every labelled row") from None
         raise ValueError(f"{path}:{line_number}: {field} {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{path}:{line_number}: {field} {value!r} is not a finite number "
+                         "(it would make the loss nan)")
+    return number
 
 
 def _read_records(path: str):
@@ -123,27 +141,64 @@ def _read_csv_rows(path: str):
         yield reader.line_num, fields
 
 
+def json_type(value) -> str:
+    """How a message names the JSON type of `value` ("a string", "null", "a list")."""
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"),
+                       (str, "a string"), (list, "a list")):
+        if isinstance(value, kind):
+            return name
+    return "an object"
+
+
+def check_unique_ids(examples: Sequence[InputExample]) -> None:
+    """Refuses two examples with one id (the predictions are written by id).
+
+    Raises:
+      ValueError: naming the id and the two lines (`file:line`) that hold it.
+    """
+    first = {}
+    for example in examples:
+        if example.guid in first:
+            raise ValueError(
+                f"{example.source}: id {example.guid.split('-', 1)[1]!r} is also the id of "
+                f"{first[example.guid]}; the predictions are written by id, so each example "
+                "needs its own")
+        first[example.guid] = example.source
+
+
 class GenericProcessor:
     """Your own data: `train`, `dev`, `test` files in data_dir with named columns.
+
+    Every value is checked where it is read, naming file, line and column: texts must be
+    non-empty strings, ids strings or integers without tab, CR or LF, labels non-empty.
+    A class label is a string or an integer (written as its digits); one file's labels
+    are all strings or all integers (`1` beside `"pos"` is refused, not made a third
+    class). Labels inferred from the train file must be at least two. In the test file
+    the label column is optional and an empty (or null) label means unlabelled.
 
     Args:
       text_column: column (or JSON key) of the first text.
       label_column: column of the label (optional in the test file).
       text_pair_column: column of the second text, for sentence pairs.
-      id_column: column of an example id written to the submission file (default: row).
+      id_column: column of an example id written to the submission file (default: row);
+        required in the test file only.
       labels: class names in id order; None: the sorted labels of the train file.
       is_regression: labels are numbers (one output; Pearson/Spearman).
+      labels_origin: where `labels` come from, for messages ("the given labels").
     """
 
     name = "generic"
     submission_name = "predictions.tsv"
 
     def __init__(self, text_column="text", label_column="label", text_pair_column=None,
-                 id_column=None, labels=None, is_regression=False):
+                 id_column=None, labels=None, is_regression=False, labels_origin=None):
         self.text_column, self.label_column = text_column, label_column
         self.text_pair_column, self.id_column = text_pair_column, id_column
         self.is_regression = bool(is_regression)
-        self._labels = list(labels) if labels else None
+        self._labels = [str(label) for label in labels] if labels else None
+        self._labels_origin = labels_origin or "the given labels"
         self.metric_names = ("pearson_and_spearman",) if is_regression else ("accuracy",)
         if self._labels and len(self._labels) == 2:
             self.metric_names = ("accuracy", "f1")
@@ -158,44 +213,106 @@ class GenericProcessor:
                                 f"{', '.join(candidates)} (none found)")
 
     def get_labels(self, data_dir: str = None) -> Optional[list]:
-        """Class names in id order (inferred from the train file when not given)."""
+        """Class names in id order (inferred from the train file when not given).
+
+        Raises:
+          ValueError: for fewer than two classes (a one-class head learns nothing), or a
+            train file label that cannot be read (see the class docstring).
+        """
         if self.is_regression:
             return None
         if self._labels is None:
             if data_dir is None:
                 raise ValueError("generic task: pass labels or a data_dir with a train file")
             path = self.data_files(data_dir, "train")[0]
-            found = {self._field(record, self.label_column, path, line, "label")
-                     for line, record in _read_records(path)}
-            self._labels = sorted(found)
+            kinds = {}
+            self._labels = sorted({self._class_label(record, path, line, kinds)
+                                   for line, record in _read_records(path)})
+            self._labels_origin = f"the labels of the train file {path}"
+            if len(self._labels) < 2:
+                found = f"only label {self._labels[0]!r}" if self._labels else "no rows"
+                raise ValueError(f"{path}: the train file holds {found}; classification "
+                                 "needs at least two classes (give the full set with "
+                                 "labels, or set is_regression for numbers)")
             if len(self._labels) == 2:
                 self.metric_names = ("accuracy", "f1")
+        if len(set(self._labels)) < 2 or len(set(self._labels)) != len(self._labels):
+            raise ValueError(f"labels {self._labels}: classification needs at least two "
+                             "different class names, each given once")
         return list(self._labels)
-
-    def _field(self, record, name, path, line_number, what):
-        if name not in record:
-            raise ValueError(f"{path}:{line_number}: no {what} column {name!r}; columns: "
-                             f"{sorted(record)}")
-        value = record[name]
-        return value if isinstance(value, str) else json.dumps(value)
 
     def get_examples(self, data_dir: str, split: str) -> list:
         """Examples of `split`; the test file may lack the label column."""
         path = self.data_files(data_dir, split)[0]
-        examples = []
+        labels = self.get_labels(data_dir)
+        examples, kinds = [], {}
         for line_number, record in _read_records(path):
-            source = f"{path}:{line_number}"
-            text_a = self._field(record, self.text_column, path, line_number, "text")
-            text_b = (self._field(record, self.text_pair_column, path, line_number, "text pair")
-                      if self.text_pair_column else None)
-            label = None
-            if split != "test" or self.label_column in record:
-                label = self._field(record, self.label_column, path, line_number, "label")
-                if self.is_regression:
-                    label = parse_float(label, path, line_number, "label")
-                else:
-                    check_label(label, self.get_labels(data_dir), source)
-            guid = (self._field(record, self.id_column, path, line_number, "id")
-                    if self.id_column else str(len(examples)))
-            examples.append(InputExample(f"{split}-{guid}", text_a, text_b, label, source))
+            def text(name, what):
+                return self._text(record, name, path, line_number, what)
+            label = self._label(record, split, path, line_number, kinds)
+            if label is not None and labels is not None:
+                check_label(label, labels, f"{path}:{line_number}", self._labels_origin)
+            guid = (self._id(record, path, line_number) if self.id_column and (
+                split == "test" or self.id_column in record) else str(len(examples)))
+            text_b = text(self.text_pair_column, "text pair") if self.text_pair_column else None
+            examples.append(InputExample(f"{split}-{guid}", text(self.text_column, "text"),
+                                         text_b, label, f"{path}:{line_number}"))
         return examples
+
+    @staticmethod
+    def _value(record, name, path, line_number, what):
+        if name not in record:
+            raise ValueError(f"{path}:{line_number}: no {what} column {name!r}; columns: "
+                             f"{sorted(record)}")
+        return record[name]
+
+    def _text(self, record, name, path, line_number, what):
+        value = self._value(record, name, path, line_number, what)
+        if not isinstance(value, str):
+            raise ValueError(f"{path}:{line_number}: {what} column {name!r} holds "
+                             f"{json_type(value)}; expected a string")
+        if not value.strip():
+            raise ValueError(f"{path}:{line_number}: {what} column {name!r} is empty; "
+                             "every row needs its text")
+        return value
+
+    def _id(self, record, path, line_number):
+        value = self._value(record, self.id_column, path, line_number, "id")
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValueError(f"{path}:{line_number}: id column {self.id_column!r} holds "
+                             f"{json_type(value)}; expected a string or an integer")
+        value = str(value)
+        if not value.strip() or any(char in value for char in "\t\r\n"):
+            raise ValueError(f"{path}:{line_number}: id {value!r} is empty or holds a tab, "
+                             "CR or LF; ids are written into the tab-separated predictions")
+        return value
+
+    def _label(self, record, split, path, line_number, kinds):
+        """The row's label: a class name, a float (regression) or None (unlabelled test)."""
+        value = record.get(self.label_column)
+        if split == "test" and (value is None or isinstance(value, str) and not value.strip()):
+            return None  # labels are not needed to predict
+        if self.is_regression:
+            value = self._value(record, self.label_column, path, line_number, "label")
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                raise ValueError(f"{path}:{line_number}: label column {self.label_column!r} "
+                                 f"holds {json_type(value)}; expected a number")
+            return parse_float(value, path, line_number, "label")
+        return self._class_label(record, path, line_number, kinds)
+
+    def _class_label(self, record, path, line_number, kinds) -> str:
+        """A class label as a string; `kinds` remembers the file's first label type."""
+        value = self._value(record, self.label_column, path, line_number, "label")
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValueError(f"{path}:{line_number}: label column {self.label_column!r} "
+                             f"holds {json_type(value)}; expected a string or an integer")
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"{path}:{line_number}: empty label (column "
+                             f"{self.label_column!r}); every labelled row needs one")
+        first_line, first = kinds.setdefault("first", (line_number, value))
+        if type(value) is not type(first):
+            raise ValueError(
+                f"{path}:{line_number}: label {value!r} is {json_type(value)}, but the label "
+                f"of line {first_line} ({first!r}) is {json_type(first)}; one file's labels "
+                "must be all strings or all integers")
+        return str(value)

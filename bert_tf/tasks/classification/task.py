@@ -51,14 +51,15 @@ def make_processor(options: ClassifierOptions):
     """The task's processor; a generic task without labels reuses the saved label list."""
     name = options.task_name.strip().lower()
     if name in ("generic", "csv", "tsv", "jsonl"):
-        labels = options.labels
+        labels, origin = options.labels, None
         if not labels and not options.is_regression and not options.do_train and \
                 os.path.isfile(os.path.join(options.output_dir, run_context.LABEL_LIST_FILE)):
             labels = run_context.read_label_list(options.output_dir)
+            origin = f"the labels of the trained run in {options.output_dir}"
         return classification_data.get_processor(
             name, text_column=options.text_column, text_pair_column=options.text_pair_column,
             label_column=options.label_column, id_column=options.id_column, labels=labels,
-            is_regression=options.is_regression)
+            is_regression=options.is_regression, labels_origin=origin)
     if name == "xnli":
         return classification_data.get_processor(name, language=options.xnli_language)
     return classification_data.get_processor(name)
@@ -93,6 +94,21 @@ def _has_pairs(processor) -> bool:
     return getattr(processor, "text_pair_column", True) is not None
 
 
+def check_model_to_evaluate(context) -> None:
+    """Refuses an eval / predict run without training that has no model to load.
+
+    Raises:
+      ValueError: when output_dir holds no training checkpoint and no init_checkpoint
+        is given (checked before any feature is written).
+    """
+    options = context.options
+    if options.init_checkpoint or context.latest_checkpoint() is not None:
+        return
+    raise ValueError(f"no training checkpoint in output_dir {options.output_dir} and no "
+                     "init_checkpoint: nothing to evaluate or predict with; train first "
+                     "(do_train), or pass init_checkpoint (a fine-tuned run's output_dir)")
+
+
 class ClassificationTask(Task):
     """Sentence(-pair) classification or regression: GLUE, XNLI or your own files."""
     model_type = "classifier"
@@ -101,7 +117,7 @@ class ClassificationTask(Task):
         super().__init__(options)
         self.processor = make_processor(options)
         self.name = f"classification/{self.processor.name}"
-        self.label_list = None
+        self.label_list, self.examples = None, {}
 
     @property
     def labels(self):
@@ -120,10 +136,31 @@ class ClassificationTask(Task):
                                                                 self.processor.name)
 
     def setup(self, context):
+        """Reads and checks every file the run will use before any work: labels, types,
+        empty files, dev labels outside the train labels, repeated test ids."""
         super().setup(context)
-        self.label_list = self.processor.get_labels(self.options.data_dir)
-        if self.options.do_train and self.label_list is not None:
-            run_context.write_label_list(self.options.output_dir, self.label_list)
+        options = self.options
+        if not options.do_train:
+            check_model_to_evaluate(context)
+        self.label_list = self.processor.get_labels(options.data_dir)
+        self.examples = {split: self._read_examples(split)
+                         for flag, split in (("do_train", "train"), ("do_eval", "dev"),
+                                             ("do_predict", "test"))
+                         if getattr(options, flag)}
+        if options.do_train and self.label_list is not None:
+            run_context.write_label_list(options.output_dir, self.label_list)
+
+    def _read_examples(self, split):
+        """The examples of `split`; none at all, or a repeated test id, is refused."""
+        examples = self.processor.get_examples(self.options.data_dir, split)
+        if not examples:
+            raise ValueError(
+                f"{self.processor.data_files(self.options.data_dir, split)[0]}: no examples "
+                f"(the file is empty or holds only a header); the {split} file needs at "
+                "least one row")
+        if split == "test":
+            classification_data.text_files.check_unique_ids(examples)
+        return examples
 
     def build_model(self, encoder):
         return BertClassifier(encoder, 1 if self.is_regression else len(self.label_list),
@@ -135,10 +172,7 @@ class ClassificationTask(Task):
 
     def _cached_record(self, split):
         options, processor = self.options, self.processor
-        examples = processor.get_examples(options.data_dir, split)
-        if not examples:
-            raise ValueError(f"task {processor.name}: no examples in "
-                             f"{processor.data_files(options.data_dir, split)[0]}")
+        examples = self.examples[split]
         path = os.path.join(options.output_dir, f"{split}.tf_record")
         tokenizer = self.context.tokenizer
         key = classification_data.feature_cache_key(

@@ -71,12 +71,15 @@ def data_file(options: NerOptions, split: str) -> str:
 
 
 def file_has_tags(path: str) -> bool:
-    """True when the first token line has a second column (a tag)."""
-    with open(path, encoding="utf-8-sig") as file:
-        for line in file:
-            fields = line.split()
-            if fields and fields[0] != ner_data.DOCSTART:
-                return len(fields) > 1
+    """True when the first token line has a second column (a tag).
+
+    Raises:
+      ValueError: naming file, line and byte, for a file that is not UTF-8 text.
+    """
+    for _, line in fileio.iter_text_lines(path):
+        fields = line.split()
+        if fields and fields[0] != ner_data.DOCSTART:
+            return len(fields) > 1
     return False
 
 
@@ -125,8 +128,17 @@ def _read(options, split, has_tags=True):
     path = data_file(options, split)
     sentences = ner_data.read_tagged_file(path, options.tag_column, options.word_column, has_tags)
     if not sentences:
-        raise ValueError(f"{path}: no sentences")
+        raise ValueError(f"{path}: no sentences (the file is empty or holds only "
+                         f"{ner_data.DOCSTART} and blank lines); the {split} file needs at "
+                         "least one")
     return path, sentences
+
+
+def check_label_list(label_list, path) -> None:
+    """Refuses a tag set of fewer than two tags (a one-tag head learns nothing)."""
+    if len(label_list) < 2:
+        raise ValueError(f"{path}: the train file holds only tag {label_list[0]!r}; "
+                         "tagging needs at least two different tags (e.g. O and B-PER)")
 
 
 def _score(sentences, predicted, path, scheme):
@@ -151,6 +163,7 @@ class NerTask(Task):
     def __init__(self, options: NerOptions):
         super().__init__(options)
         self.label_list, self.train_sentences = None, None
+        self.data = {}  # split -> (path, sentences, has_tags) of eval / predict
 
     @property
     def labels(self):
@@ -164,15 +177,24 @@ class NerTask(Task):
                 data_file(self.options, split)
 
     def setup(self, context):
+        """Reads and checks every file the run will use before any work: a one-tag
+        train file, an empty eval or predict file are refused here."""
         super().setup(context)
         options = self.options
         if options.do_train:
-            _, self.train_sentences = _read(options, "train")
+            path, self.train_sentences = _read(options, "train")
             self.label_list = ner_data.build_label_list(self.train_sentences)
-            run_context.write_label_list(options.output_dir, self.label_list)
-            logging.info("Label list from the training data: %s", self.label_list)
+            check_label_list(self.label_list, path)
         else:
             self.label_list = run_context.read_label_list(options.output_dir)
+        for split in ("eval", "predict"):
+            if getattr(options, f"do_{split}"):
+                path = data_file(options, split)
+                has_tags = split == "eval" or file_has_tags(path)
+                self.data[split] = (*_read(options, split, has_tags), has_tags)
+        if options.do_train:
+            run_context.write_label_list(options.output_dir, self.label_list)
+            logging.info("Label list from the training data: %s", self.label_list)
 
     def build_model(self, encoder):
         return BertTokenClassifier(encoder, len(self.label_list),
@@ -202,9 +224,7 @@ class NerTask(Task):
     def evaluate(self, split, runner):
         """Tags every sentence of `split`; writes `<split>_predictions.txt`; scores."""
         options = self.options
-        path = data_file(options, split)
-        has_tags = split == "eval" or file_has_tags(path)
-        _, sentences = _read(options, split, has_tags)
+        _, sentences, has_tags = self.data[split]
         features = ner_data.convert_sentences_to_features(
             sentences, self.label_list, options.max_seq_length, self.context.tokenizer,
             options.doc_stride)

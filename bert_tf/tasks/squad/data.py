@@ -26,9 +26,11 @@ import collections
 import dataclasses
 import json
 import logging
+import os
 import time
 from typing import Optional
 
+from bert_tf import fileio
 from bert_tf.text import input_layout
 
 logger = logging.getLogger(__name__)
@@ -122,15 +124,30 @@ def require_field(container, key, expected_type, path, where):
 
 
 def load_squad_json(input_file):
-    """Reads a SQuAD JSON file and returns its `data` list (file named on errors)."""
+    """Reads a SQuAD JSON file and returns its `data` list (file named on errors).
+
+    Read through `fileio.iter_text_lines`: a file that is not UTF-8 text (binary) is
+    named with line and byte, invalid JSON with its line and column.
+    """
+    if not os.path.isfile(input_file):
+        raise FileNotFoundError(f"SQuAD file not found: {input_file}")
     try:
-        with open(input_file, encoding="utf-8") as reader:
-            input_json = json.load(reader)
-    except FileNotFoundError as error:
-        raise FileNotFoundError(f"SQuAD file not found: {input_file}") from error
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SquadFormatError(f"{input_file}: not valid UTF-8 JSON: {error}") from error
+        text = "".join(line for _, line in fileio.iter_text_lines(input_file))
+        input_json = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SquadFormatError(f"{input_file}: not valid JSON (line {error.lineno}, "
+                               f"column {error.colno}: {error.msg})") from None
+    except ValueError as error:  # not UTF-8 text
+        raise SquadFormatError(str(error)) from None
     return require_field(input_json, "data", list, input_file, "top level")
+
+
+def require_text(container, key, path, where):
+    """`require_field` for a string that must hold more than white space."""
+    value = require_field(container, key, str, path, where)
+    if not value.strip():
+        raise SquadFormatError(f'{path}: {where}: "{key}" is empty')
+    return value
 
 
 def _answer_word_span(qa, context, char_to_word_offset, doc_tokens, path, where):
@@ -157,16 +174,23 @@ def _answer_word_span(qa, context, char_to_word_offset, doc_tokens, path, where)
 
 
 def _paragraph_examples(paragraph, path, where, is_training, version_2_with_negative,
-                        stats):
-    """Examples of one paragraph (see `read_squad_examples`)."""
-    context = require_field(paragraph, "context", str, path, where)
+                        stats, seen_ids):
+    """Examples of one paragraph (see `read_squad_examples`); `seen_ids` maps each id
+    read so far to its element."""
     qas = require_field(paragraph, "qas", list, path, where)
+    context = (require_text(paragraph, "context", path, where) if qas
+               else require_field(paragraph, "context", str, path, where))
     doc_tokens, char_to_word_offset = split_context(context)
     examples = []
     for qa_index, qa in enumerate(qas):
         qa_where = f"{where}.qas[{qa_index}]"
-        qas_id = require_field(qa, "id", str, path, qa_where)
-        question_text = require_field(qa, "question", str, path, qa_where)
+        qas_id = require_text(qa, "id", path, qa_where)
+        if qas_id in seen_ids:
+            raise SquadFormatError(f'{path}: {qa_where}: "id" {qas_id!r} is also the id of '
+                                   f"{seen_ids[qas_id]}; predictions are keyed by id, so "
+                                   "each question needs its own")
+        seen_ids[qas_id] = qa_where
+        question_text = require_text(qa, "question", path, qa_where)
         stats["questions"] += 1
         example = SquadExample(qas_id, question_text, doc_tokens)
         if is_training:
@@ -213,14 +237,14 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False,
     """
     stats = collections.Counter() if stats is None else stats
     data = load_squad_json(input_file)
-    examples = []
+    examples, seen_ids = [], {}
     for entry_index, entry in enumerate(data):
         where = f"data[{entry_index}]"
         paragraphs = require_field(entry, "paragraphs", list, input_file, where)
         for paragraph_index, paragraph in enumerate(paragraphs):
             examples.extend(_paragraph_examples(
                 paragraph, input_file, f"{where}.paragraphs[{paragraph_index}]",
-                is_training, version_2_with_negative, stats))
+                is_training, version_2_with_negative, stats, seen_ids))
     if stats["skipped_answer_not_found"]:
         logger.warning("%s: %d of %d questions skipped: answer text not found at "
                        "answer_start", input_file, stats["skipped_answer_not_found"],

@@ -158,18 +158,31 @@ def write_train_record(features, path):
             writer.write(example.SerializeToString())
 
 
-def prepare_train_record(options, tokenizer):
-    """Reads and shuffles the training examples, writes their features unless an
-    up-to-date `train.tf_record` exists.
+def read_train_examples(options):
+    """The usable training questions of train_file and the reader's counts.
 
-    Returns:
-      (number of features, record path).
+    Raises:
+      SquadFormatError / ValueError: for JSON that is not SQuAD-shaped, or a file
+        without one usable question.
     """
     stats = collections.Counter()
     examples = squad_data.read_squad_examples(options.train_file, True,
                                               options.version_2_with_negative, stats)
     if not examples:
         raise ValueError(f"train_file {options.train_file}: no usable training question")
+    return examples, stats
+
+
+def prepare_train_record(options, tokenizer, examples=None, stats=None):
+    """Shuffles the training examples (read here unless given, with their `stats`),
+    writes their features unless an up-to-date `train.tf_record` exists.
+
+    Returns:
+      (number of features, record path).
+    """
+    if examples is None:
+        examples, stats = read_train_examples(options)
+    examples = list(examples)
     random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
     path = os.path.join(options.output_dir, TRAIN_RECORD)
     key = {"train_file": fileio.file_digest(options.train_file),
@@ -282,8 +295,26 @@ class SquadTask(Task):
     def name(self):
         return "squad2" if self.options.version_2_with_negative else "squad"
 
+    def __init__(self, options):
+        super().__init__(options)
+        self.train_examples, self.train_stats, self.predict_examples = None, None, None
+
     def check_inputs(self):
         check_squad_options(self.options)
+
+    def setup(self, context):
+        """Reads and checks train_file and predict_file before any work: JSON shape,
+        empty or repeated ids, empty questions, a predict_file without questions."""
+        super().setup(context)
+        options = self.options
+        if options.do_train:
+            self.train_examples, self.train_stats = read_train_examples(options)
+        if options.do_predict:
+            self.predict_examples = squad_data.read_squad_examples(
+                options.predict_file, False, options.version_2_with_negative)
+            if not self.predict_examples:
+                raise ValueError(f"predict_file {options.predict_file}: no questions; "
+                                 "there is nothing to predict")
 
     def build_model(self, encoder):
         return BertSpanLabeler(encoder, head_initializer=self.options.head_initializer)
@@ -293,7 +324,8 @@ class SquadTask(Task):
 
     def train_data(self):
         options = self.options
-        num_features, path = prepare_train_record(options, self.context.tokenizer)
+        num_features, path = prepare_train_record(options, self.context.tokenizer,
+                                                  self.train_examples, self.train_stats)
 
         def dataset_fn(input_context):
             return records.tfrecord_dataset(
@@ -306,8 +338,7 @@ class SquadTask(Task):
         """Predicts predict_file, writes the prediction files; its scores when it has
         answers (else {})."""
         options = self.options
-        examples = squad_data.read_squad_examples(options.predict_file, False,
-                                                  options.version_2_with_negative)
+        examples = self.predict_examples
         features = squad_data.convert_examples_to_features(
             examples, self.context.tokenizer, options.max_seq_length, options.doc_stride,
             options.max_query_length, is_training=False)
