@@ -26,6 +26,7 @@ from bert_tf.options import option
 from bert_tf.text import cached_tokenizer
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
+from data_prep import process_lifetime
 from data_prep import tool_options
 from data_prep import wikipedia
 
@@ -53,8 +54,10 @@ class CreatePretrainingDataOptions(tool_options.CorpusOptions,
         "paired within a chunk. Part of the seed: changing it changes the output.")
 
     def instance_options(self) -> pretraining_instances.InstanceOptions:
-        """The instance options, checked; the files every run needs are required."""
+        """The instance options, checked; the files every run needs are required, and
+        --input_format and --language are checked."""
         self.require("input_file", "output_file", "vocab_file")
+        self.check_corpus()
         return pretraining_instances.InstanceOptions.of(self)
 
 
@@ -103,7 +106,9 @@ def run(flag_values):
 
 def run_main():
     define_flags()
-    command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
+    process_lifetime.run_ending_on_signals(
+        "create_pretraining_data",
+        lambda: command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS)))
 
 
 if __name__ == "__main__":

@@ -19,10 +19,12 @@ and stay small.
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import itertools
 import json
 import multiprocessing
+import os
 import sys
 import threading
 import time
@@ -36,6 +38,7 @@ from bert_tf.text import cached_tokenizer
 from data_prep import example_encoding
 from data_prep import full_sentences
 from data_prep import pretraining_instances
+from data_prep import process_lifetime
 from data_prep import record_writing
 from data_prep import wikipedia
 
@@ -284,8 +287,11 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
     stats = collections.Counter()
     start = time.time()
     progress = _ProgressLog(start, config.log_every_seconds)
-    with record_writing.ShardedWriter(config.output_files, config.gzip) as writer:
-        for result in _run_chunks(tokenizer, options, vocab_ids, config, stats):
+    results = _run_chunks(tokenizer, options, vocab_ids, config, stats)
+    # closing: leaving early (an error, a signal) ends the workers before the shards go.
+    with record_writing.ShardedWriter(config.output_files, config.gzip) as writer, \
+            contextlib.closing(results):
+        for result in results:
             writer.write_framed(result.framed)
             stats.update(result.stats)
             progress.maybe_log(stats)
@@ -326,10 +332,33 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[Framed
         return
     # An executor, unlike Pool, fails (BrokenProcessPool) when a worker dies instead of
     # replacing it forever.
-    with concurrent.futures.ProcessPoolExecutor(
-            config.num_workers - 1, mp_context=_worker_context(),
-            initializer=init_worker, initargs=initargs) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(
+        config.num_workers - 1, mp_context=_worker_context(),
+        initializer=_init_pool_worker, initargs=(os.getpid(),) + initargs)
+    try:
         yield from _shared_work(pool, config.num_workers - 1, jobs)
+    except BaseException:  # an error, a signal (process_lifetime), or closed early
+        _terminate_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _init_pool_worker(parent_pid, *initargs):
+    """A pool worker's start: it ends with its parent, then `init_worker(*initargs)`."""
+    process_lifetime.end_with_parent(parent_pid)
+    init_worker(*initargs)
+
+
+def _terminate_workers(pool):
+    """Ends the pool's workers now, their jobs unfinished (shutdown would wait for them)."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
 
 
 def _chunk_jobs(raw_chunks, tokenizer):

@@ -3,8 +3,10 @@
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -536,3 +538,95 @@ def test_choose_tokens_keeps_the_count_when_keys_tie_at_the_threshold():
     chosen = pi._choose_tokens(  # pylint: disable=protected-access
         candidate, np.array([3]), 4, _TiedKeys())
     assert chosen.tolist() == [[True, True, False, False, False, True]]
+
+
+# ------------------------------------------------ a stopped command ends its workers
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _proc_stat(pid):
+    """(state, ppid) of a live process from /proc; None when it has ended (or is a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else (fields[0], int(fields[1]))
+
+
+def _children(pid):
+    """The live processes whose parent is `pid`."""
+    return sorted(int(name) for name in os.listdir("/proc") if name.isdigit()
+                  and (_proc_stat(int(name)) or ("", 0))[1] == pid)
+
+
+def _start_with_workers(tmp_path, vocab_file, workers):
+    """Starts the command with `workers` on a corpus of a few seconds' work; returns it
+    once its temporary shard is open and its worker processes run, and their pids."""
+    corpus = write_corpus(tmp_path / "corpus.txt", 20000, seed=5)
+    command = [sys.executable, "-m", "data_prep.create_pretraining_data",
+               f"--input_file={corpus}", f"--output_file={tmp_path / 'out.tfrecord'}",
+               f"--vocab_file={vocab_file}", f"--max_seq_length={SEQ}",
+               f"--max_predictions_per_seq={PRED}", "--dupe_factor=5",
+               f"--num_workers={workers}", "--num_output_shards=2"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    deadline = time.time() + 60
+    while time.time() < deadline and process.poll() is None:
+        children = _children(process.pid)
+        if len(children) >= workers - 1 and list(tmp_path.glob("out.tfrecord*.tmp-*")):
+            time.sleep(0.3)  # the workers are in a chunk's work
+            return process, children
+        time.sleep(0.05)
+    process.kill()
+    pytest.fail(f"no worker started: {process.communicate()[1][-2000:]}")
+
+
+def _wait_ended(pids, seconds=10):
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(_proc_stat(pid) for pid in pids):
+        time.sleep(0.05)
+    return [pid for pid in pids if _proc_stat(pid)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_ends_the_workers_and_leaves_no_temporary_file(tmp_path, vocab_file,
+                                                               signum, status):
+    """issue 26: after `kill -TERM` a worker process was still alive 13 minutes later."""
+    process, workers = _start_with_workers(tmp_path, vocab_file, workers=2)
+    assert workers
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=20)
+    lines = stderr.strip().splitlines()
+    assert process.returncode == status, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert lines[-1] == (f"create_pretraining_data: error: stopped by {signum.name}; the "
+                         "worker processes were ended and the unfinished output files removed")
+    assert _wait_ended(workers) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_workers_end_when_their_parent_is_killed(tmp_path, vocab_file):
+    """A SIGKILLed command cannot end its workers: they notice and end themselves."""
+    process, workers = _start_with_workers(tmp_path, vocab_file, workers=3)
+    assert len(workers) == 2
+    process.kill()
+    process.communicate(timeout=20)
+    assert _wait_ended(workers) == []
+
+
+def test_unknown_language_is_refused_with_the_accepted_codes(tmp_path, vocab_file):
+    from absl import flags  # pylint: disable=import-outside-toplevel
+    with pytest.raises(flags.IllegalFlagValueError, match=r"--language=xx: .*<am\|ar\|"):
+        _run_command([f"--input_file={tmp_path}/none.txt", f"--vocab_file={vocab_file}",
+                      f"--output_file={tmp_path}/out.tfrecord", "--language=xx"])
+    from data_prep import create_pretraining_data  # pylint: disable=import-outside-toplevel
+    options = create_pretraining_data.CreatePretrainingDataOptions(
+        input_file=str(tmp_path / "none.txt"), output_file=str(tmp_path / "out.tfrecord"),
+        vocab_file=vocab_file, language="xx")
+    with pytest.raises(ValueError, match="language must be one of am, ar, .* got 'xx'"):
+        create_pretraining_data.create(options)
