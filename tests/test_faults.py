@@ -1,8 +1,11 @@
-"""Faults: commands killed (SIGKILL) at random points, then run again (slow tests).
+"""Faults: commands killed (SIGKILL) or stopped (SIGTERM, SIGINT) at random points,
+then run again (slow tests, but for one SIGTERM run).
 
 For each seed the command is killed after a random delay; what it left must not look
 finished (no final output file without all of them), and a rerun must end with the
-same outputs as an uninterrupted run, with no temporary file left behind.
+same outputs as an uninterrupted run, with no temporary file left behind. A training
+runner sent SIGTERM or SIGINT while it trains saves a checkpoint at the step reached
+and ends with one line; its rerun resumes from that step.
 """
 
 import filecmp
@@ -10,6 +13,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 import signal
 import stat
 import subprocess
@@ -18,19 +22,20 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.models import BertClassifier
 from data_prep import record_writing
 from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint,
                      write_vocab)
+import test_run_classifier
+import test_run_pretraining
 from test_run_classifier import tiny_model_files, write_sst2
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 SEEDS = (0, 1, 2)
-
-pytestmark = pytest.mark.slow
 
 
 def _run(command):
@@ -67,6 +72,7 @@ def _stats(path):
     return stats
 
 
+@pytest.mark.slow
 def test_create_pretraining_data_killed_then_rerun(tmp_path):
     vocab_file, _ = tiny_model_files(tmp_path)
     corpus = REPO / "demo" / "data" / "corpus.txt"
@@ -99,6 +105,7 @@ def test_create_pretraining_data_killed_then_rerun(tmp_path):
                 assert filecmp.cmp(folder / name, reference.parent / name, shallow=False), name
 
 
+@pytest.mark.slow
 def test_export_killed_then_rerun(tmp_path):
     words = ["good", "bad", "movie"]
     model = tiny_model(BertClassifier, tiny_config(), 3, num_classes=2)
@@ -121,6 +128,7 @@ def test_export_killed_then_rerun(tmp_path):
         assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
 
+@pytest.mark.slow
 def test_run_classifier_killed_then_rerun(tmp_path):
     write_sst2(tmp_path / "data")
     vocab_file, config_file = tiny_model_files(tmp_path)
@@ -166,6 +174,7 @@ def _drain(descriptor):
     return b"".join(chunks)
 
 
+@pytest.mark.slow
 def test_a_device_or_fifo_output_is_written_in_place_not_renamed_over(tmp_path):
     # --output_file=/dev/null: a rename would replace the device node with a regular
     # file. A FIFO stands in for the device here (the test must not touch /dev/null).
@@ -184,3 +193,93 @@ def test_a_device_or_fifo_output_is_written_in_place_not_renamed_over(tmp_path):
     assert len(_drain(reader)) == 16 + 3  # one TFRecord frame: length, CRCs, data
     os.close(reader)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["records_fifo", "vocab_fifo"]
+
+
+# Training runners stopped by a signal: each run trains NUM_STEPS steps in loops of 3.
+NUM_STEPS = 300
+STOPPED = re.compile(r"interrupted by (SIG\w+) at step (\d+); saved (\S+); rerun the same "
+                     r"command to resume$")
+PROGRESS = re.compile(r"\] step (\d+)/(\d+) \(")
+
+
+def _training_command(command, tmp_path, output_dir):
+    """A tiny run of `command` (its test module's data and model) of NUM_STEPS steps."""
+    module = {"run_pretraining": test_run_pretraining,
+              "run_classifier": test_run_classifier}[command]
+    module.write_tiny_inputs(tmp_path)
+    options = module.tiny_options(tmp_path)
+    flags = [f"--{name}={getattr(options, name)}" for name in (
+        "bert_config_file", "vocab_file", "task_name", "data_dir", "input_file",
+        "max_seq_length", "max_predictions_per_seq", "train_batch_size", "learning_rate")
+        if getattr(options, name, None)]
+    if command == "run_pretraining":
+        flags += [f"--num_train_steps={NUM_STEPS}", "--num_warmup_steps=2"]
+    else:  # 64 examples in batches of 16: 4 steps an epoch
+        flags += [f"--num_train_epochs={NUM_STEPS // 4}", "--allow_random_encoder"]
+    return [sys.executable, f"{command}.py", "--do_train", f"--output_dir={output_dir}",
+            "--save_checkpoints_steps=100", "--steps_per_loop=3", "--seed=1", *flags]
+
+
+def _signal_while_training(command, signal_number, at_step, log_path):
+    """Runs `command`, sends it `signal_number` once its log shows step `at_step` or
+    later; returns (exit status, its stderr, the last step it logged before the signal)."""
+    with open(log_path, "w", encoding="utf-8") as log:
+        process = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
+                                   stderr=log)
+    deadline, logged = time.time() + 300, 0
+    while process.poll() is None and time.time() < deadline:
+        steps = [int(m[0]) for m in PROGRESS.findall(log_path.read_text(encoding="utf-8"))]
+        if steps and steps[-1] >= at_step:
+            logged = steps[-1]
+            os.kill(process.pid, signal_number)
+            break
+        time.sleep(0.02)
+    if not logged:
+        process.kill()
+    process.wait(timeout=300)
+    stderr = log_path.read_text(encoding="utf-8")
+    assert logged, f"the run ended before step {at_step}: {stderr[-2000:]}"
+    return process.returncode, stderr, logged
+
+
+def _check_stopped(returncode, stderr, logged, signal_number, output_dir):
+    """The step and checkpoint a stopped run reports, checked against what it saved."""
+    assert "Traceback" not in stderr, stderr[-3000:]
+    last_line = stderr.strip().splitlines()[-1]
+    match = STOPPED.search(last_line)
+    assert match, f"not a one-line stop message: {last_line}"
+    name, step, path = match[1], int(match[2]), match[3]
+    assert name == signal.Signals(signal_number).name
+    assert returncode == 128 + signal_number
+    assert logged <= step <= NUM_STEPS  # no step done before the signal is lost
+    assert path == os.path.join(output_dir, f"ckpt-{step}")
+    assert tf.train.latest_checkpoint(output_dir) == path
+    reader = tf.train.load_checkpoint(path)
+    assert int(reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE")) == step
+    assert int(reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == step
+    return step, path
+
+
+@pytest.mark.parametrize("command, seed", [("run_pretraining", 0)] + [
+    pytest.param(command, seed, marks=pytest.mark.slow)
+    for command in ("run_pretraining", "run_classifier") for seed in SEEDS
+    if (command, seed) != ("run_pretraining", 0)])
+def test_a_training_runner_stopped_by_a_signal_saves_then_resumes(tmp_path, command, seed):
+    rng = np.random.default_rng(seed)
+    signal_number = (signal.SIGTERM, signal.SIGINT)[seed % 2]
+    output_dir = str(tmp_path / "out")
+    run = _training_command(command, tmp_path, output_dir)
+    stopped = _signal_while_training(run, signal_number,
+                                     int(rng.integers(1, NUM_STEPS * 0.6)),
+                                     tmp_path / "stopped.log")
+    step, path = _check_stopped(*stopped, signal_number, output_dir)
+    rerun = subprocess.run(run, cwd=REPO, env=ENV, capture_output=True, text=True,
+                           timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"Resumed from {path}" in rerun.stderr
+    steps = [int(m[0]) for m in PROGRESS.findall(rerun.stderr)]
+    if step < NUM_STEPS:  # its first loop starts at the step saved
+        assert step < steps[0] <= step + 3, steps[:3]
+    assert re.search(rf"Training done: global_step {NUM_STEPS} \({NUM_STEPS - step} steps "
+                     r"this run\)", rerun.stderr), rerun.stderr[-2000:]
+    assert not glob.glob(os.path.join(output_dir, "*_temp*"))

@@ -1,8 +1,12 @@
-"""Tests for bert_tf.train.loop on a tiny regression model: resume, accumulation, kill."""
+"""Tests for bert_tf.train.loop on a tiny regression model: resume, accumulation, kill,
+SIGINT / SIGTERM (save, then stop) and a full disk."""
 
+import errno
 import glob
 import os
+import signal
 import sys
+import threading
 
 import keras
 import numpy as np
@@ -10,8 +14,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.train import loop
+from bert_tf.train import preemption
 from harness import (TinyRegressor, dataset_fn_factory, kill_once_checkpointed, make_arrays,
-                     optimizer_fn, train_tiny, write_records)
+                     optimizer_fn, regression_loss, train_tiny, write_records)
 
 HELPER = os.path.join(os.path.dirname(__file__), "harness.py")  # runs train_tiny
 
@@ -175,3 +180,140 @@ def test_resume_after_the_input_files_changed_starts_a_fresh_input_pass(tmp_path
     run(paths[:2], 4)
     resumed = run(paths, 8)  # one more file: the saved interleave state does not fit
     assert resumed.global_step == 8 and resumed.steps_this_run == 4
+
+
+def _train_signalled(output_dir, signal_number, at_call, num_steps=12):
+    """`train_tiny`'s run (steps_per_loop=3, saves every 4), whose loss sends
+    `signal_number` to this process on its `at_call`-th execution (the first is
+    `loss_names`' eager call, then one per step)."""
+    calls = []
+
+    def send():
+        calls.append(None)
+        if len(calls) == at_call:
+            os.kill(os.getpid(), signal_number)
+
+    def loss_fn(features, outputs):
+        tf.py_function(send, [], [])
+        return regression_loss(features, outputs)
+
+    tf.random.set_seed(1234)  # as train_tiny
+    return loop.train(
+        tf.distribute.get_strategy(), TinyRegressor, loss_fn, dataset_fn_factory(8),
+        optimizer_fn=optimizer_fn(), settings=loop.LoopSettings(
+            output_dir=output_dir, num_train_steps=num_steps, global_batch_size=8,
+            save_checkpoints_steps=4, steps_per_loop=3))
+
+
+def _saved_steps(path):
+    reader = tf.train.load_checkpoint(path)
+    return (int(reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE")),
+            int(reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")))
+
+
+@pytest.mark.parametrize("signal_number, second", [(signal.SIGTERM, signal.SIGINT),
+                                                   (signal.SIGINT, signal.SIGINT)])
+def test_a_signal_saves_at_the_step_reached_then_stops_and_a_rerun_resumes(
+        tmp_path, monkeypatch, signal_number, second):
+    out = str(tmp_path / "signalled")
+    previous = signal.getsignal(signal_number)
+    save = tf.train.CheckpointManager.save
+
+    def save_signalled_again(manager, checkpoint_number=None, **kwargs):
+        if checkpoint_number % 4:  # the stop's own save: a second signal during it
+            os.kill(os.getpid(), second)
+        return save(manager, checkpoint_number=checkpoint_number, **kwargs)
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save_signalled_again)
+    # Loops of 3 steps: [1-3] [4] (saved) [5-7] ... The signal comes in step 5, so the
+    # run stops after step 7, with that step saved.
+    with pytest.raises(preemption.TrainingInterrupted) as raised:
+        _train_signalled(out, signal_number, at_call=6)
+    monkeypatch.undo()
+    stopped = raised.value
+    name = signal.Signals(signal_number).name
+    assert (stopped.signal_name, stopped.signal_number, stopped.step) == (
+        name, signal_number, 7)
+    assert stopped.exit_code == 128 + signal_number and isinstance(stopped, KeyboardInterrupt)
+    assert stopped.checkpoint_path == os.path.join(out, "ckpt-7")
+    assert str(stopped) == (f"interrupted by {name} at step 7; saved {out}/ckpt-7; rerun "
+                            "the same command to resume")
+    assert signal.getsignal(signal_number) == previous  # the handlers are restored
+    assert tf.train.latest_checkpoint(out) == stopped.checkpoint_path
+    assert _saved_steps(stopped.checkpoint_path) == (7, 7)  # steps done, no more, no less
+    assert not glob.glob(os.path.join(out, "*_temp*"))
+    resumed = train_tiny(out, 12, 4, steps_per_loop=3)
+    assert resumed.steps_this_run == 5 and resumed.global_step == 12
+    straight = train_tiny(str(tmp_path / "straight"), 12, 4, steps_per_loop=3)
+    _assert_same_weights(straight.model, resumed.model, rtol=1e-5)
+
+
+def test_a_signal_in_the_last_loop_stops_after_the_final_save(tmp_path):
+    out = str(tmp_path)
+    with pytest.raises(preemption.TrainingInterrupted) as raised:
+        _train_signalled(out, signal.SIGTERM, at_call=4, num_steps=3)
+    assert raised.value.step == 3 and raised.value.checkpoint_path.endswith("ckpt-3")
+    assert train_tiny(out, 3, 4, steps_per_loop=3).steps_this_run == 0
+
+
+def test_outside_the_main_thread_no_handler_is_installed():
+    installed = []
+
+    def enter():
+        before = signal.getsignal(signal.SIGTERM)
+        with preemption.StopRequests() as stop:
+            installed.append(signal.getsignal(signal.SIGTERM) is not before)
+            installed.append(stop.requested)
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    assert installed == [False, False]
+
+
+def _failing_save(error):
+    """A CheckpointManager.save that leaves what a save cut short leaves, then raises."""
+    def save(manager, checkpoint_number=None, **_):
+        temp = os.path.join(manager.directory, f"ckpt-{checkpoint_number}_temp")
+        os.makedirs(temp)
+        with open(os.path.join(temp, "part-00000-of-00001.data-00000-of-00001"), "wb") as f:
+            f.write(b"\0" * 1000)
+        with open(os.path.join(manager.directory, f"ckpt-{checkpoint_number}.index"),
+                  "wb") as f:
+            f.write(b"partial")
+        with open(os.path.join(manager.directory, "checkpoint.tmp0123abcd"), "w") as f:
+            f.write("partial")
+        raise error
+    return save
+
+
+@pytest.mark.parametrize("error", [
+    tf.errors.ResourceExhaustedError(None, None, "ckpt-8_temp/part-00000-of-00001.data; "
+                                     "No space left on device"),
+    OSError(errno.ENOSPC, "No space left on device"),
+    OSError(errno.EDQUOT, "Disk quota exceeded"),
+], ids=["tf", "enospc", "edquot"])
+def test_a_full_disk_removes_the_partial_save_and_names_output_dir(tmp_path, monkeypatch,
+                                                                   error):
+    out = str(tmp_path / "out")
+    train_tiny(out, 4, 4)  # ckpt-4, complete
+    before = sorted(os.listdir(out))
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", _failing_save(error))
+    with pytest.raises(preemption.DiskFullError) as raised:
+        train_tiny(out, 8, 4)
+    message = str(raised.value)
+    assert f"in output_dir {out}: the disk is full" in message and "\n" not in message
+    assert message.endswith(f"resume from {out}/ckpt-4")
+    assert raised.value.errno == errno.ENOSPC and raised.value.output_dir == out
+    assert sorted(os.listdir(out)) == before  # the partial save is gone, ckpt-4 kept
+    monkeypatch.undo()
+    assert train_tiny(out, 8, 4).steps_this_run == 4
+
+
+def test_another_failed_save_is_cleaned_up_and_re_raised(tmp_path, monkeypatch):
+    out = str(tmp_path)
+    error = tf.errors.PermissionDeniedError(None, None, "ckpt-4_temp: Permission denied")
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", _failing_save(error))
+    with pytest.raises(tf.errors.PermissionDeniedError):
+        train_tiny(out, 4, 4)
+    assert sorted(os.listdir(out)) == ["train"]

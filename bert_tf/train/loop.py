@@ -28,7 +28,10 @@ step, and the input iterator's position), so a run killed at any point (SIGKILL 
 started again with the same arguments ends at `num_train_steps`. Checkpoints are written
 every `save_checkpoints_steps` and at the end, through `tf.train.CheckpointManager`
 (`output_dir/ckpt-<step>.*`, the newest `keep_checkpoint_max` kept; the `checkpoint`
-state file is replaced atomically after the files are complete). Progress is logged
+state file is replaced atomically after the files are complete); a save that fails
+removes its partial files (a full disk: `preemption.DiskFullError`). While it trains,
+SIGINT and SIGTERM save a checkpoint at the end of the current loop of steps and raise
+`preemption.TrainingInterrupted` (`bert_tf.train.preemption`). Progress is logged
 once per loop with sequences/s; TensorBoard gets every loss, the learning rate and
 sequences/s. See `bert_tf.train.steps` for how gradients are reduced, clipped and accumulated.
 
@@ -56,6 +59,7 @@ from tensorflow.core.framework import summary_pb2
 
 from bert_tf.train import distribute
 from bert_tf.train import optimization
+from bert_tf.train import preemption
 from bert_tf.train import steps
 from bert_tf.weights import checkpoints
 
@@ -240,40 +244,6 @@ def _summary_writer(strategy, output_dir):
     return tf.summary.create_noop_writer()
 
 
-def _restore_or_initialize(tracked, latest, init_checkpoint):
-    """Resumes from `latest`, or loads `init_checkpoint` into a fresh model.
-
-    Returns:
-        False when the input position could not be restored (the pipeline changed since
-        the checkpoint): the caller must then start a fresh iterator.
-    """
-    if latest:
-        status = None
-        try:
-            status = tf.train.Checkpoint(**tracked).restore(latest)
-            status.assert_existing_objects_matched()
-        except (AssertionError, ValueError) as error:
-            if status is not None:
-                status.expect_partial()  # no warning per unmatched value when it dies
-            raise ValueError(
-                f"checkpoint {latest} does not fit this model ({str(error)[:200]}): the "
-                "output_dir holds a run of another model or task; use a new output_dir, "
-                "or remove it to start over") from None
-        except tf.errors.FailedPreconditionError as error:  # the input pipeline changed
-            if status is not None:
-                status.expect_partial()
-            logging.warning("Cannot restore the input position from %s (%s); resuming "
-                            "with a fresh pass over the input.", latest,
-                            error.message.split("Make sure")[0].strip())
-            others = {k: v for k, v in tracked.items() if k != "iterator"}
-            tf.train.Checkpoint(**others).restore(latest).expect_partial()
-            return False
-        logging.info("Resumed from %s", latest)
-    elif init_checkpoint:
-        initialize_from_checkpoint(tracked["model"], init_checkpoint)
-    return True
-
-
 # TensorBoard's scalar-plugin metadata, so that scalars are written without the
 # `tensorboard` package (tf.summary.scalar needs it installed; viewing does anyway).
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -306,6 +276,9 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         A `TrainResult`.
     Raises:
         ValueError: for settings that cannot work, before any training step.
+        preemption.TrainingInterrupted: on SIGINT / SIGTERM while training, after
+            saving a checkpoint at the step reached (in the main thread only).
+        preemption.DiskFullError: when a checkpoint cannot be saved for lack of space.
     """
     settings.check(strategy)
     output_dir, mixed_precision = settings.output_dir, settings.mixed_precision
@@ -327,10 +300,12 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
     tracked = dict(model=model, optimizer=optimizer, global_step=global_step)
     if host_iterator:
         tracked["iterator"] = iterator
-    if not _restore_or_initialize(tracked, tf.train.latest_checkpoint(output_dir),
-                                  init_checkpoint):  # every worker reads the chief's files
+    latest = tf.train.latest_checkpoint(output_dir)  # every worker reads the chief's files
+    if latest and not preemption.restore_latest(tracked, latest):  # the input changed
         iterator = tracked["iterator"] = _make_train_iterator(
             strategy, train_dataset_fn, checkpoint_input_iterator)[0]
+    elif not latest and init_checkpoint:
+        initialize_from_checkpoint(model, init_checkpoint)
     checkpoint_dir = distribute.worker_checkpoint_dir(strategy, output_dir)
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(**tracked), checkpoint_dir, settings.keep_checkpoint_max,
@@ -339,8 +314,11 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         strategy, model, loss_fn, optimizer, global_step, names,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         use_xla=settings.use_xla, host_iterator=host_iterator)
-    result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
-                        _summary_writer(strategy, output_dir), settings)
+    with preemption.StopRequests() as stop:  # SIGINT, SIGTERM: save, then stop
+        result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
+                            _summary_writer(strategy, output_dir), settings, stop)
+    if stop.requested:
+        raise stop.interrupted(result.global_step, result.checkpoint)
     result.model = model
     distribute.cleanup_worker_dir(strategy, checkpoint_dir)
     if google_checkpoint_prefix and distribute.is_chief(strategy):
@@ -350,8 +328,12 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
 
 
 def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_writer,
-               settings):
-    """Runs loop calls up to `num_train_steps`, saving on the way; returns a TrainResult."""
+               settings, stop):
+    """Runs loop calls up to `num_train_steps`, saving on the way; returns a TrainResult.
+
+    After a loop call, a stop requested (`preemption.StopRequests`) saves a checkpoint
+    at the step reached and ends the loops early.
+    """
     num_train_steps, global_batch_size = settings.num_train_steps, settings.global_batch_size
     steps_per_loop, save_checkpoints_steps = (settings.steps_per_loop,
                                               settings.save_checkpoints_steps)
@@ -375,15 +357,17 @@ def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_wr
         _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_writer)
         history.append(dict(losses, step=step, learning_rate=learning_rate,
                             sequences_per_second=rate))
-        if step % save_checkpoints_steps == 0 or step >= num_train_steps:
-            path = manager.save(checkpoint_number=step)
-            logging.info("Saved checkpoint %s", path)
+        if step % save_checkpoints_steps == 0 or step >= num_train_steps or stop.requested:
+            preemption.save_checkpoint(manager, step, settings.output_dir)
+            if stop.requested:  # a signal during that save is honoured here too
+                break
     summary_writer.flush()
     done = step - start_step
     throughput = done * global_batch_size / train_seconds if train_seconds else 0.0
     logging.info(
-        "Training done: global_step %d (%d steps this run) in %.1f s, %.1f sequences/s "
-        "in the train loop; final %s; checkpoint %s", step, done, time.time() - started,
+        "Training %s: global_step %d (%d steps this run) in %.1f s, %.1f sequences/s "
+        "in the train loop; final %s; checkpoint %s",
+        "stopped" if stop.requested else "done", step, done, time.time() - started,
         throughput, ", ".join(f"{k} = {v:.4f}" for k, v in sorted(losses.items())),
         manager.latest_checkpoint)
     return TrainResult(model=None, global_step=step, losses=losses, history=history,

@@ -1,0 +1,252 @@
+"""Stopping and resuming a training run: SIGINT / SIGTERM, full disks, the restore.
+
+`bert_tf.train.loop.train` runs its loops inside `StopRequests()`: while it trains, a
+SIGINT (Ctrl-C) or SIGTERM (what a preempted VM or Kubernetes sends) only records the
+request. At the end of the current loop of steps the loop saves a checkpoint at the
+step reached, logs where, and raises `TrainingInterrupted`; a rerun of the same command
+resumes from that checkpoint. The previous handlers are restored when training ends.
+
+    with preemption.StopRequests() as stop:
+        ...                      # after each loop of steps:
+        if stop.requested:
+            path = preemption.save_checkpoint(manager, step, output_dir)
+            raise stop.interrupted(step, path)
+
+`save_checkpoint` saves through a `tf.train.CheckpointManager`; when the save fails it
+removes the partial files of that save (`ckpt-<step>_temp/`, `ckpt-<step>.*`), so that a
+full disk is not kept full by them, and a full disk becomes a `DiskFullError` naming the
+output_dir. `restore_latest` resumes a run from its latest checkpoint.
+"""
+
+import errno
+import os
+import signal
+import threading
+
+import tensorflow as tf
+from absl import logging
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped on a signal after saving a checkpoint at the step reached.
+
+    A KeyboardInterrupt, so that `except Exception` on the way up does not swallow it.
+
+    Attributes:
+      signal_name: "SIGINT" or "SIGTERM".
+      signal_number: The signal's number (2, 15).
+      step: The global step trained and saved (the optimizer's iterations).
+      checkpoint_path: The checkpoint saved at `step` (its prefix, `.../ckpt-<step>`).
+      exit_code: 128 + `signal_number` (130, 143), the status a shell expects of a
+        process that ended on that signal.
+    """
+
+    def __init__(self, signal_number, step, checkpoint_path):
+        self.signal_number = int(signal_number)
+        self.signal_name = signal.Signals(signal_number).name
+        self.step = int(step)
+        self.checkpoint_path = checkpoint_path
+        self.exit_code = 128 + self.signal_number
+        super().__init__(
+            f"interrupted by {self.signal_name} at step {self.step}; saved "
+            f"{checkpoint_path}; rerun the same command to resume")
+
+    def __str__(self):
+        return self.args[0]
+
+    def __reduce__(self):
+        return type(self), (self.signal_number, self.step, self.checkpoint_path)
+
+
+class DiskFullError(OSError):
+    """A checkpoint could not be saved: no space (or quota) left in output_dir.
+
+    Attributes:
+      output_dir: Where the checkpoint was being saved (also `filename`).
+      step: The step of the checkpoint that failed.
+    """
+
+    def __init__(self, output_dir, step, detail, latest=None):
+        self.output_dir, self.step, self._detail, self._latest = (output_dir, step,
+                                                                  detail, latest)
+        message = (f"cannot save the checkpoint of step {step} in output_dir "
+                   f"{output_dir}: the disk is full ({detail}); its partial files were "
+                   "removed; free space there (or lower --keep_checkpoint_max) and rerun "
+                   "the same command to resume from "
+                   + (latest if latest else "the start"))
+        super().__init__(errno.ENOSPC, message, output_dir)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        return type(self), (self.output_dir, self.step, self._detail, self._latest)
+
+
+class StopRequests:
+    """A context in which SIGINT and SIGTERM request a stop instead of ending the process.
+
+    Handlers are installed in the main thread only (elsewhere Python cannot install
+    them, and the signals keep their behaviour). A second signal while stopping (during
+    the final save, say) is logged and otherwise ignored, so it cannot cut a checkpoint
+    short. On exit the previous handlers are restored.
+
+    Attributes:
+      signal_number: The first signal received, or None.
+    """
+
+    def __init__(self, signals=STOP_SIGNALS):
+        self.signals = tuple(signals)
+        self.signal_number = None
+        self._previous = {}
+
+    @property
+    def requested(self):
+        """Whether a stop was requested."""
+        return self.signal_number is not None
+
+    def interrupted(self, step, checkpoint_path):
+        """Logs where training stopped and returns the `TrainingInterrupted` to raise."""
+        error = TrainingInterrupted(self.signal_number, step, checkpoint_path)
+        logging.warning("%s", error)
+        return error
+
+    def _handle(self, signal_number, _frame):
+        name = signal.Signals(signal_number).name
+        if self.signal_number is None:
+            self.signal_number = signal_number
+            logging.warning("%s received: saving a checkpoint at the end of this loop of "
+                            "steps, then stopping", name)
+        else:
+            logging.warning("%s received: already stopping (saving a checkpoint at the "
+                            "end of this loop of steps)", name)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signal_number in self.signals:
+                self._previous[signal_number] = signal.signal(signal_number, self._handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for signal_number, previous in self._previous.items():
+            # None: a handler installed outside Python; the default is the closest.
+            signal.signal(signal_number, signal.SIG_DFL if previous is None else previous)
+        self._previous = {}
+        return False
+
+
+def restore_latest(tracked, latest):
+    """Restores the objects of a training run (`tracked`) from its checkpoint `latest`.
+
+    Args:
+      tracked: {name: trackable} as saved: model, optimizer, global_step and, when the
+        input position is checkpointed, iterator.
+      latest: The checkpoint (prefix) to resume from.
+
+    Returns:
+      False when the input position could not be restored (the pipeline changed since
+      the checkpoint): the caller must then start a fresh iterator.
+    Raises:
+      ValueError: when the checkpoint is of another model or task.
+    """
+    status = None
+    try:
+        status = tf.train.Checkpoint(**tracked).restore(latest)
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        if status is not None:
+            status.expect_partial()  # no warning per unmatched value when it dies
+        raise ValueError(
+            f"checkpoint {latest} does not fit this model ({str(error)[:200]}): the "
+            "output_dir holds a run of another model or task; use a new output_dir, "
+            "or remove it to start over") from None
+    except tf.errors.FailedPreconditionError as error:  # the input pipeline changed
+        if status is not None:
+            status.expect_partial()
+        logging.warning("Cannot restore the input position from %s (%s); resuming "
+                        "with a fresh pass over the input.", latest,
+                        error.message.split("Make sure")[0].strip())
+        others = {k: v for k, v in tracked.items() if k != "iterator"}
+        tf.train.Checkpoint(**others).restore(latest).expect_partial()
+        return False
+    logging.info("Resumed from %s", latest)
+    return True
+
+
+def is_disk_full(error):
+    """Whether `error` (raised by a file write) means no space or quota is left."""
+    if isinstance(error, tf.errors.ResourceExhaustedError):  # TF maps ENOSPC, EDQUOT here
+        return True
+    if isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS:
+        return True
+    text = str(error)
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def _one_line(error, limit=200):
+    text = (getattr(error, "message", None) or str(error) or type(error).__name__)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _entries(directory):
+    return {entry.rstrip("/") for entry in tf.io.gfile.listdir(directory)}
+
+
+def _remove_partial_save(directory, before, name):
+    """Removes what a failed save of checkpoint `name` left in `directory`.
+
+    Only entries that were not there before the save: `<name>_temp/` (the sharded
+    write's temporary folder), `<name>.index` / `<name>.data-*` (an unfinished merge,
+    or `.part` shards on S3) and `checkpoint.tmp*` (the state file's temporary).
+    """
+    removed = []
+    for entry in sorted(_entries(directory) - before):
+        if not entry.startswith((f"{name}_temp", f"{name}.", "checkpoint.tmp")):
+            continue
+        path = os.path.join(directory, entry)
+        try:
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+            removed.append(entry)
+        except (tf.errors.OpError, OSError) as error:  # keep the save's own error
+            logging.warning("Could not remove %s after a failed save: %s", path,
+                            _one_line(error))
+    return removed
+
+
+def save_checkpoint(manager, step, output_dir=None):
+    """`manager.save(checkpoint_number=step)`, cleaning up after a failed save.
+
+    Args:
+      manager: A `tf.train.CheckpointManager` whose checkpoint_name is "ckpt".
+      step: The global step; the checkpoint is `<manager.directory>/ckpt-<step>`.
+      output_dir: The folder named in errors (the manager's directory by default).
+
+    Returns:
+      The saved checkpoint's path.
+    Raises:
+      DiskFullError: when no space (or quota) is left; the partial files of this save
+        are removed first. Other errors are re-raised after the same clean-up.
+    """
+    directory = manager.directory
+    before = _entries(directory)
+    try:
+        path = manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as error:
+        removed = _remove_partial_save(directory, before, f"ckpt-{step}")
+        if removed:
+            logging.warning("Removed the partial files of the failed save in %s: %s",
+                            directory, ", ".join(removed))
+        if is_disk_full(error):
+            raise DiskFullError(output_dir or directory, step, _one_line(error),
+                                manager.latest_checkpoint) from error
+        raise
+    logging.info("Saved checkpoint %s", path)
+    return path
