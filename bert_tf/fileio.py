@@ -11,6 +11,9 @@ import contextlib
 import hashlib
 import importlib
 import os
+import socket
+
+from absl import logging
 
 TEMPORARY_MARKER = ".tmp-"
 
@@ -105,6 +108,58 @@ def check_output_dir(path: str, flag: str = "output_dir") -> None:
     if not os.path.isdir(folder):
         where = "is" if folder == os.path.abspath(path) else f"lies under {folder!r}, which is"
         raise ValueError(f"{flag} {path!r} {where} a file: expected a folder")
+
+
+LOCK_FILE = ".bert_tf.lock"
+
+
+@contextlib.contextmanager
+def locked_folder(path: str, flag: str = "output_dir"):
+    """Holds `path/.bert_tf.lock` (pid and host) while the block runs: a second run on
+    the same folder is refused instead of overwriting the first one's checkpoints.
+
+    A lock left by a process of this host that no longer runs (a killed run) is taken
+    over, saying so. Remote folders (`gs://...`) are not locked.
+
+    Raises:
+        ValueError: naming the folder and the process that holds it.
+    """
+    if "://" in path:
+        yield
+        return
+    lock, host = os.path.join(path, LOCK_FILE), socket.gethostname()
+    while True:
+        try:
+            descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            _take_over_stale_lock(lock, host, flag)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(f"{os.getpid()} {host}\n")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(lock)
+
+
+def _take_over_stale_lock(lock: str, host: str, flag: str) -> None:
+    """Removes `lock` when its process is gone; raises while it still runs."""
+    try:
+        with open(lock, encoding="utf-8") as file:
+            pid_text, _, lock_host = file.read().strip().partition(" ")
+    except FileNotFoundError:
+        return  # released meanwhile: try again
+    pid = int(pid_text) if pid_text.isdigit() else None
+    folder = os.path.dirname(lock)
+    if pid is not None and (lock_host != host or process_is_running(pid)):
+        raise ValueError(f"{flag} {folder} is in use by process {pid} on {lock_host}: wait "
+                         f"for that run to end, or use another --{flag} (if it is not "
+                         f"running, remove {lock})")
+    logging.warning("%s: taking over the lock of process %s on %s, which no longer runs",
+                    folder, pid_text or "?", lock_host or "?")
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(lock)
 
 
 def _nearest_existing(path: str) -> str:

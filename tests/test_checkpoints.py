@@ -102,7 +102,7 @@ def test_report_skips_optimizer_state_and_lists_unmatched(tmp_path):
     values["bert/pooler/dense/kernel/adam_m"] = values["bert/pooler/dense/kernel"]
     values["bert/pooler/dense/kernel/adam_v"] = values["bert/pooler/dense/kernel"]
     values["global_step"] = np.array(7, np.int64)
-    values["bert/something/extra"] = np.zeros(3, np.float32)
+    values["cls/something/extra"] = np.zeros(3, np.float32)
     prefix = str(tmp_path / "model.ckpt-7")
     write_tf1_checkpoint(prefix, values)
     (tmp_path / "bert_config.json").write_text(TINY.to_json_string())
@@ -110,7 +110,7 @@ def test_report_skips_optimizer_state_and_lists_unmatched(tmp_path):
     model, report = from_pretrained(BertPretrainer, prefix, return_report=True)
     assert sorted(report.loaded) == sorted(ENCODER_NAMES)
     assert sorted(report.newly_initialized) == sorted(HEAD_NAMES)
-    assert report.unmatched == ["bert/something/extra"]
+    assert report.unmatched == ["cls/something/extra"]
     assert sorted(report.skipped) == ["bert/pooler/dense/kernel/adam_m",
                                       "bert/pooler/dense/kernel/adam_v", "global_step"]
     assert "7 newly initialised" in report.summary()
@@ -223,3 +223,72 @@ def test_real_google_checkpoint_loads_completely(shared_data_dir):
     outputs = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
     np.testing.assert_allclose(outputs["sequence_output"], sequence, atol=1e-4)
     np.testing.assert_allclose(outputs["pooled_output"], pooled, atol=1e-4)
+
+
+def write_hf_folder(folder, model, rename=None, **config_changes):
+    """A Hugging Face folder of `model` (names optionally rewritten by `rename`)."""
+    from safetensors.numpy import save_file
+    state = hf_state_dict(model)
+    if rename:
+        state = {rename(name): value for name, value in state.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(folder / "model.safetensors"))
+    config = {**model.config.to_dict(), "model_type": "bert", **config_changes}
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def test_a_checkpoint_of_another_model_is_refused_unless_allowed(tmp_path):
+    # RoBERTa-style names translate to nothing: every encoder weight would start random.
+    folder = write_hf_folder(tmp_path / "roberta", randomized_pretrainer(seed=3),
+                             rename=lambda name: name.replace("bert.", "roberta.", 1))
+    with pytest.raises(ValueError, match=r"roberta.*is not a checkpoint of this BERT: "
+                       r"37 of the model's 39 encoder variables are not in it .* and "
+                       r"32 more\); 40 of its tensors .*would be dropped.*--allow_random_encoder"):
+        from_pretrained(BertClassifier, folder, num_classes=2)
+    model, report = from_pretrained(BertClassifier, folder, num_classes=2,
+                                    allow_random_encoder=True, return_report=True)
+    assert not report.loaded and "roberta.embeddings.word_embeddings.weight" in \
+        report.summary()  # the HF names are in the logged summary too
+
+
+def test_a_checkpoint_with_more_layers_than_the_config_is_refused(tmp_path):
+    deeper = BertPretrainer.from_encoder(BertEncoder(tiny_config(num_hidden_layers=3)))
+    deeper.build()
+    folder = write_hf_folder(tmp_path / "deeper", deeper, num_hidden_layers=2)
+    with pytest.raises(ValueError, match=r"16 of its tensors fit no variable of the model "
+                       r"and would be dropped \(bert/encoder/layer_2/"):
+        from_pretrained(BertEncoder, folder)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model_type": "roberta"}, r"model_type 'roberta' is not a BERT"),
+    ({"position_embedding_type": "relative_key"},
+     r"position_embedding_type 'relative_key' is not supported"),
+])
+def test_hugging_face_config_keys_this_bert_cannot_compute_are_refused(tmp_path, change,
+                                                                      message):
+    folder = write_hf_folder(tmp_path / "hf", randomized_pretrainer(), **change)
+    with pytest.raises(ValueError, match=message):
+        from_pretrained(BertEncoder, folder)
+
+
+def test_the_encoder_of_a_training_checkpoint_loads_into_another_head(tmp_path):
+    # A fine-tuning output_dir (object-based checkpoint) is a valid init_checkpoint: its
+    # encoder loads whole, its 3-class head is not read.
+    trained = tiny_model(BertClassifier, TINY, seed=5, num_classes=3)
+    tf.train.Checkpoint(model=trained).write(str(tmp_path / "run" / "ckpt-1"))
+    (tmp_path / "run" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    (tmp_path / "run" / "bert_config.json").write_text(TINY.to_json_string())
+    model, report = from_pretrained(BertClassifier, str(tmp_path / "run"), num_classes=2,
+                                    return_report=True)
+    assert sorted(report.loaded) == sorted(ENCODER_NAMES)
+    assert report.newly_initialized == ["output_weights", "output_bias"]
+    inputs = make_inputs()
+    np.testing.assert_array_equal(model.encoder(inputs)["pooled_output"],
+                                  trained.encoder(inputs)["pooled_output"])
+
+
+def test_load_messages_list_a_few_names_and_a_count():
+    report = checkpoints.LoadReport(source="x", newly_initialized=[f"v{i}" for i in range(39)])
+    assert "v19 and 19 more" in report.summary() and "v20" not in report.summary()

@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.options import option_specs
-from bert_tf.tasks import export_checkpoint, run_context
+from bert_tf.tasks import driver, export_checkpoint, run_context
 from bert_tf.tasks.run_context import RunContext
+from bert_tf.weights import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.classification import task as classification_task
@@ -53,6 +54,7 @@ def options(tmp_path, **changes):
                   eval_batch_size=5, predict_batch_size=4, learning_rate=2e-3,
                   num_train_epochs=30.0, warmup_proportion=0.1, save_checkpoints_steps=16,
                   steps_per_loop=8, seed=1, dropout_rate=0.0)
+    values.update(allow_random_encoder=True)  # tiny models train from random weights
     values.update(changes)
     return ClassifierOptions(**values)
 
@@ -315,3 +317,34 @@ def write_tiny_inputs(tmp_path):
 def tiny_options(tmp_path, **changes):
     """A short training run of this task (shared with test_commands)."""
     return options(tmp_path, **{"do_train": True, "num_train_epochs": 1.0, **changes})
+
+
+def test_fine_tuning_without_init_checkpoint_is_refused_before_any_work(tmp_path):
+    write_sst2(tmp_path / "data")
+    with pytest.raises(ValueError, match=r"no --init_checkpoint: .* would fine-tune a "
+                                         r"random encoder.*--allow_random_encoder"):
+        classification_task.run(options(tmp_path, do_train=True,
+                                        allow_random_encoder=False))
+    assert not (tmp_path / "out" / "train.tf_record").exists()
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")) is None
+
+
+def test_a_fine_tuning_output_dir_is_a_model_folder_for_the_next_run(tmp_path, monkeypatch):
+    # Its encoder loads whole into the next task (its head is another task's), with
+    # bert_config.json and vocab.txt found in it; no flag allows a random encoder.
+    write_sst2(tmp_path / "data")
+    first = driver.execute(classification_task.ClassificationTask(
+        options(tmp_path, do_train=True, num_train_epochs=1.0)))
+    run_dir = tmp_path / "out"
+    assert (run_dir / "bert_config.json").is_file() and (run_dir / "vocab.txt").is_file()
+    reports = []
+    load = checkpoints.load_pretrained_weights
+    monkeypatch.setattr(checkpoints, "load_pretrained_weights",
+                        lambda *args, **kwargs: reports.append(load(*args, **kwargs))
+                        or reports[-1])
+    second = options(tmp_path, do_train=True, num_train_epochs=1.0, learning_rate=1e-9,
+                     output_dir=str(tmp_path / "next"), init_checkpoint=str(run_dir),
+                     bert_config_file=None, vocab_file=None, allow_random_encoder=False)
+    classification_task.run(second)
+    assert len(reports) == 1 and not reports[0].fresh_encoder()
+    assert len(reports[0].loaded) == len(first.runner.model.encoder.weights)

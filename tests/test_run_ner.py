@@ -59,6 +59,7 @@ def options(tmp_path, **changes):
                   doc_stride=4, train_batch_size=16, eval_batch_size=8,
                   predict_batch_size=8, learning_rate=3e-3, num_train_epochs=25.0,
                   save_checkpoints_steps=200, steps_per_loop=25, seed=3, dropout_rate=0.0)
+    values.update(allow_random_encoder=True)  # tiny models train from random weights
     values.update(changes)
     return NerOptions(**values)
 
@@ -116,7 +117,8 @@ def test_command_line_bad_tag_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "run_ner", f"--train_file={bad}", "--do_train",
          f"--output_dir={tmp_path / 'out'}", f"--vocab_file={vocab_file}",
-         f"--bert_config_file={config_file}", "--max_seq_length=12"],
+         f"--bert_config_file={config_file}", "--max_seq_length=12",
+         "--allow_random_encoder"],
         capture_output=True, text=True)
     assert result.returncode != 0
     assert f"run_ner: error: {bad}:2: missing tag" in result.stderr

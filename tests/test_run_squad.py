@@ -48,6 +48,7 @@ def options(tmp_path, **changes):
                   max_query_length=4, train_batch_size=8, predict_batch_size=5,
                   learning_rate=3e-3, num_train_epochs=8.0, warmup_proportion=0.1,
                   save_checkpoints_steps=20, steps_per_loop=10, seed=1, max_answer_length=4)
+    values.update(allow_random_encoder=True)  # tiny models train from random weights
     values.update(changes)
     return SquadOptions(**values)
 

@@ -8,6 +8,7 @@ strategy: `bert_tf.tasks.run_context`), the output_dir's run settings are checke
 writes `<name>_results.txt` and `.json`), then the export when `export_dir` is set.
 """
 
+import contextlib
 import dataclasses
 import time
 
@@ -16,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.options import option_specs
 from bert_tf.serving import export
@@ -52,6 +54,16 @@ def execute(task, strategy=None) -> Outcome:
             "--versioned exports a finished run again)")
     task.check_inputs()
     context = RunContext.create(options, strategy, needs_vocab=task.needs_vocab)
+    check_encoder_source(task, context)
+    # One run per output_dir: the chief holds its lock (workers share the folder).
+    with (fileio.locked_folder(options.output_dir) if distribute.is_chief(context.strategy)
+          else contextlib.nullcontext()):
+        return _execute_steps(task, context)
+
+
+def _execute_steps(task, context) -> Outcome:
+    """Setup, then training, the scored splits and the export the options ask for."""
+    options = context.options
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
     task.setup(context)
@@ -79,6 +91,19 @@ def execute(task, strategy=None) -> Outcome:
     return Outcome(results, runner)
 
 
+def check_encoder_source(task, context) -> None:
+    """Refuses to fine-tune from a random encoder: no init_checkpoint and no checkpoint
+    in output_dir to resume from, unless `allow_random_encoder`."""
+    options = context.options
+    if (options.do_train and task.needs_pretrained_encoder and not options.init_checkpoint
+            and not options.allow_random_encoder and context.latest_checkpoint() is None):
+        raise ValueError(
+            f"no --init_checkpoint: {task.name} would fine-tune a random encoder (results "
+            "near chance). Pass --init_checkpoint=<a released BERT folder, a Hugging Face "
+            "folder or a pre-training output_dir>, or --allow_random_encoder to train "
+            "from random weights on purpose")
+
+
 class ModelRunner:
     """The model of one run: the one just trained, or restored on first use."""
 
@@ -93,7 +118,9 @@ class ModelRunner:
             init_checkpoint = self.context.options.init_checkpoint
             if load_init and init_checkpoint:
                 # The loader logs its report (loaded / newly initialised / unmatched).
-                report = checkpoints.load_pretrained_weights(model, init_checkpoint)
+                report = checkpoints.load_pretrained_weights(
+                    model, init_checkpoint,
+                    allow_random_encoder=self.context.options.allow_random_encoder)
                 if reports is not None:
                     reports.append(report)
             return model

@@ -24,6 +24,7 @@ from bert_tf.models import BertEncoder
 from bert_tf.options import option
 from bert_tf.serving import export
 from bert_tf.tasks import run_context
+from bert_tf.tasks.options import EncoderSourceOptions
 from bert_tf.text import tokenization
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import loop
@@ -34,7 +35,7 @@ MODEL_TYPES = tuple(export.MODEL_CLASSES) + tuple(export.MODEL_TYPE_ALIASES)
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExportOptions:
+class ExportOptions(EncoderSourceOptions):
     """What bert-export-model exports (see each field's help)."""
     model_type: Optional[str] = option(
         None, "What to export (squad = span_labeler, ner = token_classifier).",
@@ -85,28 +86,28 @@ def _training_checkpoint(path):
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     if not prefix or not tf.io.gfile.exists(prefix + ".index"):
         return None
-    names = [name for name, _ in tf.train.list_variables(prefix)]
-    if any(name.startswith(("bert/", "cls/")) for name in names):
-        return None  # google-research name-based layout
-    return prefix if "_CHECKPOINTABLE_OBJECT_GRAPH" in names else None
+    return prefix if checkpoints.is_training_checkpoint(prefix) else None
 
 
-def load_model(model_type, init_checkpoint, bert_config_file=None, head_kwargs=None):
-    """Builds the Keras model of `model_type` and loads its weights.
+def load_model(model_type, options, head_kwargs=None):
+    """Builds the Keras model of `model_type` and loads its weights from
+    `options.init_checkpoint` (a run's whole model; an encoder from any checkpoint).
 
     Raises:
         FileNotFoundError / ValueError: naming the checkpoint or config at fault.
     """
     model_cls = export.keras_model_class(model_type)
     head_kwargs = head_kwargs or {}
+    init_checkpoint, bert_config_file = options.init_checkpoint, options.bert_config_file
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     run_context.check_init_checkpoint(init_checkpoint)
     config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
     prefix = _training_checkpoint(init_checkpoint)
-    if prefix is None:  # released / google-research / Hugging Face weights
-        return checkpoints.from_pretrained(model_cls, init_checkpoint,
-                                           config=bert_config_file, **head_kwargs)
+    if prefix is None or model_cls is BertEncoder:  # the encoder of any checkpoint
+        return checkpoints.from_pretrained(
+            model_cls, init_checkpoint, config=config_file,
+            allow_random_encoder=options.allow_random_encoder, **head_kwargs)
     if not config_file or not os.path.isfile(config_file):
         raise FileNotFoundError(f"{init_checkpoint} is a training checkpoint: pass "
                                 "--bert_config_file (the bert_config.json it was trained "
@@ -206,7 +207,7 @@ def export_from_checkpoint(options: ExportOptions) -> str:
     head, signature = _head_and_signature_options(model_type, options, label_names)
     _check_run_settings(options.init_checkpoint, saved, model_type,
                         signature.get("label_names"))
-    model = load_model(model_type, options.init_checkpoint, options.bert_config_file, head)
+    model = load_model(model_type, options, head)
     return export.export_finetuned_model(model, options.export_dir, model_type, vocab_file,
                                          options.do_lower_case, options.max_seq_length,
                                          overwrite=options.overwrite,

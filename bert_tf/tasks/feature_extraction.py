@@ -25,13 +25,14 @@ from bert_tf import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.options import option
 from bert_tf.tasks import run_context
+from bert_tf.tasks.options import EncoderSourceOptions
 from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
 from bert_tf.weights import from_pretrained
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExtractOptions:
+class ExtractOptions(EncoderSourceOptions):
     """What bert-extract-features reads and writes (see each field's help)."""
     input_file: Optional[str] = option(None, "Text file: one text or `text_a ||| text_b` "
                                              "a line.")
@@ -57,7 +58,8 @@ def run(options: ExtractOptions) -> int:
     vocab = VocabFile.read(vocab_file)
     tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=options.do_lower_case)
     encoder = from_pretrained(BertEncoder, options.init_checkpoint,
-                              config=options.bert_config_file)
+                              config=options.bert_config_file,
+                              allow_random_encoder=options.allow_random_encoder)
     tokenization.check_vocab_matches(len(vocab.tokens), vocab_file, encoder.config.vocab_size)
     return extract_features(encoder, tokenizer, options.input_file, options.output_file,
                             options.layers, options.max_seq_length, options.batch_size)

@@ -19,7 +19,16 @@ from bert_tf.train.loop import MIXED_PRECISION
 
 
 @dataclasses.dataclass(kw_only=True)
-class TrainingOptions:
+class EncoderSourceOptions:
+    """What every tool that loads an encoder (runners, extraction, export) accepts."""
+    allow_random_encoder: bool = option(
+        False, "Use an encoder that starts partly or wholly random: fine-tuning without "
+        "init_checkpoint, or a checkpoint whose encoder weights do not all load (another "
+        "model, another num_hidden_layers). Refused by default.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TrainingOptions(EncoderSourceOptions):
     """What every runner trains with: the model to start from, batch sizes, optimizer,
     schedule, checkpoints, strategy, precision and seed."""
     output_dir: Optional[str] = option(

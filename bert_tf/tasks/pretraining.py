@@ -238,6 +238,7 @@ class PretrainingTask(Task):
     name = "pretraining"
     model_type = "pretrainer"
     strict_init = True  # the encoder must load whole; the heads may start fresh
+    needs_pretrained_encoder = False  # pre-training from scratch is the usual start
     needs_vocab = False
     records_run_settings = False  # restoring a checkpoint checks that it fits
 

@@ -49,6 +49,8 @@ class Task:
       result_names: The results file of each scored split (`<name>_results.txt`).
       strict_init: init_checkpoint must hold every encoder weight (pre-training);
         otherwise the report of what was loaded is logged (fine-tuning heads are new).
+      needs_pretrained_encoder: Training starts from init_checkpoint; without one (and
+        without a checkpoint to resume) the run needs allow_random_encoder.
       needs_vocab: The task tokenizes (the run context then requires a vocab).
       records_run_settings: Check and record the output_dir's run_settings.json.
     """
@@ -56,6 +58,7 @@ class Task:
     model_type = "classifier"
     result_names = {"eval": "eval", "predict": "test"}
     strict_init = False
+    needs_pretrained_encoder = True
     needs_vocab = True
     records_run_settings = True  # run_settings.json guards the output_dir
 

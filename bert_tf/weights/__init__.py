@@ -7,4 +7,5 @@
 
 from bert_tf.weights.checkpoints import (  # noqa: F401
     LoadReport, from_pretrained, load_config, load_google_checkpoint, load_hf_weights,
-    load_pretrained_weights, save_google_checkpoint)
+    load_pretrained_weights, load_training_checkpoint, save_google_checkpoint)
+from bert_tf.weights.load_report import check_encoder  # noqa: F401

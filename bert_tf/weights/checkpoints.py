@@ -9,12 +9,15 @@ Public API:
     load_google_checkpoint(model, ckpt_prefix) -> LoadReport
     save_google_checkpoint(model, prefix, write_config=False)
     load_hf_weights(model, path) -> LoadReport
+    load_training_checkpoint(model, prefix) -> LoadReport   (a bert_tf run's encoder)
     load_pretrained_weights(model, path) -> LoadReport   (any of the formats)
     load_config(path) -> BertConfig   (bert_config.json or a Hugging Face config.json)
     from_pretrained(model_cls, path, config=None, ...) -> model
+
+`load_pretrained_weights` and `from_pretrained` refuse an encoder that would start
+partly random (`load_report.check_encoder`) unless `allow_random_encoder`.
 """
 
-import dataclasses
 import json
 import os
 import re
@@ -22,110 +25,19 @@ import re
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from safetensors import safe_open
 
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier)
+from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_to_google_name,
+                                          read_safetensors)
+from bert_tf.weights.load_report import LoadReport, check_encoder, name_list
 
 # Checkpoint entries that are not model weights: optimizer slots and counters.
 _SKIPPED_PATTERN = re.compile(
     r"(^|/)(global_step|_CHECKPOINTABLE_OBJECT_GRAPH|good_steps|loss_scale)$"
     r"|/(adam_m|adam_v|Adam|Adam_1|lamb_m|lamb_v|Momentum|ExponentialMovingAverage)$")
-
-
-# Hugging Face `hidden_act` values and their bert_config.json names.
-_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                   "gelu_fast": "gelu_tanh", "relu": "relu", "silu": "swish",
-                   "swish": "swish"}
-_HF_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.*)$")
-# Tied copies of other weights, and buffers: not model variables.
-_HF_SKIPPED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
-               "embeddings.position_ids")
-_HF_EMBEDDINGS = ("word_embeddings", "token_type_embeddings", "position_embeddings")
-
-
-def hf_config_to_bert_dict(hf_config, source="config.json"):
-    """Maps a Hugging Face BERT `config.json` dict to `bert_config.json` fields."""
-    act = hf_config.get("hidden_act", "gelu")
-    if act not in _HF_ACTIVATIONS:
-        raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one of "
-                         f"{sorted(_HF_ACTIVATIONS)}.")
-    fields = {name: hf_config[name] for name in BertConfig.field_names() if name in hf_config}
-    fields["hidden_act"] = _HF_ACTIVATIONS[act]
-    return fields
-
-
-def hf_to_google_name(hf_name):
-    """Translates a Hugging Face BERT weight name to the google-research name.
-
-    Returns:
-        (google_name or None, transpose, skip): `transpose` when HF stores a torch
-        Linear weight [out, in]; `skip` for tied copies and buffers.
-    """
-    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
-    if name in _HF_SKIPPED or hf_name in _HF_SKIPPED:
-        return None, False, True
-    if hf_name == "cls.predictions.bias":
-        return "cls/predictions/output_bias", False, False
-    if hf_name.startswith("cls.seq_relationship."):
-        leaf = {"weight": "output_weights", "bias": "output_bias"}.get(hf_name.rsplit(".", 1)[1])
-        return (f"cls/seq_relationship/{leaf}" if leaf else None), False, False
-    if hf_name.startswith("cls.predictions.transform."):
-        scope, rest = "cls/predictions/transform", hf_name[len("cls.predictions.transform."):]
-    elif name.startswith(("embeddings.", "encoder.", "pooler.")):
-        scope, rest = "bert", name
-    else:
-        return None, False, False
-    layer = _HF_LAYER.match(rest)
-    if layer:
-        rest = f"encoder/layer_{layer.group(1)}.{layer.group(2)}"
-    parts = rest.split(".")
-    module, leaf = "/".join(parts[:-1]), parts[-1]
-    if parts[-2] in _HF_EMBEDDINGS and leaf == "weight":
-        return f"{scope}/{module}", False, False
-    if parts[-2] == "LayerNorm":
-        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)
-        return f"{scope}/{module}/{leaf}", False, False
-    if leaf == "weight":
-        return f"{scope}/{module}/kernel", True, False
-    if leaf == "bias":
-        return f"{scope}/{module}/bias", False, False
-    return None, False, False
-
-
-@dataclasses.dataclass
-class LoadReport:
-    """What a load did. Every model variable is in `loaded` or `newly_initialized`.
-
-    Attributes:
-        source: The checkpoint path.
-        loaded: google-research names assigned from the checkpoint.
-        newly_initialized: google-research names of model variables not in the
-            checkpoint (they keep their fresh initial values).
-        unmatched: checkpoint names that match no model variable.
-        skipped: checkpoint names deliberately ignored (optimizer slots, step counters).
-    """
-
-    source: str
-    loaded: list = dataclasses.field(default_factory=list)
-    newly_initialized: list = dataclasses.field(default_factory=list)
-    unmatched: list = dataclasses.field(default_factory=list)
-    skipped: list = dataclasses.field(default_factory=list)
-
-    def summary(self):
-        lines = [f"{self.source}: loaded {len(self.loaded)} variables, "
-                 f"{len(self.newly_initialized)} newly initialised, "
-                 f"{len(self.unmatched)} checkpoint variables unmatched, "
-                 f"{len(self.skipped)} skipped (optimizer state)."]
-        if self.newly_initialized:
-            lines.append("  newly initialised: " + ", ".join(self.newly_initialized))
-        if self.unmatched:
-            lines.append("  unmatched in checkpoint: " + ", ".join(self.unmatched))
-        return "\n".join(lines)
-
-    __str__ = summary
 
 
 def _encoder_of(model):
@@ -234,8 +146,9 @@ def _assign_from_source(model, source, shapes, get_value):
             continue
         report.loaded.append(name)
     if mismatches:
-        raise ValueError(f"{source}: shape mismatch for {len(mismatches)} variable(s): "
-                         + "; ".join(mismatches))
+        raise ValueError(f"{source}: shape mismatch for {len(mismatches)} variable(s) "
+                         "(another hidden_size, vocab_size or head?): "
+                         + name_list(mismatches, 3))
     for name in report.loaded:
         variable, transposed = entries[name]
         value = np.asarray(get_value(name))
@@ -244,7 +157,6 @@ def _assign_from_source(model, source, shapes, get_value):
         if name in entries:
             continue
         (report.skipped if _SKIPPED_PATTERN.search(name) else report.unmatched).append(name)
-    logging.info("%s", report.summary())
     return report
 
 
@@ -264,7 +176,9 @@ def load_google_checkpoint(model, ckpt_prefix):
                                 "exist (expected a prefix like .../bert_model.ckpt).")
     reader = tf.train.load_checkpoint(ckpt_prefix)
     shapes = reader.get_variable_to_shape_map()
-    return _assign_from_source(model, ckpt_prefix, shapes, reader.get_tensor)
+    report = _assign_from_source(model, ckpt_prefix, shapes, reader.get_tensor)
+    logging.info("%s", report.summary())
+    return report
 
 
 def save_google_checkpoint(model, prefix, write_config=False):
@@ -299,18 +213,6 @@ def save_google_checkpoint(model, prefix, write_config=False):
     logging.info("Wrote %d variables to %s", len(names), prefix)
 
 
-def _read_safetensors(path):
-    """Returns dict name -> numpy array (bfloat16 weights are widened to float32)."""
-    tensors = {}
-    with safe_open(path, framework="tf") as handle:
-        for name in handle.keys():
-            value = handle.get_tensor(name)
-            if value.dtype in (tf.bfloat16, tf.float16):
-                value = tf.cast(value, tf.float32)
-            tensors[name] = value.numpy()
-    return tensors
-
-
 def load_hf_weights(model, path):
     """Loads Hugging Face BERT weights (`model.safetensors`, or a folder holding it).
 
@@ -323,7 +225,7 @@ def load_hf_weights(model, path):
     if not os.path.isfile(file_path):
         raise FileNotFoundError(f"Hugging Face weights not found: {file_path} (expected "
                                 "model.safetensors; convert pytorch_model.bin first).")
-    hf_tensors = _read_safetensors(file_path)
+    hf_tensors = read_safetensors(file_path)
     values, unmatched, skipped = {}, [], []
     for hf_name, value in hf_tensors.items():
         google_name, transpose, skip = hf_to_google_name(hf_name)
@@ -337,6 +239,51 @@ def load_hf_weights(model, path):
     report = _assign_from_source(model, file_path, shapes, values.__getitem__)
     report.unmatched.extend(sorted(unmatched))
     report.skipped.extend(sorted(skipped))
+    logging.info("%s", report.summary())  # after the HF names nothing translates
+    return report
+
+
+def is_training_checkpoint(prefix):
+    """Whether `prefix` is an object-based (TF2) checkpoint: a bert_tf run's, not a
+    google-research name-based one."""
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    return ("_CHECKPOINTABLE_OBJECT_GRAPH" in names
+            and not any(name.startswith(("bert/", "cls/")) for name in names))
+
+
+def load_training_checkpoint(model, prefix):
+    """Loads the encoder of a bert_tf training checkpoint (a fine-tuning or pre-training
+    output_dir) into `model`; its head, another task's, is not read.
+
+    Returns:
+        LoadReport: the encoder's google-research names loaded, the rest newly
+        initialised; encoder tensors of the checkpoint that the model lacks (more
+        layers) as unmatched.
+    Raises:
+        ValueError: when an encoder variable's shape differs or it is missing.
+    """
+    encoder = _encoder_of(model)
+    status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(prefix)
+    try:
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        raise ValueError(f"training checkpoint {prefix}: its encoder does not fit this "
+                         f"config: {str(error)[:300]}") from None
+    finally:
+        status.expect_partial()  # the other task's head and the optimizer are not read
+    report = LoadReport(source=str(prefix))
+    encoder_ids = {id(variable) for variable in encoder.weights}
+    for name, (variable, _) in google_variable_map(model).items():
+        (report.loaded if id(variable) in encoder_ids
+         else report.newly_initialized).append(name)
+    stored = [name for name, _ in tf.train.list_variables(prefix)
+              if name.startswith("model/encoder/") and name.endswith("VARIABLE_VALUE")]
+    if len(stored) > len(encoder.weights):
+        ours = {f"model/encoder/{variable.path.split('/', 1)[-1]}" for variable in
+                encoder.weights}
+        report.unmatched.extend(name for name in stored
+                                if name.rsplit("/.ATTRIBUTES", 1)[0] not in ours)
+    logging.info("%s", report.summary())
     return report
 
 
@@ -353,22 +300,33 @@ def _resolve(path):
             raise FileNotFoundError(
                 f"{path}: no bert_model.ckpt.index, TF `checkpoint` file or "
                 "model.safetensors found; expected a google-research or Hugging Face "
-                "BERT folder.")
-        return "google", prefix, os.path.join(path, "bert_config.json")
+                "BERT folder, or a bert_tf output_dir.")
+        kind = "training" if is_training_checkpoint(prefix) else "google"
+        return kind, prefix, os.path.join(path, "bert_config.json")
     if tf.io.gfile.exists(path + ".index"):
-        return "google", path, os.path.join(os.path.dirname(path), "bert_config.json")
+        kind = "training" if is_training_checkpoint(path) else "google"
+        return kind, path, os.path.join(os.path.dirname(path), "bert_config.json")
     if path.endswith(".safetensors") and os.path.isfile(path):
         return "hf", path, os.path.join(os.path.dirname(path), "config.json")
     raise FileNotFoundError(f"pretrained weights not found at {path}: expected a folder, "
                             "a checkpoint prefix (with .index) or a .safetensors file.")
 
 
-def load_pretrained_weights(model, path):
-    """Loads any supported checkpoint location (see `from_pretrained`) into `model`."""
+_LOADERS = {"hf": load_hf_weights, "google": load_google_checkpoint,
+            "training": load_training_checkpoint}
+
+
+def load_pretrained_weights(model, path, allow_random_encoder=False):
+    """Loads any supported checkpoint location (see `from_pretrained`) into `model`.
+
+    Raises:
+        ValueError: when encoder variables would start random or encoder tensors of the
+            checkpoint would be dropped, unless `allow_random_encoder`.
+    """
     kind, weights_path, _ = _resolve(path)
-    if kind == "hf":
-        return load_hf_weights(model, weights_path)
-    return load_google_checkpoint(model, weights_path)
+    report = _LOADERS[kind](model, weights_path)
+    check_encoder(report, allow_random_encoder)
+    return report
 
 
 def _load_config(config, default_path):
@@ -389,7 +347,8 @@ def load_config(path):
     return BertConfig.from_json_file(path)
 
 
-def from_pretrained(model_cls, path, config=None, return_report=False, **head_kwargs):
+def from_pretrained(model_cls, path, config=None, return_report=False,
+                    allow_random_encoder=False, **head_kwargs):
     """Builds `model_cls` from its config and loads the weights found at `path`.
 
     Args:
@@ -400,6 +359,8 @@ def from_pretrained(model_cls, path, config=None, return_report=False, **head_kw
         config: BertConfig, dict or path of a bert_config.json; overrides the one
             found beside the checkpoint.
         return_report: Also return the `LoadReport`.
+        allow_random_encoder: Accept a checkpoint that leaves encoder variables random
+            or whose encoder tensors do not fit (`load_report.check_encoder`).
         **head_kwargs: Passed to the model class (e.g. `num_classes`).
 
     Returns:
@@ -409,8 +370,6 @@ def from_pretrained(model_cls, path, config=None, return_report=False, **head_kw
     encoder = BertEncoder(_load_config(config, config_path))
     model = model_cls.from_encoder(encoder, **head_kwargs)
     model.build()
-    if kind == "hf":
-        report = load_hf_weights(model, weights_path)
-    else:
-        report = load_google_checkpoint(model, weights_path)
+    report = _LOADERS[kind](model, weights_path)
+    check_encoder(report, allow_random_encoder)
     return (model, report) if return_report else model

@@ -1,0 +1,101 @@
+"""Hugging Face BERT: `config.json` fields and weight names in google-research terms.
+
+Hugging Face names are translated to the google-research names
+(`bert.encoder.layer.3.attention.self.query.weight` →
+`bert/encoder/layer_3/attention/self/query/kernel`, transposed) so that one table
+(`checkpoints.google_variable_map`) matches every format.
+"""
+
+import re
+
+import tensorflow as tf
+from safetensors import safe_open
+
+from bert_tf.configs import BertConfig
+
+# Hugging Face `hidden_act` values and their bert_config.json names.
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                   "gelu_fast": "gelu_tanh", "relu": "relu", "silu": "swish",
+                   "swish": "swish"}
+_HF_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.*)$")
+# Tied copies of other weights, and buffers: not model variables.
+_HF_SKIPPED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
+               "embeddings.position_ids")
+_HF_EMBEDDINGS = ("word_embeddings", "token_type_embeddings", "position_embeddings")
+
+
+def hf_config_to_bert_dict(hf_config, source="config.json"):
+    """Maps a Hugging Face BERT `config.json` dict to `bert_config.json` fields.
+
+    Raises:
+        ValueError: for a config this BERT cannot compute (another `model_type`, relative
+            position embeddings, an unknown activation) instead of ignoring the key.
+    """
+    model_type = hf_config.get("model_type", "bert")
+    if model_type != "bert":
+        raise ValueError(f"{source}: model_type {model_type!r} is not a BERT (expected "
+                         "\"bert\"); its weights would not load into this encoder.")
+    positions = hf_config.get("position_embedding_type", "absolute")
+    if positions != "absolute":
+        raise ValueError(f"{source}: position_embedding_type {positions!r} is not "
+                         "supported (expected \"absolute\"); this encoder has no relative "
+                         "position weights, so the model would compute something else.")
+    act = hf_config.get("hidden_act", "gelu")
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one of "
+                         f"{sorted(_HF_ACTIVATIONS)}.")
+    fields = {name: hf_config[name] for name in BertConfig.field_names() if name in hf_config}
+    fields["hidden_act"] = _HF_ACTIVATIONS[act]
+    return fields
+
+
+def hf_to_google_name(hf_name):
+    """Translates a Hugging Face BERT weight name to the google-research name.
+
+    Returns:
+        (google_name or None, transpose, skip): `transpose` when HF stores a torch
+        Linear weight [out, in]; `skip` for tied copies and buffers.
+    """
+    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+    if name in _HF_SKIPPED or hf_name in _HF_SKIPPED:
+        return None, False, True
+    if hf_name == "cls.predictions.bias":
+        return "cls/predictions/output_bias", False, False
+    if hf_name.startswith("cls.seq_relationship."):
+        leaf = {"weight": "output_weights", "bias": "output_bias"}.get(hf_name.rsplit(".", 1)[1])
+        return (f"cls/seq_relationship/{leaf}" if leaf else None), False, False
+    if hf_name.startswith("cls.predictions.transform."):
+        scope, rest = "cls/predictions/transform", hf_name[len("cls.predictions.transform."):]
+    elif name.startswith(("embeddings.", "encoder.", "pooler.")):
+        scope, rest = "bert", name
+    else:
+        return None, False, False
+    layer = _HF_LAYER.match(rest)
+    if layer:
+        rest = f"encoder/layer_{layer.group(1)}.{layer.group(2)}"
+    parts = rest.split(".")
+    module, leaf = "/".join(parts[:-1]), parts[-1]
+    if parts[-2] in _HF_EMBEDDINGS and leaf == "weight":
+        return f"{scope}/{module}", False, False
+    if parts[-2] == "LayerNorm":
+        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)
+        return f"{scope}/{module}/{leaf}", False, False
+    if leaf == "weight":
+        return f"{scope}/{module}/kernel", True, False
+    if leaf == "bias":
+        return f"{scope}/{module}/bias", False, False
+    return None, False, False
+
+
+
+
+def read_safetensors(path):
+    """Returns dict name -> numpy array (bfloat16 weights are widened to float32)."""
+    tensors = {}
+    with safe_open(path, framework="tf") as handle:
+        for name in handle.keys():
+            value = handle.get_tensor(name)
+            if value.dtype in (tf.bfloat16, tf.float16):
+                value = tf.cast(value, tf.float32)
+            tensors[name] = value.numpy()
+    return tensors
