@@ -211,6 +211,44 @@ def test_keras_export_serves_the_classifier(tmp_path, pretrainer):
                                atol=1e-6)
 
 
+def _keras_outputs(model, inputs):
+    """The model's outputs as `model.export` serves them (the encoder's list stacked)."""
+    outputs = dict(model(inputs, training=False))
+    if "encoder_outputs" in outputs:
+        outputs["encoder_outputs"] = tf.stack(outputs["encoder_outputs"], axis=1)
+    return outputs
+
+
+@pytest.mark.parametrize("kind", ["encoder", "classifier", "pretrainer"])
+def test_model_export_serves_int32_ids_of_any_length(tmp_path, pretrainer, kind):
+    # Plain `model.export(path)`: Keras alone inferred float32 inputs of the first call's
+    # length (3 here) and could not return the encoder's list `encoder_outputs`.
+    model = {"encoder": pretrainer.encoder, "pretrainer": pretrainer,
+             "classifier": BertClassifier(pretrainer.encoder, num_classes=2)}[kind]
+    names = ["input_ids", "input_mask", "segment_ids"] + (
+        ["masked_lm_positions"] if kind == "pretrainer" else [])
+    pick = lambda inputs: {name: inputs[name] for name in names}  # noqa: E731
+    model(pick(make_inputs(seq=3)))
+    model.export(str(tmp_path / kind), verbose=False)
+    restored = tf.saved_model.load(str(tmp_path / kind))
+    signature = restored.signatures["serving_default"]
+    assert {name: (spec.dtype, spec.shape.as_list()) for name, spec in
+            signature.structured_input_signature[1].items()} == {
+                name: (tf.int32, [None, None]) for name in names}
+    for seq in (5, 11):
+        inputs = pick(make_inputs(seed=seq, seq=seq))
+        expected = _keras_outputs(model, inputs)
+        for served in (restored.serve(inputs), signature(**inputs)):
+            assert sorted(served) == sorted(expected)
+            for key, value in expected.items():
+                np.testing.assert_allclose(served[key], value, atol=1e-5, err_msg=key)
+    inputs = pick(make_inputs(seq=5))
+    inputs["input_mask"] = inputs["input_mask"][:1]  # would broadcast over the batch
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"input_mask has shape\] \[1 5\].*input_ids has shape\] \[3 5\]"):
+        restored.serve(inputs)
+
+
 @pytest.mark.parametrize("make_model, head", [
     (lambda init: BertClassifier(BertEncoder(tiny_config()), 3, head_initializer=init),
      "classifier"),

@@ -12,6 +12,8 @@ from bert_tf.layers.transformer import TransformerBlock
 
 # Optional inputs of rows that pack several sequences (bert_tf.train.sequence_packing).
 PACKED_INPUTS = ("position_ids", "sequence_ids")
+# The inputs of every BERT model, int [batch, seq_length] each.
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 def as_bert_config(config):
@@ -56,8 +58,115 @@ def standardize_inputs(inputs):
     return features
 
 
+def assert_inputs_agree(tensors, num_dims, what):
+    """`tensors` after a check that their first `num_dims` dimensions agree.
+
+    Inside a `tf.function` (a serving signature) the check runs before anything reads
+    the tensors, so inputs of different batch sizes or lengths fail with a message that
+    names both inputs and their shapes instead of broadcasting (a batch of 1 against a
+    batch of 3) or failing deep inside the model.
+
+    Args:
+        tensors: dict name -> tensor; each is compared with the first.
+        num_dims: how many leading dimensions must be equal (2: [batch, seq_length],
+            1: the batch size); a tensor of lower rank disagrees.
+        what: those dimensions in words, for the message ("batch sizes").
+
+    Returns:
+        dict of the same tensors (`tf.identity`, run after the checks).
+
+    Raises:
+        tf.errors.InvalidArgumentError: (when run) naming both inputs and their shapes.
+    """
+    names = list(tensors)
+    shapes = {name: tf.shape(tensors[name]) for name in names}
+
+    def leading(shape):  # rank < num_dims is padded with -1, which no dimension equals
+        head = shape[:num_dims]
+        return tf.pad(head, [[0, num_dims - tf.size(head)]], constant_values=-1)
+
+    checks = [tf.debugging.Assert(
+        tf.reduce_all(tf.equal(leading(shapes[name]), leading(shapes[names[0]]))),
+        [f"inputs disagree: {name} has shape", shapes[name], f"but {names[0]} has shape",
+         shapes[names[0]], f"; their {what} must be equal"], name=f"check_{name}")
+              for name in names[1:]]
+    with tf.control_dependencies(checks):
+        return {name: tf.identity(tensors[name]) for name in names}
+
+
+def check_input_shapes(inputs):
+    """The model inputs (a dict) after `assert_inputs_agree`: `input_mask` and
+    `segment_ids` [batch, seq_length] as `input_ids`, every other input of its batch size.
+    Anything but a dict with `input_ids` is returned as it is (the model refuses it)."""
+    if not isinstance(inputs, dict) or "input_ids" not in inputs:
+        return inputs
+    features = assert_inputs_agree({name: inputs[name] for name in INPUT_NAMES
+                                    if inputs.get(name) is not None},
+                                   2, "batch sizes and lengths")
+    others = {name: value for name, value in inputs.items()
+              if name not in features and value is not None}
+    if others:
+        batch = assert_inputs_agree({"input_ids": features["input_ids"], **others}, 1,
+                                    "batch sizes")
+        features.update({name: batch[name] for name in others})
+    return features
+
+
+def export_input_signature(names=INPUT_NAMES):
+    """`model.export`'s default signature: int32 [batch, seq_length] TensorSpecs named
+    `names`, both dimensions free (any length up to `max_position_embeddings`)."""
+    return [{name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}]
+
+
+class SavedModelExport:
+    """`model.export(path)` for the BERT models (mixed into each of them).
+
+    Keras infers a subclassed model's export signature from its first call: float32
+    inputs with that call's sequence length; and a signature cannot return the
+    encoder's list `encoder_outputs`. Here the default signature is
+    `export_input_signature(export_input_names)` (int32, any batch and length), the
+    inputs are checked to agree (`check_input_shapes`), and `serving_outputs` gives a
+    dict of tensors.
+    """
+
+    export_input_names = INPUT_NAMES
+
+    def export(self, filepath, format="tf_saved_model", verbose=None,  # noqa: A002
+               input_signature=None, **kwargs):
+        """Exports the model for inference, as `keras.Model.export`.
+
+        Args:
+            filepath: Folder of the artifact.
+            format: "tf_saved_model" (default): a SavedModel whose `serve` endpoint
+                (also `serving_default`) takes a dict of int32 tensors and returns
+                `serving_outputs`; another Keras format gets the same default
+                signature and Keras's own export.
+            verbose: Print what was written (Keras's default when None).
+            input_signature: The `serve` arguments; default one dict of int32
+                [batch, seq_length] TensorSpecs, `export_input_names`.
+            **kwargs: Passed to Keras.
+        """
+        if input_signature is None:
+            input_signature = export_input_signature(self.export_input_names)
+        if not self.built:
+            self.build()
+        if format != "tf_saved_model":
+            super().export(filepath, format=format, verbose=verbose,
+                           input_signature=input_signature, **kwargs)
+            return
+        archive = keras.export.ExportArchive()
+        archive.track(self)
+        archive.add_endpoint("serve", self.serving_outputs, input_signature, **kwargs)
+        archive.write_out(filepath, verbose=True if verbose is None else verbose)
+
+    def serving_outputs(self, inputs):
+        """What `export`'s `serve` returns: the model's outputs at inference (dropout
+        off), after `check_input_shapes`."""
+        return self(check_input_shapes(inputs), training=False)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertEncoder(keras.Model):
+class BertEncoder(SavedModelExport, keras.Model):
     """BERT encoder (Devlin et al., 2019), post-LayerNorm Transformer.
 
     Call with a dict of int tensors `input_ids`, `input_mask`, `segment_ids`, each
@@ -127,6 +236,12 @@ class BertEncoder(keras.Model):
             "encoder_outputs": encoder_outputs,
         }
 
+    def serving_outputs(self, inputs):
+        """As the model's outputs, with `encoder_outputs` one tensor [B, L, S, H] (the
+        L blocks' outputs stacked after the batch): a signature returns tensors only."""
+        outputs = super().serving_outputs(inputs)
+        return dict(outputs, encoder_outputs=tf.stack(outputs["encoder_outputs"], axis=1))
+
     @classmethod
     def from_encoder(cls, encoder, **head_kwargs):
         """The encoder itself (`from_pretrained` builds every model class this way)."""
@@ -140,7 +255,7 @@ class BertEncoder(keras.Model):
         return config
 
 
-class EncoderHeadModel(keras.Model):
+class EncoderHeadModel(SavedModelExport, keras.Model):
     """A `BertEncoder` plus heads (`heads()`); serializes the encoder nested in its config.
 
     Subclasses create their head layers in `__init__` and list them in `heads()`, and

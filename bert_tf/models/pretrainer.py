@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.heads import ClassificationHead, MaskedLMHead
-from bert_tf.models.encoder import EncoderHeadModel, standardize_inputs
+from bert_tf.models.encoder import INPUT_NAMES, EncoderHeadModel, standardize_inputs
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -31,6 +31,7 @@ class BertPretrainer(EncoderHeadModel):
     """
 
     default_name = "bert_pretrainer"
+    export_input_names = INPUT_NAMES + ("masked_lm_positions",)
 
     def __init__(self, encoder, next_sentence=True, **kwargs):
         super().__init__(encoder, **kwargs)
