@@ -282,6 +282,57 @@ def test_bad_vocab_config_and_lengths_fail_before_writing(files, tmp_path):
         assert not target.exists()
 
 
+def _disagreement(signature, **inputs):
+    """The error message of `signature` called on `inputs` (lists of str or int rows)."""
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        signature(**{name: tf.constant(value) for name, value in inputs.items()})
+    return str(info.value)
+
+
+def test_signatures_refuse_inputs_that_disagree(files, tmp_path):
+    # Before: text_a [2] with text_b [3] failed deep inside ("Incompatible shapes: [2]
+    # vs. [3]" at add_8), and serve_ids answered 2 rows for input_mask of 1 or 3 rows.
+    classifier = tiny_model(BertClassifier, files["config"], 10, num_classes=3)
+    span = tiny_model(BertSpanLabeler, files["config"], 11)
+    classifier_dir = export.export_classifier(classifier, files["vocab"], True, SEQ,
+                                              tmp_path / "classifier", text_pair=True)
+    span_dir = export.export_span_labeler(span, files["vocab"], True, SEQ, tmp_path / "span")
+    signatures = tf.saved_model.load(classifier_dir).signatures
+    span_signature = tf.saved_model.load(span_dir).signatures["serving_default"]
+    for texts in (["a b"], ["a b", "the"]):
+        message = _disagreement(signatures["serving_default"], text_a=texts,
+                                text_b=["a", "b", "c"])
+        assert f"text_b has shape] [3] [but text_a has shape] [{len(texts)}]" in message
+    message = _disagreement(span_signature, question=["a", "b"], context=["c"])
+    assert "context has shape] [1] [but question has shape] [2]" in message
+    ids = [[2, 5, 3] + [0] * (SEQ - 3)] * 2
+    for rows in (1, 3):
+        message = _disagreement(signatures["serve_ids"], input_ids=ids,
+                                input_mask=[[1] * SEQ] * rows, segment_ids=[[0] * SEQ] * 2)
+        assert f"input_mask has shape] [{rows} {SEQ}] [but input_ids has shape] [2 {SEQ}]" in (
+            message)
+    agreeing = signatures["serving_default"](text_a=tf.constant(["a", "b"]),
+                                             text_b=tf.constant(["c", "d"]))
+    assert agreeing["logits"].shape == (2, 3)
+
+
+def test_long_name_lists_are_cut_in_messages(tmp_path):
+    # A duplicate among 400 label names listed all 400 (about 5,000 characters).
+    names = [f"label_{index}" for index in range(400)]
+    with pytest.raises(ValueError) as info:
+        export.check_label_names(names + ["label_0", "label_7"], 402)
+    assert str(info.value) == ("label_names lists label_0, label_7 more than once; each of "
+                               "the 402 classes needs its own name")
+    with pytest.raises(ValueError, match=r"has 400 names \(label_0, .*label_4 and 395 "
+                                         r"more\) but the model has 3 classes$"):
+        export.check_label_names(names, 3)
+    for index in range(39):
+        (tmp_path / f"file_{index:02d}.txt").write_text("x")
+    with pytest.raises(FileExistsError, match=r"holds file_00.txt, .* and 34 more\)") as info:
+        export.resolve_export_dir(tmp_path)
+    assert len(str(info.value)) < 400
+
+
 def test_export_dir_rules(tmp_path):
     fresh = tmp_path / "fresh"
     assert export.resolve_export_dir(fresh) == str(fresh)

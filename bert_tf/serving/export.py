@@ -41,6 +41,7 @@ error. Everything is checked before anything is written, and the SavedModel is w
 to a temporary folder and renamed when complete.
 """
 
+import collections
 import os
 import shutil
 import uuid
@@ -60,6 +61,13 @@ MODEL_CLASSES = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
 
 
 # ----------------------------------------------------------------------------- checks
+def name_list(names, shown=5):
+    """`a, b, c, d, e and 7 more`: the first `shown` names and a count of the rest."""
+    names = [str(name) for name in names]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def check_model_and_vocab(model, model_cls, vocab_file, max_seq_length, min_seq_length=3):
     """Rejects a model/vocab/length combination that cannot serve; builds the model.
 
@@ -95,10 +103,12 @@ def check_label_names(label_names, num_classes, what="label_names"):
         return [str(index) for index in range(num_classes)]
     names = [str(name) for name in label_names]
     if len(names) != num_classes:
-        raise ValueError(f"{what} has {len(names)} names {names[:10]} but the model has "
-                         f"{num_classes} classes")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{what} lists a name twice: {names}")
+        raise ValueError(f"{what} has {len(names)} names ({name_list(names)}) but the model "
+                         f"has {num_classes} classes")
+    twice = sorted(name for name, count in collections.Counter(names).items() if count > 1)
+    if twice:
+        raise ValueError(f"{what} lists {name_list(twice)} more than once; each of the "
+                         f"{num_classes} classes needs its own name")
     return names
 
 
@@ -135,7 +145,7 @@ def resolve_export_dir(export_dir, overwrite=False, versioned=False, hint=REPLAC
     if entries:
         raise FileExistsError(f"export_dir {export_dir} is not empty and is neither a "
                               f"SavedModel nor a model base path of numeric versions "
-                              f"(holds {entries[:5]}); choose another folder")
+                              f"(holds {name_list(entries)}); choose another folder")
     return os.path.join(export_dir, "1") if versioned else export_dir
 
 

@@ -17,6 +17,7 @@ go through `byte_to_char_offsets`).
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.models.encoder import assert_inputs_agree, check_input_shapes
 from bert_tf.text import input_layout_graph, tokenization, wordpiece_graph
 
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
@@ -88,7 +89,12 @@ class ServingTokenizer(tf.Module):
 
 
 def encode_texts(tokenizer, max_seq_length, text_a, text_b=None):
-    """Raw text [B] (and its pair) -> model inputs, as the classifier was trained."""
+    """Raw text [B] (and its pair) -> model inputs, as the classifier was trained.
+
+    A pair of different batch sizes fails (when run) naming `text_a` and `text_b`."""
+    if text_b is not None:
+        texts = assert_inputs_agree({"text_a": text_a, "text_b": text_b}, 1, "batch sizes")
+        text_a, text_b = texts["text_a"], texts["text_b"]
     ids_a = tokenizer.tokenize(text_a)  # [B, (T)]
     ids_b = None if text_b is None else tokenizer.tokenize(text_b)
     segments = input_layout_graph.truncate_ragged_segments(ids_a, ids_b, max_seq_length)
@@ -124,8 +130,12 @@ def encode_question_context(tokenizer, max_seq_length, max_query_length, questio
     Returns:
         (features, context_start [B] position of the first context token,
          context_length [B], char_starts, char_ends [B, max_seq_length] of the kept
-         context tokens, padded with 0).
+         context tokens, padded with 0). A `question` and `context` of different batch
+        sizes fail (when run) naming both.
     """
+    texts = assert_inputs_agree({"question": question, "context": context}, 1,
+                                "batch sizes")
+    question, context = texts["question"], texts["context"]
     query_ids = tokenizer.tokenize(question)
     keep_query = tf.minimum(query_ids.row_lengths(), max_query_length)
     context_ids, starts, ends = tokenizer.tokenize_with_offsets(context)
@@ -267,10 +277,12 @@ def parse_examples(serialized, max_seq_length):
 
 
 def id_signatures(module, max_seq_length):
-    """`serve_ids` and `serve_examples` concrete functions of `module.logits`."""
+    """`serve_ids` and `serve_examples` concrete functions of `module.logits`.
+
+    `serve_ids` inputs of different batch sizes fail (when run) naming both."""
     @tf.function(autograph=False, input_signature=[ids_spec(max_seq_length)])
     def serve_ids(features):
-        return module.logits(features)
+        return module.logits(check_input_shapes(features))
 
     @tf.function(autograph=False,
                  input_signature=[tf.TensorSpec([None], tf.string, "examples")])
