@@ -54,6 +54,7 @@ from bert_tf.serving import signatures as sig
 from bert_tf.text import tokenization
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+from bert_tf.weights.load_report import name_list
 
 SIGNATURE_NAMES = ("serving_default", "serve_ids", "serve_examples")
 MODEL_CLASSES = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
@@ -61,13 +62,6 @@ MODEL_CLASSES = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
 
 
 # ----------------------------------------------------------------------------- checks
-def name_list(names, shown=5):
-    """`a, b, c, d, e and 7 more`: the first `shown` names and a count of the rest."""
-    names = [str(name) for name in names]
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
-
-
 def check_model_and_vocab(model, model_cls, vocab_file, max_seq_length, min_seq_length=3):
     """Rejects a model/vocab/length combination that cannot serve; builds the model.
 
