@@ -11,8 +11,11 @@ Only `bert_tf.cli` and `data_prep` import this module; the library never reads f
     options = options_from_flags(ClassifierOptions)
 """
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 
 from absl import app, flags
 
@@ -23,8 +26,12 @@ flags.DEFINE_bool("verbose", False,
 
 # Errors that bad input raises (a missing or unreadable file, a value out of range, a
 # config that does not fit); anything else is a bug and keeps its traceback.
-USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
-               IsADirectoryError, PermissionError)
+# OSError covers a full disk (ENOSPC), a read-only folder, a missing or unreadable file.
+USER_ERRORS = (ValueError, OSError)
+# TensorFlow's errors of the same kinds (a file that is not a TFRecord, no memory or
+# disk left, a missing or forbidden gs:// path); matched by name, without importing TF.
+_TENSORFLOW_USER_ERRORS = ("DataLossError", "ResourceExhaustedError", "NotFoundError",
+                           "PermissionDeniedError")
 
 _DEFINERS = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
              float: flags.DEFINE_float, str: flags.DEFINE_string, list: flags.DEFINE_list}
@@ -91,14 +98,74 @@ def command(module_name, options_class, run_fn, required=()):
     return run_main
 
 
-def run_reporting_user_errors(program, run_fn, *args):
-    """Runs `run_fn(*args)`; a user error ends the process with one line naming it."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (what a preempted VM or Kubernetes sends): raised in the main
+    thread as Ctrl-C is, so that unfinished outputs are removed on the way out."""
+    exit_code = 128 + signal.SIGTERM
+
+    def __init__(self):
+        super().__init__("stopped by SIGTERM")
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _raise_stop(signum, frame):
+    """SIGTERM raises `Terminated`, SIGINT KeyboardInterrupt; later signals are ignored
+    so that the clean-up on the way out (worker pools, temporary files) runs to its end."""
+    del frame
+    for stop in _STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_IGN)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """Within the block, SIGTERM and SIGINT raise (main thread only; training loops
+    install their own handlers that save a checkpoint first, then restore these)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {stop: signal.signal(stop, _raise_stop) for stop in _STOP_SIGNALS}
     try:
-        return run_fn(*args)
-    except (app.UsageError,) + USER_ERRORS as error:
+        yield
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+
+
+def _is_user_error(error):
+    return isinstance(error, (app.UsageError,) + USER_ERRORS) or (
+        type(error).__module__.startswith("tensorflow")
+        and type(error).__name__ in _TENSORFLOW_USER_ERRORS)
+
+
+def run_reporting_user_errors(program, run_fn, *args):
+    """Runs `run_fn(*args)`; a user error ends the process with one line naming it, and
+    so does Ctrl-C or SIGTERM (status 130 / 143; a training run saves a checkpoint first
+    and says where). Unfinished outputs are removed on the way out (`bert_tf.fileio`)."""
+    try:
+        with _signals_raise():
+            return run_fn(*args)
+    except KeyboardInterrupt as interrupted:
         if flags.FLAGS.verbose:
             raise
-        sys.exit(f"{program}: error: {error}")
+        message = str(interrupted) or "stopped by SIGINT (Ctrl-C)"
+        print(f"{program}: error: {message}", file=sys.stderr)
+        sys.exit(getattr(interrupted, "exit_code", 128 + signal.SIGINT))
+    except Exception as error:  # pylint: disable=broad-except
+        if flags.FLAGS.verbose or not _is_user_error(error):
+            raise
+        sys.exit(f"{program}: error: {_one_line(error)}")
+
+
+def _one_line(error):
+    """TensorFlow's messages carry an op trace after the first line; users need the
+    first line only."""
+    text = str(error)
+    if type(error).__module__.startswith("tensorflow"):
+        text = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return text
 
 
 def run_command(module, run_fn, required=(), options_class=None):

@@ -26,7 +26,6 @@ from bert_tf.options import option
 from bert_tf.text import cached_tokenizer
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
-from data_prep import process_lifetime
 from data_prep import tool_options
 from data_prep import wikipedia
 
@@ -106,9 +105,9 @@ def run(flag_values):
 
 def run_main():
     define_flags()
-    process_lifetime.run_ending_on_signals(
-        "create_pretraining_data",
-        lambda: command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS)))
+    # SIGTERM / Ctrl-C end the command with one line (bert_tf.command_line); on the way
+    # out the pool's workers are terminated and the temporary shards removed.
+    command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
 
 
 if __name__ == "__main__":

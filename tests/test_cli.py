@@ -57,3 +57,44 @@ def test_successful_command_exits_zero_and_prints_nothing_on_stdout(tmp_path):
                  "--num_unused=2", "--lower_thresh=1"])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "" and (tmp_path / "vocab.txt").exists()
+
+
+SCRIPT = """
+import errno, os, signal, sys
+import tensorflow as tf
+from absl import flags
+from bert_tf import command_line, fileio
+flags.FLAGS(["tool"])
+case, path = sys.argv[1], sys.argv[2]
+
+def run():
+    if case == "data_loss":
+        raise tf.errors.DataLossError(None, None, f"corrupted record in {path}\\n\\t [[op]]")
+    if case == "disk_full":
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+    if case == "ctrl_c":
+        raise KeyboardInterrupt()
+    with fileio.atomic_output(path) as temporary:
+        with open(temporary, "w") as file:
+            file.write("half")
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pause()
+
+command_line.run_reporting_user_errors("tool", run)
+"""
+
+
+@pytest.mark.parametrize("case, status, line", [
+    ("data_loss", 1, "tool: error: corrupted record in {path}"),
+    ("disk_full", 1, "tool: error: [Errno 28] No space left on device: '{path}'"),
+    ("ctrl_c", 130, "tool: error: stopped by SIGINT (Ctrl-C)"),
+    ("sigterm", 143, "tool: error: stopped by SIGTERM"),
+])
+def test_errors_outside_the_user_error_types_and_signals_are_one_line(tmp_path, case,
+                                                                     status, line):
+    path = tmp_path / "out.txt"
+    result = _run([sys.executable, "-c", SCRIPT, case, str(path)])
+    assert result.returncode == status, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == line.format(path=path)
+    assert not list(tmp_path.iterdir())  # the unfinished output was removed

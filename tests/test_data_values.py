@@ -81,6 +81,15 @@ def test_classifier_refuses_an_empty_csv_label(tmp_path):
     assert_nothing_trained(tmp_path)
 
 
+def test_classifier_names_a_csv_file_the_csv_module_cannot_read(tmp_path):
+    # Lines ending in CR only (old Mac exports): csv.Error, now one line naming the file.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_bytes(b"text,label\rgood movie,pos\rbad,neg\r")
+    with pytest.raises(ValueError, match=r"train.csv:1: not readable as CSV .*CR only"):
+        classification_task.run(classifier_options(tmp_path, do_train=True))
+    assert_nothing_trained(tmp_path)
+
+
 def test_classifier_refuses_a_train_file_of_one_label(tmp_path):
     write_jsonl(tmp_path / "data" / "train.jsonl", [GOOD[0], GOOD[0]])
     with pytest.raises(ValueError, match=r"train.jsonl: the train file holds only label "
@@ -146,6 +155,9 @@ def test_eval_only_without_any_model_is_refused_before_features(tmp_path):
                                          "no init_checkpoint"):
         classification_task.run(classifier_options(tmp_path, do_eval=True))
     assert not list((tmp_path / "out").glob("*.tf_record"))
+    write_ner(tmp_path, test=b"John O\n")  # the same check for every task: the driver
+    with pytest.raises(ValueError, match=r"no training checkpoint in output_dir"):
+        ner_task.run(ner_options(tmp_path, do_predict=True))
 
 
 # --------------------------------------------------------------------------------- NER

@@ -106,7 +106,8 @@ def test_bad_input(tmp_path):
         ner_task.run(options(tmp_path, do_train=True, tag_column=7))
     with pytest.raises(FileNotFoundError, match=r"no eval file: expected one of .*eng.testa"):
         ner_task.run(options(tmp_path, do_eval=True, output_dir=str(data)))
-    with pytest.raises(FileNotFoundError, match=r"label list not found: .*label_list.txt"):
+    with pytest.raises(ValueError, match=r"no training checkpoint in output_dir .* and no "
+                                         "init_checkpoint: nothing to evaluate"):
         ner_task.run(options(tmp_path, do_eval=True, eval_file=str(data / "train.txt")))
 
 

@@ -211,7 +211,8 @@ def test_init_checkpoint_not_matching_config_is_rejected(tmp_path):
     # Without a bert_config.json beside it, the weights themselves are checked.
     _write_google_checkpoint(str(tmp_path / "deep"), _config(num_hidden_layers=3), seed=1)
     os.remove(tmp_path / "deep" / "bert_config.json")
-    with pytest.raises(ValueError, match="encoder variables the model lacks.*layer_1"):
+    with pytest.raises(ValueError, match=r"32 of its tensors fit no variable of the model "
+                                         r"and would be dropped \(bert/encoder/layer_1"):
         pretraining.run_pretraining(
             _options(tmp_path, init_checkpoint=str(tmp_path / "deep" / "bert_model.ckpt")),
             distribute.get_strategy())
@@ -301,3 +302,12 @@ def tiny_options(tmp_path, **changes):
                                  "do_train": True, "num_train_steps": 4,
                                  "num_warmup_steps": 1, "save_checkpoints_steps": 4,
                                  "steps_per_loop": 2, "train_batch_size": 8, **changes})
+
+
+def test_a_text_file_named_tfrecord_is_named_before_training(tmp_path):
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "x.tfrecord").write_text("hello world, this is text\n" * 4)
+    with pytest.raises(ValueError, match=r"x.tfrecord: not a readable TFRecord file "
+                                         r"\(compression 'none'\): corrupted record at 0"):
+        pretraining.run_pretraining(_options(tmp_path))
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")) is None

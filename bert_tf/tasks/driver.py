@@ -10,7 +10,6 @@ writes `<name>_results.txt` and `.json`), then the export when `export_dir` is s
 
 import contextlib
 import dataclasses
-import time
 
 import keras
 import numpy as np
@@ -25,6 +24,7 @@ from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
 from bert_tf.train import distribute, loop, optimization
 from bert_tf.weights import checkpoints
+from bert_tf.weights.load_report import name_list
 
 
 @dataclasses.dataclass
@@ -54,7 +54,7 @@ def execute(task, strategy=None) -> Outcome:
             "--versioned exports a finished run again)")
     task.check_inputs()
     context = RunContext.create(options, strategy, needs_vocab=task.needs_vocab)
-    check_encoder_source(task, context)
+    check_model_source(task, context)
     # One run per output_dir: the chief holds its lock (workers share the folder).
     with (fileio.locked_folder(options.output_dir) if distribute.is_chief(context.strategy)
           else contextlib.nullcontext()):
@@ -91,10 +91,18 @@ def _execute_steps(task, context) -> Outcome:
     return Outcome(results, runner)
 
 
-def check_encoder_source(task, context) -> None:
-    """Refuses to fine-tune from a random encoder: no init_checkpoint and no checkpoint
-    in output_dir to resume from, unless `allow_random_encoder`."""
+def check_model_source(task, context) -> None:
+    """Refuses, before any work, a run without a model to start from: fine-tuning a
+    random encoder (no init_checkpoint and nothing to resume, unless
+    `allow_random_encoder`), or evaluating / predicting without training and with
+    neither a checkpoint in output_dir nor an init_checkpoint."""
     options = context.options
+    if (not options.do_train and not options.init_checkpoint
+            and context.latest_checkpoint() is None):
+        raise ValueError(f"no training checkpoint in output_dir {options.output_dir} and "
+                         "no init_checkpoint: nothing to evaluate or predict with; train "
+                         "first (do_train), or pass init_checkpoint (a fine-tuned run's "
+                         "output_dir)")
     if (options.do_train and task.needs_pretrained_encoder and not options.init_checkpoint
             and not options.allow_random_encoder and context.latest_checkpoint() is None):
         raise ValueError(
@@ -187,29 +195,26 @@ class ModelRunner:
             raise ValueError(
                 f"no training checkpoint in output_dir {options.output_dir}, and "
                 f"init_checkpoint {options.init_checkpoint} has no weights for "
-                f"{', '.join(fresh)}: the task head would be random. Train first "
+                f"{name_list(fresh)}: the task head would be random. Train first "
                 "(do_train), or set output_dir to a fine-tuned run")
-        if reports and self.task.strict_init:
-            loop.check_encoder_loaded(reports[0], options.init_checkpoint)
         self.global_step = loop.restore_model(model, latest) if latest else 0
         logging.info("Evaluating %s (global_step %d)", latest or options.init_checkpoint,
                      self.global_step)
         self.model = model
         return model
 
-    def batches(self, dataset_fn, passthrough_keys=()):
-        """Yields numpy dicts of the outputs (+ passthrough features) per batch."""
+    def batches(self, dataset_fn, passthrough_keys=(), num_examples=None):
+        """Yields numpy dicts of the outputs (+ passthrough features) per batch; progress
+        (of `num_examples` when given) is logged every 30 seconds."""
         model = self.ensure_model(dataset_fn)
-        yield from loop.predict(self.context.strategy, model, dataset_fn, passthrough_keys)
+        yield from loop.predict(self.context.strategy, model, dataset_fn, passthrough_keys,
+                                num_examples)
 
-    def predict(self, dataset_fn, output_key="logits", keys=()):
+    def predict(self, dataset_fn, output_key="logits", keys=(), num_examples=None):
         """Concatenated float32 numpy outputs (and passthrough features) over a dataset."""
         outputs = {name: [] for name in (output_key,) + tuple(keys)}
-        started, count = time.time(), 0
-        for batch in self.batches(dataset_fn, keys):
+        for batch in self.batches(dataset_fn, keys, num_examples):
             for name in outputs:
                 outputs[name].append(batch[name])
-            count += len(batch[output_key])
-        logging.info("Predicted %d examples in %.1f s", count, time.time() - started)
         return {name: np.concatenate(values) if values else np.zeros((0,))
                 for name, values in outputs.items()}

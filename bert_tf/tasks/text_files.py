@@ -128,7 +128,18 @@ def _read_records(path: str):
 
 
 def _read_csv_rows(path: str):
+    """Yields (line_number, fields) of each non-empty row, refusing ragged rows and
+    what the csv module cannot parse (naming file and line)."""
     reader = csv.reader(line for _, line in fileio.iter_text_lines(path))
+    try:
+        yield from _checked_rows(path, reader)
+    except csv.Error as error:
+        raise ValueError(f"{path}:{reader.line_num}: not readable as CSV ({error}); "
+                         "quote fields that hold line breaks, and save a file whose lines "
+                         "end in CR only (old Mac) with LF or CRLF line ends") from None
+
+
+def _checked_rows(path, reader):
     expected = None
     for fields in reader:
         if not fields:

@@ -60,6 +60,7 @@ from tensorflow.core.framework import summary_pb2
 from bert_tf.train import distribute
 from bert_tf.train import optimization
 from bert_tf.train import preemption
+from bert_tf.train import progress
 from bert_tf.train import steps
 from bert_tf.weights import checkpoints
 
@@ -160,26 +161,12 @@ def initialize_from_checkpoint(model, init_checkpoint):
     """Loads pretrained weights (google-research folder or prefix, or Hugging Face).
 
     Raises:
-        ValueError: when the checkpoint does not fit the model (`check_encoder_loaded`).
+        ValueError: when the checkpoint does not fit the model (its encoder would not
+            load whole: `bert_tf.weights.load_report.check_encoder`).
     """
     report = checkpoints.load_pretrained_weights(model, init_checkpoint)
-    check_encoder_loaded(report, init_checkpoint)
     logging.info("Initialized from %s: %s", init_checkpoint, report.summary())
     return report
-
-
-def check_encoder_loaded(report, init_checkpoint):
-    """Raises ValueError when a load left encoder weights (`bert/...`) unmatched on
-    either side: a shape or num_hidden_layers that differs from the model's config."""
-    missing = [n for n in report.newly_initialized if n.startswith("bert/")]
-    extra = [n for n in report.unmatched if n.startswith("bert/")]
-    if missing or extra:
-        raise ValueError(
-            f"init_checkpoint {init_checkpoint} does not match the model's config: "
-            + (f"model encoder variables missing from it: {missing[:5]}"
-               f"{' ...' if len(missing) > 5 else ''}; " if missing else "")
-            + (f"encoder variables the model lacks: {extra[:5]}"
-               f"{' ...' if len(extra) > 5 else ''}" if extra else ""))
 
 
 def restore_model(model, checkpoint):
@@ -392,6 +379,7 @@ def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None):
     dataset = strategy.distribute_datasets_from_function(eval_dataset_fn)
     eval_step = steps.make_eval_step(strategy, model, metrics_fn)
     totals, num_batches = {}, 0
+    shown = progress.PhaseProgress("Evaluating", num_steps, unit="batches")
     for features in dataset:
         if num_steps is not None and num_batches >= num_steps:
             break
@@ -401,17 +389,24 @@ def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None):
             total[0] += float(value)
             total[1] += float(weight)
         num_batches += 1
+        shown.update(1)
+    shown.finish()
     results = {name: value / weight if weight else 0.0
                for name, (value, weight) in totals.items()}
     results["eval_steps"] = num_batches
     return results
 
 
-def predict(strategy, model, dataset_fn, passthrough_keys=()):
-    """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch."""
+def predict(strategy, model, dataset_fn, passthrough_keys=(), num_examples=None):
+    """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch,
+    logging progress (of `num_examples`, when given) every 30 seconds."""
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     predict_step = steps.make_predict_step(strategy, model, passthrough_keys)
+    shown = progress.PhaseProgress("Predicting", num_examples)
     for features in dataset:
         per_replica = predict_step(features)
-        yield {name: tf.concat(strategy.experimental_local_results(value), axis=0).numpy()
-               for name, value in per_replica.items()}
+        batch = {name: tf.concat(strategy.experimental_local_results(value), axis=0).numpy()
+                 for name, value in per_replica.items()}
+        shown.update(len(next(iter(batch.values()))))
+        yield batch
+    shown.finish()

@@ -58,12 +58,29 @@ def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True,
 def records_carry_masks(input_files, compression="auto"):
     """Whether the first record of the first file has `masked_lm_positions`."""
     files = expand_input_files(input_files)
-    dataset = tf.data.TFRecordDataset(files[0], compression_type=resolve_compression(
-        files[:1], compression)).take(1)
-    for serialized in dataset:
-        example = tf.train.Example.FromString(serialized.numpy())
+    compression_type = resolve_compression(files[:1], compression)
+    for _, example in _read_examples(files[0], compression_type, 1):
         return "masked_lm_positions" in example.features.feature
     return False
+
+
+def _read_examples(path, compression_type, count=None):
+    """Yields (index, tf.train.Example) of the first `count` records (None: all).
+
+    Raises:
+        ValueError: naming the file when it is not a TFRecord file of that compression.
+    """
+    dataset = tf.data.TFRecordDataset(path, compression_type=compression_type)
+    if count is not None:
+        dataset = dataset.take(count)
+    try:
+        for index, serialized in enumerate(dataset):
+            yield index, tf.train.Example.FromString(serialized.numpy())
+    except tf.errors.DataLossError as error:
+        # TF's message carries the op's name and trace around the one useful phrase.
+        detail = re.sub(r"\{\{.*?\}\}|\[Op:.*$", "", error.message, flags=re.S).strip()
+        raise ValueError(f"{path}: not a readable TFRecord file (compression "
+                         f"{compression_type or 'none'!r}): {detail}") from None
 
 
 # Which flag sets the length of each pre-training feature, for error messages.
@@ -148,17 +165,8 @@ def check_record_shapes(files, name_to_features, compression_type="", records_pe
             length (and the flag that sets it), or the missing feature.
     """
     for path in files:
-        dataset = tf.data.TFRecordDataset(path, compression_type=compression_type)
-        try:
-            if records_per_file is not None:
-                dataset = dataset.take(records_per_file)
-            for index, serialized in enumerate(dataset):
-                example = tf.train.Example.FromString(serialized.numpy())
-                _check_example(path, index, example, name_to_features)
-        except tf.errors.DataLossError as error:
-            raise ValueError(f"{path}: not a readable TFRecord file "
-                             f"(compression {compression_type or 'none'!r}): "
-                             f"{error.message}") from error
+        for index, example in _read_examples(path, compression_type, records_per_file):
+            _check_example(path, index, example, name_to_features)
 
 
 def _check_example(path, index, example, name_to_features):

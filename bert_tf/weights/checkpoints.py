@@ -120,7 +120,7 @@ def google_variable_map(model):
     missing = [v.path for v in model.weights if id(v) not in covered]
     if missing:
         raise ValueError(f"{type(model).__name__}: variables without a checkpoint name: "
-                         f"{missing}.")
+                         f"{name_list(missing)}.")
     return entries
 
 

@@ -94,21 +94,6 @@ def _has_pairs(processor) -> bool:
     return getattr(processor, "text_pair_column", True) is not None
 
 
-def check_model_to_evaluate(context) -> None:
-    """Refuses an eval / predict run without training that has no model to load.
-
-    Raises:
-      ValueError: when output_dir holds no training checkpoint and no init_checkpoint
-        is given (checked before any feature is written).
-    """
-    options = context.options
-    if options.init_checkpoint or context.latest_checkpoint() is not None:
-        return
-    raise ValueError(f"no training checkpoint in output_dir {options.output_dir} and no "
-                     "init_checkpoint: nothing to evaluate or predict with; train first "
-                     "(do_train), or pass init_checkpoint (a fine-tuned run's output_dir)")
-
-
 class ClassificationTask(Task):
     """Sentence(-pair) classification or regression: GLUE, XNLI or your own files."""
     model_type = "classifier"
@@ -140,8 +125,6 @@ class ClassificationTask(Task):
         empty files, dev labels outside the train labels, repeated test ids."""
         super().setup(context)
         options = self.options
-        if not options.do_train:
-            check_model_to_evaluate(context)
         self.label_list = self.processor.get_labels(options.data_dir)
         self.examples = {split: self._read_examples(split)
                          for flag, split in (("do_train", "train"), ("do_eval", "dev"),
@@ -217,7 +200,7 @@ class ClassificationTask(Task):
         batch_size = (self.options.eval_batch_size if split == "dev"
                       else self.options.predict_batch_size)
         outputs = runner.predict(self._dataset_fn(path, batch_size, False), "logits",
-                                 ("label_ids",))
+                                 ("label_ids",), num_examples=len(examples))
         return examples, outputs["logits"].astype(np.float32), outputs["label_ids"]
 
     def evaluate(self, split, runner):

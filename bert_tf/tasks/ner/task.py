@@ -231,7 +231,8 @@ class NerTask(Task):
         batch_size = options.eval_batch_size if split == "eval" else options.predict_batch_size
         predicted_ids = []
         for batch in runner.batches(windows_dataset_fn(features, batch_size, False, None,
-                                                        options.use_trim_padding)):
+                                                        options.use_trim_padding),
+                                    num_examples=len(features.input_ids)):
             ids = np.argmax(batch["logits"], axis=-1)  # [B, S'] with S' <= max_seq_length
             predicted_ids.append(np.pad(ids, [(0, 0),
                                               (0, options.max_seq_length - ids.shape[1])]))

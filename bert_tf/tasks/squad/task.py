@@ -248,21 +248,14 @@ def predict_dataset_fn(arrays, batch_size):
 def predict_logits(runner, features, batch_size):
     """RawResults (unique_id, start_logits, end_logits) for every feature."""
     arrays = features_to_arrays(features, is_training=False)
-    results, started, done = [], time.time(), 0
-    last_log = started
+    results = []
     for batch in runner.batches(predict_dataset_fn(arrays, batch_size),
-                                passthrough_keys=("unique_ids",)):
+                                passthrough_keys=("unique_ids",), num_examples=len(features)):
         start_logits = batch["start_logits"].astype(np.float32)
         end_logits = batch["end_logits"].astype(np.float32)
         for i, unique_id in enumerate(batch["unique_ids"]):
             results.append(squad_postprocess.RawResult(int(unique_id), start_logits[i],
                                                        end_logits[i]))
-        done += len(start_logits)
-        if time.time() - last_log > 30:
-            last_log = time.time()
-            logging.info("Predicted %d/%d features (%.1f features/s)", done, len(features),
-                         done / (last_log - started))
-    logging.info("Predicted %d features in %.1f s", done, time.time() - started)
     return results
 
 
