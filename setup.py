@@ -32,7 +32,7 @@ BEAM_REQUIRES = ["apache-beam>=2.77,<2.78", "google-crc32c>=1.5"]
 CLI_MODULES = sorted(p.stem for p in (HERE / "bert_tf" / "cli").glob("*.py")
                      if p.stem not in ("__init__", "common"))
 DATA_PREP_CLIS = sorted(
-    p.stem for name in ("create_pretraining_data.py", "build_vocab.py")
+    p.stem for name in ("create_pretraining_data.py", "build_vocab.py", "extend_vocab.py")
     for p in (HERE / "data_prep").glob(name))
 # The same two on Apache Beam (they say to install the `beam` extra when it is missing).
 BEAM_CLIS = {"bert-create-pretraining-data-beam": "data_prep.beam_pipeline",
