@@ -28,7 +28,7 @@ SCRIPT_MODULES = {
     if p.stem not in ("__init__", "common")}
 SCRIPT_MODULES.update({
     "bert-" + p.stem.replace("_", "-"): f"data_prep.{p.stem}"
-    for name in ("create_pretraining_data.py", "build_vocab.py")
+    for name in ("create_pretraining_data.py", "build_vocab.py", "extend_vocab.py")
     for p in (REPO_ROOT / "data_prep").glob(name)})
 
 

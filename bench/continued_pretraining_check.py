@@ -1,0 +1,197 @@
+"""Real check: continued pre-training of a released BERT on a domain text, ours beside
+Hugging Face transformers on the same weights, instances and recipe (issue 27).
+
+The released model is ../shared/data/checkpoints/uncased_L-6_H-384_A-12 (encoder only:
+its masked-LM and next-sentence heads start fresh, drawn once per seed and given to
+both sides, so that both start from the very same weights). The domain text is the
+WikiExtractor slice ../shared/data/wiki/enwiki_wikiextractor_wiki_00: its documents
+with text are split 80 / 20 into training and held-out documents, and
+create_pretraining_data turns each part into instances (seq 128, 20 predictions,
+masks drawn once, so both sides see the same masks). Recipe: batch 16, AdamW lr 1e-4,
+10% warm-up then linear decay, eps 1e-6, weight decay 0.01, clip 1.0, dropout 0.1.
+
+    .venv/bin/python bench/continued_pretraining_check.py --seeds=1,2,3 \\
+        --reference_python=/work/venv-ref/bin/python
+    .venv/bin/python bench/continued_pretraining_check.py --model_dir=<bert-extend-vocab out>
+
+With `--model_dir` of an extended vocab (bert-extend-vocab --mode=append), the
+masked-LM accuracy on the appended tokens' positions is reported too (ids from the
+original vocab size up), and the tokens per document of both vocabularies.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from absl import logging  # noqa: E402
+
+import seed_summary  # noqa: E402
+from bert_tf.models import BertPretrainer  # noqa: E402
+from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.train import distribute, records  # noqa: E402
+from bert_tf.weights import checkpoints  # noqa: E402
+
+SHARED = REPO.parent / "shared" / "data"
+RELEASED = SHARED / "checkpoints" / "uncased_L-6_H-384_A-12"
+BASE_VOCAB_SIZE = 30522
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model_dir", default=str(RELEASED))
+    parser.add_argument("--text", default=str(SHARED / "wiki" / "enwiki_wikiextractor_wiki_00"))
+    parser.add_argument("--work_dir", default="/tmp/bert_tf_continued_pretraining")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--num_train_steps", type=int, default=300)
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--reference_python", default=None,
+                        help="A Python with torch and transformers: runs the reference.")
+    return parser.parse_args()
+
+
+def split_documents(text_path, work):
+    """Train / held-out WikiExtractor files: documents with text, 80 / 20 in order."""
+    documents = [doc for doc in re.findall(r"<doc [^>]*>.*?</doc>",
+                                           pathlib.Path(text_path).read_text("utf-8"), re.S)
+                 if len(re.sub(r"<[^>]+>", "", doc).split("\n")) > 3]
+    cut = int(len(documents) * 0.8)
+    for name, part in (("train", documents[:cut]), ("heldout", documents[cut:])):
+        (work / f"{name}.wiki").write_text("\n".join(part) + "\n", encoding="utf-8")
+    return cut, len(documents) - cut
+
+
+def make_instances(work, model_dir, name, dupe_factor):
+    """Records of `<work>/<name>.wiki` and the same instances as numpy arrays (.npz)."""
+    path = work / f"{name}.tfrecord"
+    if not path.exists():
+        subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data",
+                        f"--input_file={work / (name + '.wiki')}", f"--output_file={path}",
+                        f"--vocab_file={pathlib.Path(model_dir) / 'vocab.txt'}",
+                        "--do_lower_case", "--max_seq_length=128",
+                        "--max_predictions_per_seq=20", f"--dupe_factor={dupe_factor}",
+                        "--masked_lm_prob=0.15", "--random_seed=12345"],
+                       cwd=REPO, check=True)
+    spec = records.pretraining_features(128, 20)
+    arrays = {key: [] for key in spec}
+    for serialized in tf.data.TFRecordDataset(str(path)):
+        example = tf.io.parse_single_example(serialized, spec)
+        for key in spec:
+            arrays[key].append(example[key].numpy())
+    arrays = {key: np.stack(values) for key, values in arrays.items()}
+    np.savez(work / f"{name}.npz", **arrays)
+    return str(path), len(arrays["input_ids"])
+
+
+def hf_state(model):
+    """The model's weights under Hugging Face BertForPreTraining names (torch layout)."""
+    renamed = {"bert/embeddings/LayerNorm/gamma": "bert.embeddings.LayerNorm.weight",
+               "bert/embeddings/LayerNorm/beta": "bert.embeddings.LayerNorm.bias",
+               "cls/predictions/output_bias": "cls.predictions.bias",
+               "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+               "cls/seq_relationship/output_bias": "cls.seq_relationship.bias"}
+    state = {}
+    for name, (variable, transposed) in checkpoints.google_variable_map(model).items():
+        value = variable.numpy().T if transposed else variable.numpy()
+        if name in renamed:
+            state[renamed[name]] = value
+            continue
+        hf = name.replace("/", ".").replace("encoder.layer_", "encoder.layer.")
+        if hf.endswith("_embeddings"):
+            hf += ".weight"
+        elif hf.endswith(".kernel"):
+            hf, value = hf[:-len("kernel")] + "weight", value.T  # torch Linear: [out, in]
+        state[hf.replace("LayerNorm.gamma", "LayerNorm.weight")
+              .replace("LayerNorm.beta", "LayerNorm.bias")] = np.ascontiguousarray(value)
+    return state
+
+
+def starting_model(model_dir, seed, seed_dir):
+    """The released encoder with heads drawn from `seed`, written for both sides."""
+    keras.utils.set_random_seed(seed)
+    model = checkpoints.from_pretrained(BertPretrainer, model_dir)
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    checkpoints.save_google_checkpoint(model, str(seed_dir / "start" / "bert_model.ckpt"),
+                                       write_config=True)
+    config = model.config.to_dict()
+    config.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    (seed_dir / "config.json").write_text(json.dumps(config))
+    np.savez(seed_dir / "hf_weights.npz", **hf_state(model))
+    return str(seed_dir / "start")
+
+
+def run_ours(args, seed, seed_dir, train_records, heldout_records):
+    """Held-out masked-LM accuracy before and after training, on our side."""
+    start = starting_model(args.model_dir, seed, seed_dir)
+    common = dict(max_seq_length=128, max_predictions_per_seq=20, seed=seed,
+                  train_batch_size=args.batch_size, eval_batch_size=64,
+                  max_eval_steps=100000, steps_per_loop=50)
+    before = pretraining.run_pretraining(pretraining.PretrainingOptions(
+        init_checkpoint=start, input_file=heldout_records, do_eval=True,
+        output_dir=str(seed_dir / "before"), **common), distribute.get_strategy())["eval"]
+    after = pretraining.run_pretraining(pretraining.PretrainingOptions(
+        init_checkpoint=start, input_file=train_records, do_train=True,
+        output_dir=str(seed_dir / "ours"), learning_rate=args.learning_rate,
+        num_train_steps=args.num_train_steps,
+        num_warmup_steps=args.num_train_steps // 10,
+        save_checkpoints_steps=args.num_train_steps, **common),
+        distribute.get_strategy())
+    evaluation = pretraining.run_pretraining(pretraining.PretrainingOptions(
+        input_file=heldout_records, do_eval=True, output_dir=str(seed_dir / "ours"),
+        bert_config_file=str(pathlib.Path(start) / "bert_config.json"), **common),
+        distribute.get_strategy())["eval"]
+    del after
+    return before["masked_lm_accuracy"], evaluation["masked_lm_accuracy"]
+
+
+def run_reference(args, seed, work, new_from):
+    completed = subprocess.run(
+        [args.reference_python, str(REPO / "bench" / "reference_continued_pretraining.py"),
+         f"--work_dir={work}", f"--seed={seed}", f"--num_train_steps={args.num_train_steps}",
+         f"--batch_size={args.batch_size}", f"--learning_rate={args.learning_rate}",
+         f"--new_token_ids_from={new_from}"],
+        capture_output=True, text=True, check=True)
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main():
+    args = parse_args()
+    logging.set_verbosity(logging.WARNING)
+    work = pathlib.Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    train_docs, heldout_docs = split_documents(args.text, work)
+    train_records, train_count = make_instances(work, args.model_dir, "train", 3)
+    heldout_records, heldout_count = make_instances(work, args.model_dir, "heldout", 1)
+    print(f"documents: {train_docs} train, {heldout_docs} held out; instances: "
+          f"{train_count} train, {heldout_count} held out", flush=True)
+    ours, reference = [], []
+    for seed in seed_summary.parse_seeds(args.seeds):
+        seed_dir = work / f"seed{seed}"
+        before, after = run_ours(args, seed, seed_dir, train_records, heldout_records)
+        ours.append(after)
+        print(f"seed {seed} ours: held-out masked-LM accuracy {before:.4f} -> {after:.4f}",
+              flush=True)
+        if args.reference_python:
+            row = run_reference(args, seed, work, BASE_VOCAB_SIZE)
+            reference.append(row["after"])
+            print(f"seed {seed} transformers: {row['before']:.4f} -> {row['after']:.4f} "
+                  f"({row['train_seconds']} s)", flush=True)
+    print(seed_summary.summary_line("ours, held-out masked-LM accuracy", ours, digits=4))
+    if reference:
+        print(seed_summary.summary_line("transformers, held-out masked-LM accuracy",
+                                        reference, digits=4))
+
+
+if __name__ == "__main__":
+    main()
