@@ -26,6 +26,10 @@ TEST_REQUIRES = ["pytest>=7", "scipy>=1.10"]
 # TensorFlow 2.21 accepts); google-crc32c is the fast TFRecord checksum Beam looks for.
 BEAM_REQUIRES = ["apache-beam>=2.77,<2.78", "google-crc32c>=1.5"]
 
+# Chinese word segmentation for whole-word masking (create_pretraining_data
+# --word_segmenter=jieba).
+CHINESE_REQUIRES = ["jieba>=0.42"]
+
 # Every command module defines `run_main()`; its console script is `bert-<module-name>`,
 # e.g. bert_tf/cli/run_squad.py -> bert-run-squad, data_prep/build_vocab.py ->
 # bert-build-vocab. The root scripts (run_squad.py, ...) are thin shims, not installed.
@@ -51,6 +55,7 @@ setuptools.setup(
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "data_prep", "data_prep.*"]),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "beam": BEAM_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "beam": BEAM_REQUIRES,
+                    "chinese": CHINESE_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -83,6 +83,12 @@ def define_flags(flag_values=flags.FLAGS):
 def settings_from_options(options: CreatePretrainingDataBeamOptions):
     """BeamSettings of the tool's options; bad values and empty globs are refused here."""
     instance_options = options.instance_options()
+    if options.word_boundaries_file:
+        raise app.UsageError(
+            f"--word_boundaries_file={options.word_boundaries_file}: its lines pair with "
+            "the input's lines in reading order, which the Beam pipeline's splits do not "
+            "keep; use --word_segmenter=jieba here, or the local "
+            "bert-create-pretraining-data")
     if "," in options.output_file:
         raise app.UsageError(f"--output_file={options.output_file!r}: the Beam pipeline "
                              "writes one name's shards (--num_output_shards), not a list "

@@ -28,6 +28,7 @@ from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
 from data_prep import tool_options
 from data_prep import wikipedia
+from data_prep import word_segmentation
 
 _CONFIG = pretraining_pipeline.PipelineConfig  # its defaults are the flags'
 
@@ -53,11 +54,17 @@ class CreatePretrainingDataOptions(tool_options.CorpusOptions,
         "paired within a chunk. Part of the seed: changing it changes the output.")
 
     def instance_options(self) -> pretraining_instances.InstanceOptions:
-        """The instance options, checked; the files every run needs are required, and
-        --input_format and --language are checked."""
+        """The instance options, checked; the files every run needs are required,
+        --input_format and --language are checked, and the word segmenter is loaded (a
+        missing package names the extra to install)."""
         self.require("input_file", "output_file", "vocab_file")
         self.check_corpus()
-        return pretraining_instances.InstanceOptions.of(self)
+        instance_options = pretraining_instances.InstanceOptions.of(self)
+        try:
+            word_segmentation.load_segmenter(self.word_segmenter)
+        except ImportError as error:
+            raise app.UsageError(f"--word_segmenter={self.word_segmenter}: {error}") from None
+        return instance_options
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -85,6 +92,7 @@ def create(options: CreatePretrainingDataOptions):
     input_files = wikipedia.resolve_input_files(options.input_file)
     output_files = pretraining_pipeline.resolve_output_files(
         options.output_file, options.num_output_shards)
+    word_segmentation.boundaries_files(options.word_boundaries_file, input_files)
     logging.info("*** Reading from %d input file(s) ***", len(input_files))
     tokenizer, vocab_ids = load_vocab(options)
     config = pretraining_pipeline.PipelineConfig(

@@ -19,10 +19,12 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                "masked_lm_ids", "next_sentence_labels")
+                "masked_lm_ids", "next_sentence_labels", "word_starts")
 FLOAT_FEATURES = ("masked_lm_weights",)
+# word_starts (ours, optional): 1 where a token starts a word, for dynamic whole-word
+# masking of segmented (Chinese) text; other readers ignore it.
 FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels", "word_starts")
 
 
 def encode_varint(value: int) -> bytes:

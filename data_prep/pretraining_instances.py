@@ -12,7 +12,8 @@ numpy arrays of token ids instead of Python lists of strings:
 2. ``mask_instances`` (a batch at a time, numpy): ``[CLS] A [SEP] B [SEP]``, then
    num_to_predict = min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))
    positions chosen among the non-``[CLS]``/``[SEP]`` tokens by a random order of the
-   candidate words (whole words, by ``##`` continuation, when ``whole_word_masking``),
+   candidate words (whole words, by ``##`` continuation and the marks of a word
+   segmenter, when ``whole_word_masking``),
    a word is skipped when it does not fit the remaining budget, 80% ``[MASK]``, 10%
    the original token, 10% a uniformly random vocabulary id.
 
@@ -29,14 +30,16 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from bert_tf.options import option
+from data_prep import word_segmentation
 
 MASKING_MODES = ("static", "none")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InstanceFields:
+class InstanceFields(word_segmentation.WordSegmentationFields):
     """The instance-shaping options of create_pretraining_data, declared once: the data
-    tools' flags are generated from these fields (`InstanceOptions` checks them)."""
+    tools' flags are generated from these fields (`InstanceOptions` checks them); the
+    words of unspaced text are `word_segmentation.WordSegmentationFields`'."""
     max_seq_length: int = option(128, "Maximum sequence length.")
     max_predictions_per_seq: int = option(
         20, "Maximum number of masked LM predictions per sequence.")
@@ -95,6 +98,7 @@ class InstanceOptions(InstanceFields):
                 f"max_seq_length={self.max_seq_length}")
         if self.dupe_factor < 1:
             raise ValueError(f"dupe_factor={self.dupe_factor}: expected >= 1")
+        self.check_segmentation(self.masking, self.whole_word_masking)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +128,8 @@ class ChunkCorpus(NamedTuple):
     """Token ids of a chunk, flat, and its documents as sentence offsets into them.
 
     Attributes:
-      token_ids: [T] int32, every sentence of every document, in order.
+      token_ids: [T] int32, every sentence of every document, in order (a token that
+        continues a segmented word has `word_segmentation.CONTINUATION_BIT` set).
       documents: per document, the list of its n + 1 sentence offsets into token_ids
         (sentence j is token_ids[offsets[j]:offsets[j + 1]]); sentences non-empty.
     """
@@ -297,9 +302,11 @@ class MaskedBatch(NamedTuple):
     masked_lm_weights: np.ndarray    # [N, P] float32, 1.0 for real predictions
 
 
-def _word_groups(input_ids, lengths, vocab_ids, whole_word_masking):
+def _word_groups(input_ids, marks, lengths, vocab_ids, whole_word_masking):
     """Candidate mask and the word index of every candidate position (None when every
-    token is a word of its own: no whole-word masking)."""
+    token is a word of its own: no whole-word masking). A `##` piece continues the word
+    before it (across a [SEP], as the original); a token marked by a word segmenter
+    (`marks`) continues the token before it when that one is a candidate."""
     max_seq_length = input_ids.shape[1]
     positions = np.arange(max_seq_length, dtype=np.int32)[None, :]
     candidate = ((positions < lengths[:, None]) & (input_ids != vocab_ids.cls_id)
@@ -307,7 +314,9 @@ def _word_groups(input_ids, lengths, vocab_ids, whole_word_masking):
     if not whole_word_masking:
         return candidate, None
     first_candidate = candidate & (np.cumsum(candidate, axis=1, dtype=np.int32) == 1)
-    starts = candidate & (~vocab_ids.is_continuation[input_ids] | first_candidate)
+    continuation = vocab_ids.is_continuation[input_ids]
+    continuation[:, 1:] |= marks[:, 1:] & candidate[:, :-1]
+    starts = candidate & (~continuation | first_candidate)
     word_index = np.cumsum(starts, axis=1, dtype=np.int32) - 1  # [N, S], valid where candidate
     return candidate, np.where(candidate, word_index, max_seq_length)
 
@@ -359,14 +368,18 @@ def _choose_tokens(candidate, num_to_predict, num_predictions, rng):
 
 def mask_instances(packed: PackedPairs, options: InstanceOptions, vocab_ids: VocabIds,
                    rng: np.random.Generator) -> MaskedBatch:
-    """Masked-LM predictions for a batch of packed rows (original rules, vectorized)."""
-    input_ids, lengths = packed.input_ids, packed.lengths
+    """Masked-LM predictions for a batch of packed rows (original rules, vectorized).
+
+    Ids may carry word marks (`word_segmentation.CONTINUATION_BIT`); the result's do not.
+    """
+    input_ids, marks = word_segmentation.split_marks(packed.input_ids)
+    lengths = packed.lengths
     num_rows, max_seq_length = input_ids.shape
     num_predictions = options.max_predictions_per_seq
     rounded = np.rint(lengths.astype(np.float64) * options.masked_lm_prob)  # round half even
     num_to_predict = np.minimum(num_predictions, np.maximum(1, rounded)).astype(np.int64)
     candidate, word_index = _word_groups(
-        input_ids, lengths, vocab_ids, options.whole_word_masking)
+        input_ids, marks, lengths, vocab_ids, options.whole_word_masking)
     if options.whole_word_masking:
         chosen_words = _choose_words(word_index, num_to_predict, rng)
         masked = candidate & np.take_along_axis(chosen_words, word_index, axis=1)  # [N, S]

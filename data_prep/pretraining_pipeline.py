@@ -41,6 +41,7 @@ from data_prep import pretraining_instances
 from data_prep import process_lifetime
 from data_prep import record_writing
 from data_prep import wikipedia
+from data_prep import word_segmentation
 
 STATS_SUFFIX = ".stats.json"
 TOKENIZER_BATCH = 4096  # sentences per call of the batched tokenizer
@@ -83,12 +84,18 @@ def resolve_output_files(output_file: str, num_output_shards: int = 1) -> List[s
 
 
 def iter_raw_chunks(input_files: Sequence[str], input_format: str, chunk_chars: int,
-                    stats: Counter, language: Optional[str] = None
+                    stats: Counter, language: Optional[str] = None,
+                    boundaries_files: Optional[Sequence[str]] = None
                     ) -> Iterator[List[wikipedia.RawDocument]]:
-    """Whole documents in reading order, grouped until `chunk_chars` characters."""
+    """Whole documents in reading order, grouped until `chunk_chars` characters; with
+    `boundaries_files` (one per input file) `word_segmentation.MarkedDocument`s."""
     chunk, size = [], 0
-    for path in input_files:
-        for document in wikipedia.iter_raw_documents(path, input_format, stats, language):
+    for index, path in enumerate(input_files):
+        documents = wikipedia.iter_raw_documents(path, input_format, stats, language)
+        if boundaries_files:
+            documents = word_segmentation.with_boundaries(
+                documents, path, boundaries_files[index], stats, wikipedia.SENTENCES)
+        for document in documents:
             chunk.append(document)
             content = document.content
             size += len(content) if isinstance(content, str) else sum(map(len, content))
@@ -106,22 +113,44 @@ def convert_chunk(raw_documents: Sequence[wikipedia.RawDocument]) -> Tuple[List[
     return documents, dict(stats)
 
 
-def tokenize_chunk(tokenizer, documents: Sequence[Sequence[str]], stats: Counter):
-    """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends).
+def ids_and_lengths(tokenizer, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """(flat int32 ids, int64 lengths) of the texts.
 
     `tokenizer`: a CachedTokenizer (the fast path), or any tokenizer with a batched
     `convert_texts_to_ids` (FullTokenizer's runs TensorFlow ops); the ids are the same.
     """
-    sentences = [s for document in documents for s in document]
     if isinstance(tokenizer, cached_tokenizer.CachedTokenizer):
-        flat, lengths = tokenizer.ids_and_lengths(sentences)
+        return tokenizer.ids_and_lengths(texts)
+    ids = []
+    for start in range(0, len(texts), TOKENIZER_BATCH):
+        ids.extend(tokenizer.convert_texts_to_ids(texts[start:start + TOKENIZER_BATCH]))
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32,
+                       count=int(lengths.sum()))
+    return flat, lengths
+
+
+def tokenize_chunk(tokenizer, documents: Sequence[Sequence[str]], stats: Counter,
+                   segment: Optional[word_segmentation.Segmenter] = None,
+                   boundaries: Optional[Sequence[word_segmentation.LineBoundaries]] = None):
+    """Token ids of a chunk's sentences: (flat int32 ids, sentence ends, document ends).
+
+    Args:
+      tokenizer: see `ids_and_lengths`.
+      documents: lists of sentences.
+      stats: counts added to.
+      segment: a word segmenter; the ids of tokens that continue a word get
+        `word_segmentation.CONTINUATION_BIT`.
+      boundaries: instead, the reference positions of each sentence, in order.
+    """
+    sentences = [s for document in documents for s in document]
+    if segment is not None:
+        flat, lengths = word_segmentation.tokenize_segmented(
+            lambda texts: ids_and_lengths(tokenizer, texts), sentences, segment)
     else:
-        ids = []
-        for start in range(0, len(sentences), TOKENIZER_BATCH):
-            ids.extend(tokenizer.convert_texts_to_ids(sentences[start:start + TOKENIZER_BATCH]))
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32,
-                           count=int(lengths.sum()))
+        flat, lengths = ids_and_lengths(tokenizer, sentences)
+    if boundaries is not None:
+        flat = word_segmentation.mark_boundaries(flat, lengths, boundaries)
     stats["sentences"] += len(sentences)
     stats["untokenizable_sentences"] += int((lengths == 0).sum())
     stats["input_tokens"] += int(lengths.sum())
@@ -163,7 +192,9 @@ def raw_chunk_records(raw_documents: Sequence[wikipedia.RawDocument], chunk_inde
         stats = collections.Counter(stats)
     else:
         documents, stats = [d.content for d in raw_documents], collections.Counter()
-    tokenized = tokenize_chunk(tokenizer, documents, stats)
+    segment = word_segmentation.load_segmenter(_WORKER["options"].word_segmenter)
+    tokenized = tokenize_chunk(tokenizer, documents, stats, segment,
+                               word_segmentation.boundaries_of(raw_documents))
     result = build_chunk_records(tokenized, chunk_index)
     stats.update(result.stats)
     return ChunkResult(result.records, dict(stats))
@@ -199,9 +230,14 @@ def build_chunk_records(tokenized, chunk_index: int) -> ChunkResult:
     segment_ids = valid & (column >= packed.segment_a_lengths[:, None])
     if not len(packed.lengths):  # a chunk without usable documents
         return ChunkResult([], _chunk_stats(chunk, corpus, vocab_ids, options))
-    features = {"input_ids": packed.input_ids if masked is None else masked.input_ids,
+    input_ids, marks = word_segmentation.split_marks(packed.input_ids)
+    features = {"input_ids": input_ids if masked is None else masked.input_ids,
                 "input_mask": valid.view(np.uint8),
                 "segment_ids": segment_ids.view(np.uint8)}
+    if masked is None and options.segments_words:  # the words, for dynamic masking
+        special = (input_ids == vocab_ids.cls_id) | (input_ids == vocab_ids.sep_id)
+        features[word_segmentation.WORD_STARTS] = word_segmentation.word_starts(
+            input_ids, marks, valid, special, vocab_ids.is_continuation)
     if masked is not None:
         features.update(masked_lm_positions=masked.masked_lm_positions,
                         masked_lm_ids=masked.masked_lm_ids,
@@ -216,7 +252,8 @@ def _chunk_stats(chunk, corpus, vocab_ids, options) -> Dict[str, int]:
     packed, masked = chunk.packed, chunk.masked
     if masked is None:  # masking="none": no masks to count
         masked = pretraining_instances.MaskedBatch(
-            packed.input_ids, np.zeros([len(packed.lengths), 0], np.int32),
+            word_segmentation.split_marks(packed.input_ids)[0],
+            np.zeros([len(packed.lengths), 0], np.int32),
             np.zeros([len(packed.lengths), 0], np.int32),
             np.zeros([len(packed.lengths), 0], np.float32))
     weights = masked.masked_lm_weights > 0
@@ -322,10 +359,13 @@ def _worker_context():
 def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[FramedChunkResult]:
     """Done chunks in chunk order: built by this process and num_workers - 1 others."""
     raw_chunks = iter_raw_chunks(config.input_files, config.input_format,
-                                 config.chunk_chars, stats, config.language)
+                                 config.chunk_chars, stats, config.language,
+                                 word_segmentation.boundaries_files(
+                                     options.word_boundaries_file, config.input_files))
     initargs = (options, vocab_ids, config.random_seed, tokenizer)
     init_worker(*initargs)
-    jobs = _chunk_jobs(raw_chunks, tokenizer)
+    word_segmentation.load_segmenter(options.word_segmenter)  # before the workers fork
+    jobs = _chunk_jobs(raw_chunks, tokenizer, options.word_segmenter != "none")
     if config.num_workers <= 1:
         for function, args in jobs:
             yield function(*args)
@@ -361,17 +401,18 @@ def _terminate_workers(pool):
             process.terminate()
 
 
-def _chunk_jobs(raw_chunks, tokenizer):
+def _chunk_jobs(raw_chunks, tokenizer, segmenting=False):
     """(function, args) that build each chunk. Chunks of sentences are tokenized here, so
     that one token cache serves the whole run (this process tokenized every chunk before,
     with TensorFlow, as fast); wiki text goes to the workers whole (its sentence
-    splitting is the slow part)."""
+    splitting is the slow part), and so does all text when a word segmenter runs."""
     for chunk_index, raw in enumerate(raw_chunks):
-        if any(d.kind != wikipedia.SENTENCES for d in raw):
+        if segmenting or any(d.kind != wikipedia.SENTENCES for d in raw):
             yield build_raw_chunk_records, (raw, chunk_index)
         else:
             stats = collections.Counter()
-            tokenized = tokenize_chunk(tokenizer, [d.content for d in raw], stats)
+            tokenized = tokenize_chunk(tokenizer, [d.content for d in raw], stats,
+                                       boundaries=word_segmentation.boundaries_of(raw))
             yield build_tokenized_chunk_records, (tokenized, dict(stats), chunk_index)
 
 

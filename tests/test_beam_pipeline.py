@@ -288,4 +288,4 @@ def test_flags_for_unmasked_full_sentence_rows_reach_the_pipeline(tmp_path, voca
 
 def test_every_flag_reaches_the_options():
     tried = check_every_flag_reaches_options(beam_pipeline.CreatePretrainingDataBeamOptions)
-    assert tried == 23  # the local tool's 19 flags and 1 alias, 3 of Beam's own
+    assert tried == 25  # the local tool's 21 flags and 1 alias, 3 of Beam's own

@@ -106,6 +106,34 @@ def test_whole_word_masking_masks_whole_words_over_10000_rows():
         assert share == pytest.approx(target, abs=0.01)
 
 
+def test_records_word_starts_group_words_over_10000_rows():
+    """Records of segmented (Chinese) text carry word_starts: a token where it is 0
+    continues the word before it, as a ## piece does; the feature is not passed on."""
+    ids, mask, lengths = _rows(10000, 128)
+    word_starts = (np.random.default_rng(3).random(ids.shape) < 0.5).astype(np.int32) * mask
+    features = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                "word_starts": tf.constant(word_starts)}
+    options = _options(max_predictions_per_seq=20, whole_word_masking=True)
+    out = {name: value.numpy() for name, value in masking.mask_features(
+        features, options, tf.constant([1, 2], tf.int64)).items()}
+    assert "word_starts" not in out
+    masked = np.zeros(ids.shape, bool)
+    rows, slots = np.nonzero(out["masked_lm_weights"])
+    masked[rows, out["masked_lm_positions"][rows, slots]] = True
+    candidate = (mask > 0) & ~np.isin(ids, [CLS, SEP])
+    continuation = (word_starts == 0) | np.isin(ids, CONTINUATION)
+    inside = continuation[:, 1:] & candidate[:, 1:] & candidate[:, :-1]
+    assert inside.sum() > 0.4 * candidate.sum()  # words of 2 tokens on average
+    assert (masked[:, 1:][inside] == masked[:, :-1][inside]).all()
+    assert masked.sum() / candidate.sum() == pytest.approx(0.15, abs=0.01)
+    # Without whole-word masking the feature changes nothing.
+    token_options = _options(max_predictions_per_seq=20)
+    with_feature = masking.mask_features(features, token_options, tf.constant([1, 2], tf.int64))
+    without = _mask(ids, mask, token_options)
+    np.testing.assert_array_equal(with_feature["masked_lm_positions"].numpy(),
+                                  without["masked_lm_positions"])
+
+
 def test_ngram_masking_lengths_follow_one_over_n_over_10000_rows():
     ids, mask, lengths = _rows(10000, 512)
     options = _options(max_predictions_per_seq=76, whole_word_masking=True,

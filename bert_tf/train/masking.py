@@ -9,7 +9,9 @@ epoch instead of `dupe_factor` fixed ones on disk:
 * only real tokens other than the special ones ([CLS], [SEP], [PAD], ...) are masked;
 * units are chosen in a random order and a unit is skipped when it does not fit the
   remaining budget; a unit is a token, a whole word (`whole_word_masking`: a token and
-  the `##` continuations after it) or, with `max_ngram_size` N > 1, an n-gram of 1..N
+  the `##` continuations after it, and, when the records carry a `word_starts` feature
+  (create_pretraining_data with a word segmenter, for Chinese), the tokens after it
+  up to the next word start) or, with `max_ngram_size` N > 1, an n-gram of 1..N
   whole words, its length drawn with weights 1, 1/2, ..., 1/N (the n-gram masking of
   tensorflow/models' create_pretraining_data.py, SpanBERT-like spans); for n-grams
   the first one that does not fit ends the choice (see below);
@@ -38,6 +40,7 @@ import tensorflow as tf
 MASK_TOKEN_SHARE = 0.8  # of masked tokens replaced by [MASK]
 KEEP_SHARE_OF_REST = 0.5  # of the others: kept (the rest: a random id)
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")  # never masked
+WORD_STARTS = "word_starts"  # optional record feature: 1 where a token starts a word
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,13 +111,19 @@ def num_to_predict(lengths, masked_lm_prob, max_predictions_per_seq):
     return tf.clip_by_value(tf.cast(rounded, tf.int32), 1, max_predictions_per_seq)
 
 
-def _word_starts(input_ids, candidate, options):
-    """bool [B, S]: candidates that start a unit of whole-word masking (or every one)."""
+def _word_starts(input_ids, candidate, options, word_starts=None):
+    """bool [B, S]: candidates that start a unit of whole-word masking (or every one).
+
+    A token continues the word before it when it is a `##` piece or, given the records'
+    `word_starts` [B, S], where that is 0; never after a non-candidate ([CLS], [SEP]).
+    """
     if not options.whole_word_masking:
         return candidate
     table = np.zeros([options.vocab_size], bool)
     table[np.asarray(options.continuation_ids, np.int64)] = True
     is_continuation = tf.gather(tf.constant(table), input_ids)
+    if word_starts is not None:
+        is_continuation |= tf.cast(word_starts, tf.int32) == 0
     previous = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])  # a candidate before it
     return candidate & (~is_continuation | ~previous)
 
@@ -131,8 +140,8 @@ def _ngram_of_word(num_words, seq_length, options, seed):
     return ngram, ends <= num_words[:, tf.newaxis]
 
 
-def choose_units(input_ids, input_mask, options, seed):
-    """Which tokens to mask, before replacement.
+def choose_units(input_ids, input_mask, options, seed, word_starts=None):
+    """Which tokens to mask, before replacement (`word_starts`: see `_word_starts`).
 
     Returns:
         (masked bool [B, S], unit int32 [B, S] (the unit of each candidate token, S for
@@ -143,7 +152,7 @@ def choose_units(input_ids, input_mask, options, seed):
     special = tf.reduce_any(input_ids[..., tf.newaxis] == tf.constant(
         list(options.special_ids), tf.int32), axis=-1)
     candidate = (input_mask > 0) & ~special  # [B, S]
-    starts = _word_starts(input_ids, candidate, options)
+    starts = _word_starts(input_ids, candidate, options, word_starts)
     word = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1  # [B, S]
     num_words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)  # [B]
     unit_is_whole = None
@@ -204,7 +213,9 @@ def mask_features(features, options, seed):
     """Draws masks for a batch of instances; returns the features with them.
 
     Args:
-        features: dict with int `input_ids`, `input_mask` [B, S] (and any others, kept).
+        features: dict with int `input_ids`, `input_mask` [B, S], optionally
+            `word_starts` [B, S] (the words of whole-word masking; dropped from the
+            result) and any others, kept.
         options: `MaskingOptions`.
         seed: int tensor [2] for the stateless random ops.
 
@@ -220,7 +231,8 @@ def mask_features(features, options, seed):
         raise ValueError(f"max_predictions_per_seq={options.max_predictions_per_seq} is "
                          f"more than the records' max_seq_length={seq_length}")
     choice_seed, replace_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    masked, _, _ = choose_units(input_ids, input_mask, options, choice_seed)
+    masked, _, _ = choose_units(input_ids, input_mask, options, choice_seed,
+                                features.get(WORD_STARTS))
     draws = tf.random.experimental.stateless_split(replace_seed, 3)
     shape = tf.shape(input_ids)
     to_mask = tf.random.stateless_uniform(shape, draws[0]) < MASK_TOKEN_SHARE
@@ -234,6 +246,7 @@ def mask_features(features, options, seed):
     real = keys < seq_length
     positions = tf.where(real, keys, 0)
     result = dict(features)
+    result.pop(WORD_STARTS, None)
     result["input_ids"] = tf.where(masked, replaced, input_ids)
     result["masked_lm_positions"] = positions
     result["masked_lm_ids"] = tf.where(real, tf.gather(input_ids, positions, batch_dims=1), 0)

@@ -3,8 +3,9 @@
 `pretraining_dataset` reads the records of google-research/bert's
 `create_pretraining_data.py` (and ours): `input_ids`, `input_mask`, `segment_ids`
 [max_seq_length], `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`
-[max_predictions_per_seq], `next_sentence_labels` [1]. `tfrecord_dataset` is the generic
-pipeline under it, for any feature spec (the fine-tuning tasks use it too).
+[max_predictions_per_seq], `next_sentence_labels` [1]; rows for dynamic masking of
+segmented (Chinese) text also `word_starts` [max_seq_length]. `tfrecord_dataset` is the
+generic pipeline under it, for any feature spec (the fine-tuning tasks use it too).
 
 Training pipeline, per input pipeline (one per worker under `tf.distribute`):
 files -> shard by `input_context` (file level; record level when there are fewer files
@@ -30,13 +31,16 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True,
-                         next_sentence=True):
+                         next_sentence=True, word_starts=False):
     """The pre-training record spec: feature name -> tf.io.FixedLenFeature.
 
     Args:
         masked: The records carry their masks (False: rows of
             `create_pretraining_data --masking=none`, masked in the pipeline).
         next_sentence: The records carry `next_sentence_labels`.
+        word_starts: Read the optional `word_starts` [max_seq_length] (the words of
+            segmented text, for dynamic whole-word masking); a record without it reads
+            as all ones (every token a word start: `##` pieces group as before).
     """
     spec = {
         "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
@@ -52,16 +56,30 @@ def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True,
         })
     if next_sentence:
         spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+    if word_starts:
+        spec[masking.WORD_STARTS] = tf.io.FixedLenFeature(
+            [max_seq_length], tf.int64, default_value=[1] * max_seq_length)
     return spec
+
+
+def _first_record_has(input_files, compression, name):
+    """Whether the first record of the first file has the feature `name`."""
+    files = expand_input_files(input_files)
+    compression_type = resolve_compression(files[:1], compression)
+    for _, example in _read_examples(files[0], compression_type, 1):
+        return name in example.features.feature
+    return False
 
 
 def records_carry_masks(input_files, compression="auto"):
     """Whether the first record of the first file has `masked_lm_positions`."""
-    files = expand_input_files(input_files)
-    compression_type = resolve_compression(files[:1], compression)
-    for _, example in _read_examples(files[0], compression_type, 1):
-        return "masked_lm_positions" in example.features.feature
-    return False
+    return _first_record_has(input_files, compression, "masked_lm_positions")
+
+
+def records_carry_word_starts(input_files, compression="auto"):
+    """Whether the first record of the first file has `word_starts` (written by
+    create_pretraining_data --masking=none with a word segmenter)."""
+    return _first_record_has(input_files, compression, masking.WORD_STARTS)
 
 
 def _read_examples(path, compression_type, count=None):
@@ -86,7 +104,8 @@ def _read_examples(path, compression_type, count=None):
 # Which flag sets the length of each pre-training feature, for error messages.
 _LENGTH_FLAGS = {
     "input_ids": "max_seq_length", "input_mask": "max_seq_length",
-    "segment_ids": "max_seq_length", "masked_lm_positions": "max_predictions_per_seq",
+    "segment_ids": "max_seq_length", masking.WORD_STARTS: "max_seq_length",
+    "masked_lm_positions": "max_predictions_per_seq",
     "masked_lm_ids": "max_predictions_per_seq",
     "masked_lm_weights": "max_predictions_per_seq",
 }
@@ -290,14 +309,19 @@ def pretraining_dataset(input_files, max_seq_length, max_predictions_per_seq,
     Args:
         masking_options: A `masking.MaskingOptions`: the records have no masks and get
             new ones drawn for every batch of instances (dynamic masking, seeded by
-            `kwargs["seed"]`). None: the records' own masks.
+            `kwargs["seed"]`). None: the records' own masks. With whole-word masking,
+            records that carry `word_starts` (segmented Chinese text) group their words
+            by it too.
         max_sequences_per_row: Pack up to this many instances into one row of
             `max_seq_length` (see `sequence_packing`); None: one instance a row.
         next_sentence: Read `next_sentence_labels` (False: masked LM only).
         packing_window: Instances packed together (per input pipeline).
     """
+    word_starts = (masking_options is not None and masking_options.whole_word_masking
+                   and records_carry_word_starts(input_files, kwargs.get("compression", "auto")))
     spec = pretraining_features(max_seq_length, max_predictions_per_seq,
-                                masked=masking_options is None, next_sentence=next_sentence)
+                                masked=masking_options is None, next_sentence=next_sentence,
+                                word_starts=word_starts)
     if masking_options is None and max_sequences_per_row is None:
         return tfrecord_dataset(input_files, spec, global_batch_size, is_training,
                                 input_context=input_context, **kwargs)
