@@ -1,6 +1,7 @@
 """Tests for run_pretraining: learning, eval_results.txt, init checkpoint, bad input."""
 
 import collections
+import logging
 import os
 import subprocess
 import sys
@@ -258,8 +259,10 @@ def test_bad_record_in_the_middle_of_a_file_is_named(tmp_path):
 
 @pytest.mark.slow
 def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path,
-                                                                        shared_data_dir):
+                                                                        shared_data_dir,
+                                                                        caplog):
     """Wikipedia XML -> create_pretraining_data -> run_pretraining from a released BERT."""
+    caplog.set_level(logging.INFO)
     released = shared_data_dir / "checkpoints" / "uncased_L-6_H-384_A-12"
     records = tmp_path / "wiki.tfrecord"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -283,8 +286,13 @@ def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path
         save_checkpoints_steps=40, steps_per_loop=10, max_eval_steps=5, seed=0)
     result = pretraining.run_pretraining(options, distribute.get_strategy())
     history = result["train"].history
-    # The released checkpoint has no cls/* heads: the MLM head starts from scratch and
-    # learns quickly on top of the pretrained encoder.
+    # The released checkpoint has no cls/* heads: the report says so at the start; the
+    # MLM head starts from scratch and learns quickly on top of the pretrained encoder.
+    assert "loaded 103 of the model's 110 variables" in caplog.text
+    assert ("masked-LM head cls/predictions/*: initialised fresh, not in the checkpoint "
+            "(cls/predictions/transform/dense/kernel, ") in caplog.text
+    assert ("next-sentence head cls/seq_relationship/*: initialised fresh, not in the "
+            "checkpoint") in caplog.text
     assert history[-1]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 1.0
     assert result["eval"]["masked_lm_loss"] < history[0]["masked_lm_loss"] - 1.0
 

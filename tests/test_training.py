@@ -14,7 +14,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.train import loop
+from bert_tf.train import optimization
 from bert_tf.train import preemption
+from bert_tf.train import warm_start
 from harness import (TinyRegressor, dataset_fn_factory, kill_once_checkpointed, make_arrays,
                      optimizer_fn, regression_loss, train_tiny, write_records)
 
@@ -150,6 +152,40 @@ def test_loss_fn_must_give_total_loss(tmp_path):
                    lambda f, o: {"mse": tf.reduce_mean(o["y"])}, dataset_fn_factory(8),
                    optimizer_fn=optimizer_fn(), settings=loop.LoopSettings(
                        output_dir=str(tmp_path), num_train_steps=2, global_batch_size=8))
+
+
+@pytest.mark.parametrize("saved_precision", ["none", "float16"])
+def test_moments_of_a_run_go_to_another_optimizer_without_its_step(tmp_path,
+                                                                   saved_precision):
+    """warm_start.restore_moments: AdamW moments (saved with or without float16's
+    LossScaleOptimizer) into a LAMB wrapped for float16; the step counter stays 0."""
+    train_tiny(str(tmp_path / "a"), 6, 6, mixed_precision=saved_precision)
+    prefix = tf.train.latest_checkpoint(str(tmp_path / "a"))
+    model = TinyRegressor()
+    model({"x": tf.zeros([1, 4])})
+    optimizer = keras.optimizers.LossScaleOptimizer(optimization.create_optimizer(
+        0.05, 10, 2, optimizer_type="lamb"))
+    optimizer.build(model.trainable_variables)
+    assert warm_start.restore_moments(optimizer, prefix) == 8  # m and v of 4 variables
+    inner = optimizer.inner_optimizer
+    assert int(inner.iterations.numpy()) == 0
+    reader = tf.train.load_checkpoint(prefix)
+    stored = sorted((name for name in reader.get_variable_to_shape_map()
+                     if "_variables/" in name),
+                    key=lambda name: int(name.split("_variables/")[1].split("/")[0]))
+    moments = [v.numpy() for v in inner.variables if v is not inner.iterations]
+    assert len(stored) == len(moments)
+    for got, name in zip(moments, stored):
+        np.testing.assert_array_equal(got, reader.get_tensor(name))
+    assert any(np.abs(moment).max() > 0 for moment in moments)
+    # Moments of other variables are refused, naming the checkpoint.
+    other = keras.Sequential([keras.layers.Dense(3)])
+    other(tf.zeros([1, 4]))
+    optimizer = optimization.create_optimizer(0.05, 10, 2)
+    optimizer.build(other.trainable_variables)
+    with pytest.raises(ValueError, match=f"optimizer state of {prefix} is of other "
+                                         "variables: 8 moment variables there, 4 here"):
+        warm_start.restore_moments(optimizer, prefix)
 
 
 class _IdsRegressor(keras.Model):

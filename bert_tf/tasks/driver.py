@@ -156,7 +156,8 @@ class ModelRunner:
                 settings=loop.LoopSettings.from_options(options, num_steps,
                                                         data.rows_per_batch),
                 init_checkpoint=options.init_checkpoint if strict else None,
-                google_checkpoint_prefix=getattr(task, "google_checkpoint_prefix", None))
+                google_checkpoint_prefix=getattr(task, "google_checkpoint_prefix", None),
+                restore_optimizer_state=getattr(options, "restore_optimizer_state", False))
         except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
             task.explain_bad_input(error)
             raise

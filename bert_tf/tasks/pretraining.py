@@ -7,6 +7,11 @@ create_pretraining_data, through the shared training loop (`bert_tf.train.loop`)
 TensorBoard summaries (`train/`), the final model in the google-research layout
 (`bert_model.ckpt.*` + `bert_config.json`, a valid `init_checkpoint` for fine-tuning)
 and, with `do_eval`, `eval_results.txt`.
+
+`init_checkpoint` (a released folder, or a previous run's output_dir) starts a fresh
+output_dir from its weights, the masked-LM and next-sentence heads included when it has
+them; `restore_optimizer_state` (phase 2 of a two-phase pre-training) adds the previous
+run's optimizer moments (`bert_tf.train.warm_start`).
 """
 
 import dataclasses
@@ -23,7 +28,8 @@ from bert_tf.options import option
 from bert_tf.tasks import driver
 from bert_tf.tasks.options import TrainingOptions
 from bert_tf.tasks.task import Task, TrainData
-from bert_tf.train import distribute, loop, masking, optimization, records, sequence_packing
+from bert_tf.train import (distribute, loop, masking, optimization, records, sequence_packing,
+                           warm_start)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -78,6 +84,13 @@ class PretrainingOptions(TrainingOptions):
         True, "Train the next-sentence head on next_sentence_labels. false: masked LM only "
         "(RoBERTa; records of create_pretraining_data --next_sentence=false), the model "
         "has no next-sentence head.")
+    restore_optimizer_state: bool = option(
+        False, "Phase 2 of a two-phase pre-training: with --init_checkpoint=<the output_dir "
+        "of the previous bert-run-pretraining run>, start from its optimizer moments "
+        "(Adam/LAMB m and v of its latest ckpt-N) as well as its weights. Its step counter "
+        "is not restored: this run has its own --num_warmup_steps, --num_train_steps and "
+        "--output_dir and counts from step 0. Refused on a checkpoint without optimizer "
+        "state (a released model).")
 
 
 def check_options(options, context):
@@ -100,6 +113,8 @@ def check_options(options, context):
                                            "eval_batch_size")
     if options.init_checkpoint:
         check_init_checkpoint_config(options.init_checkpoint, context.config)
+    if options.do_train and options.restore_optimizer_state:
+        check_restore_optimizer_state(options)
     input_files = records.expand_input_files(options.input_file)
     if all(tf.io.gfile.stat(path).length == 0 for path in input_files):
         raise ValueError(f"--input_file={options.input_file}: the {len(input_files)} "
@@ -154,6 +169,23 @@ def check_init_checkpoint_config(init_checkpoint, config):
     if differ:
         raise ValueError(f"--init_checkpoint={init_checkpoint} does not match the config "
                          f"({path}): " + "; ".join(differ))
+
+
+def check_restore_optimizer_state(options):
+    """--restore_optimizer_state needs the previous phase's output_dir (with optimizer
+    state) as --init_checkpoint, and an output_dir of its own."""
+    init_checkpoint = options.init_checkpoint
+    if not init_checkpoint:
+        raise ValueError("--restore_optimizer_state needs --init_checkpoint (the output_dir "
+                         "of the previous pre-training phase)")
+    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(
+        init_checkpoint)
+    if os.path.abspath(folder) == os.path.abspath(options.output_dir):
+        raise ValueError(
+            f"--restore_optimizer_state: --output_dir={options.output_dir} is the folder of "
+            f"--init_checkpoint={init_checkpoint}; the new phase needs an output_dir of its "
+            "own (in that one, the run would resume the previous phase instead)")
+    warm_start.optimizer_state_checkpoint(init_checkpoint)  # raises, naming it
 
 
 def pretraining_metrics(features, outputs):

@@ -12,9 +12,11 @@ data)::
                                        #   feature dicts, batched per replica
         optimizer_fn=lambda: optimization.create_optimizer(...),  # in strategy.scope()
         settings=LoopSettings(output_dir=..., num_train_steps=..., global_batch_size=...),
-        init_checkpoint=None,          # google-research folder/prefix or HF folder; used
-                                       #   on a fresh start only, checked against the model
-        google_checkpoint_prefix=None) # final model also in the TF1 layout (+ config)
+        init_checkpoint=None,          # google-research folder/prefix, HF folder or a run's
+                                       #   output_dir; used on a fresh start only, checked
+                                       #   against the model (bert_tf.train.warm_start)
+        google_checkpoint_prefix=None, # final model also in the TF1 layout (+ config)
+        restore_optimizer_state=False) # also the optimizer moments of init_checkpoint
     result.model, result.global_step, result.losses, result.history
 
     metrics = loop.evaluate(strategy, model, eval_dataset_fn, metrics_fn,
@@ -62,6 +64,7 @@ from bert_tf.train import optimization
 from bert_tf.train import preemption
 from bert_tf.train import progress
 from bert_tf.train import steps
+from bert_tf.train import warm_start
 from bert_tf.weights import checkpoints
 
 MIXED_PRECISION = (None, "none", "bfloat16", "float16")
@@ -157,18 +160,6 @@ def build_model(strategy, model_fn, element_spec):
     return model
 
 
-def initialize_from_checkpoint(model, init_checkpoint):
-    """Loads pretrained weights (google-research folder or prefix, or Hugging Face).
-
-    Raises:
-        ValueError: when the checkpoint does not fit the model (its encoder would not
-            load whole: `bert_tf.weights.load_report.check_encoder`).
-    """
-    report = checkpoints.load_pretrained_weights(model, init_checkpoint)
-    logging.info("Initialized from %s: %s", init_checkpoint, report.summary())
-    return report
-
-
 def restore_model(model, checkpoint):
     """Restores model weights from a training checkpoint (or the latest in a folder).
 
@@ -256,8 +247,12 @@ def _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_wr
 
 
 def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
-          settings: LoopSettings, init_checkpoint=None, google_checkpoint_prefix=None):
+          settings: LoopSettings, init_checkpoint=None, google_checkpoint_prefix=None,
+          restore_optimizer_state=False):
     """Trains (or resumes training) to `settings.num_train_steps`; see the module docstring.
+
+    A fresh run starts from `init_checkpoint` (`bert_tf.train.warm_start`), with its
+    optimizer moments too when `restore_optimizer_state`.
 
     Returns:
         A `TrainResult`.
@@ -292,7 +287,7 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         iterator = tracked["iterator"] = _make_train_iterator(
             strategy, train_dataset_fn, checkpoint_input_iterator)[0]
     elif not latest and init_checkpoint:
-        initialize_from_checkpoint(model, init_checkpoint)
+        warm_start.start_from(model, optimizer, init_checkpoint, restore_optimizer_state)
     checkpoint_dir = distribute.worker_checkpoint_dir(strategy, output_dir)
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(**tracked), checkpoint_dir, settings.keep_checkpoint_max,
