@@ -5,8 +5,10 @@ Flags are those of google-research/bert's run_pretraining.py, plus
 `gradient_accumulation_steps`, `mixed_precision`, `use_xla`, `keep_checkpoint_max`,
 `input_compression`, and for less wasted work `pack_sequences`,
 `max_sequences_per_row`, `dynamic_masking` (with `vocab_file`, `masked_lm_prob`,
-`whole_word_masking`, `max_ngram_size`) and `next_sentence`. `--use_tpu` means
-`--distribution_strategy=tpu`.
+`whole_word_masking`, `max_ngram_size`), `next_sentence`, `restore_optimizer_state`
+(phase 2 from phase 1's moments) and `allow_random_encoder`. `--use_tpu` means
+`--distribution_strategy=tpu`. `bert_config_file` defaults to the one in an
+`init_checkpoint` folder.
 
 `output_dir` receives training checkpoints (`ckpt-<step>.*`, resumed from on restart),
 TensorBoard summaries (`train/`), the final model in the google-research layout
@@ -18,7 +20,7 @@ from bert_tf import command_line
 from bert_tf.tasks import pretraining
 
 OPTIONS = pretraining.PretrainingOptions
-REQUIRED = ("bert_config_file", "input_file", "output_dir")
+REQUIRED = ("input_file", "output_dir")
 run_main = command_line.command(__name__, OPTIONS, pretraining.run_pretraining, REQUIRED)
 
 if __name__ == "__main__":

@@ -74,7 +74,10 @@ class PretrainingOptions(TrainingOptions):
     masked_lm_prob: float = option(0.15, "With --dynamic_masking: share of the tokens of "
                                          "each instance to mask.")
     whole_word_masking: bool = option(
-        False, "With --dynamic_masking: mask all the word pieces of a word together.",
+        False, "With --dynamic_masking: mask all the word pieces of a word together, and "
+        "the characters of a segmented word when the records carry word_starts "
+        "(create_pretraining_data --masking=none --word_segmenter / "
+        "--word_boundaries_file).",
         aliases=("do_whole_word_mask",))
     max_ngram_size: int = option(
         1, "With --dynamic_masking and --whole_word_masking: mask spans of up to this many "
