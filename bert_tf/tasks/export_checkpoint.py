@@ -15,7 +15,6 @@ import json
 import os
 from typing import Optional
 
-import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
@@ -81,14 +80,6 @@ def read_label_names(label_names, labels_file):
     return list(label_names) if label_names else None
 
 
-def _training_checkpoint(path):
-    """The prefix of an object-based (TF2) training checkpoint at `path`, else None."""
-    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
-    if not prefix or not tf.io.gfile.exists(prefix + ".index"):
-        return None
-    return prefix if checkpoints.is_training_checkpoint(prefix) else None
-
-
 def load_model(model_type, options, head_kwargs=None):
     """Builds the Keras model of `model_type` and loads its weights from
     `options.init_checkpoint` (a run's whole model; an encoder from any checkpoint).
@@ -103,7 +94,7 @@ def load_model(model_type, options, head_kwargs=None):
         raise ValueError("--init_checkpoint is required")
     run_context.check_init_checkpoint(init_checkpoint)
     config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
-    prefix = _training_checkpoint(init_checkpoint)
+    prefix = checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None or model_cls is BertEncoder:  # the encoder of any checkpoint
         return checkpoints.from_pretrained(
             model_cls, init_checkpoint, config=config_file,

@@ -24,8 +24,6 @@ checkpoint without optimizer state (a released model, a `bert_model.ckpt`) is re
 by `optimizer_state_checkpoint`, which the task calls before any work.
 """
 
-import os
-from typing import Optional
 
 import tensorflow as tf
 from absl import logging
@@ -43,28 +41,6 @@ _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _NOT_MOMENTS = ("iteration", "iterations", "learning_rate")
 
 
-def training_checkpoint(path) -> Optional[str]:
-    """The bert_tf training checkpoint `path` names, or None.
-
-    Args:
-      path: An init_checkpoint: a folder (a run's output_dir, a released folder) or a
-        checkpoint prefix.
-
-    Returns:
-      The prefix of the latest `ckpt-N` of a run's output_dir, or `path` itself when it
-      is an object-based (bert_tf) checkpoint prefix; None for a google-research or
-      Hugging Face checkpoint.
-    """
-    path = os.fspath(path)
-    if tf.io.gfile.isdir(path):
-        prefix = tf.train.latest_checkpoint(path)
-    else:
-        prefix = path if tf.io.gfile.exists(path + ".index") else None
-    if prefix and checkpoints.is_training_checkpoint(prefix):
-        return prefix
-    return None
-
-
 def optimizer_state_checkpoint(init_checkpoint) -> str:
     """The training checkpoint whose optimizer moments `init_checkpoint` offers.
 
@@ -72,7 +48,7 @@ def optimizer_state_checkpoint(init_checkpoint) -> str:
       ValueError: naming `init_checkpoint`, when it holds no optimizer state (a
         released model, a `bert_model.ckpt`, Hugging Face weights).
     """
-    prefix = training_checkpoint(init_checkpoint)
+    prefix = checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None or not any(name.startswith("optimizer/")
                                  for name, _ in tf.train.list_variables(prefix)):
         raise ValueError(
@@ -98,7 +74,7 @@ def start_from(model, optimizer, init_checkpoint, restore_optimizer_state=False)
       ValueError: naming the checkpoint, when its encoder does not fit the model, it has
         no optimizer state, or its moments are of other variables.
     """
-    prefix = training_checkpoint(init_checkpoint)
+    prefix = checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None:
         report = checkpoints.load_pretrained_weights(model, init_checkpoint)
     else:

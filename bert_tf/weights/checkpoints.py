@@ -251,6 +251,28 @@ def is_training_checkpoint(prefix):
             and not any(name.startswith(("bert/", "cls/")) for name in names))
 
 
+def training_checkpoint(path):
+    """The bert_tf training checkpoint `path` names, or None.
+
+    Args:
+      path: An init_checkpoint: a folder (a run's output_dir, a released folder) or a
+        checkpoint prefix.
+
+    Returns:
+      The prefix of the latest `ckpt-N` of a run's output_dir, or `path` itself when it
+      is an object-based (bert_tf) checkpoint prefix; None for a google-research or
+      Hugging Face checkpoint.
+    """
+    path = os.fspath(path)
+    if tf.io.gfile.isdir(path):
+        prefix = tf.train.latest_checkpoint(path)
+    else:
+        prefix = path if tf.io.gfile.exists(path + ".index") else None
+    if prefix and is_training_checkpoint(prefix):
+        return prefix
+    return None
+
+
 def load_training_checkpoint(model, prefix):
     """Loads the encoder of a bert_tf training checkpoint (a fine-tuning or pre-training
     output_dir) into `model`; its head, another task's, is not read.
