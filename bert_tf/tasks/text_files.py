@@ -237,8 +237,8 @@ class GenericProcessor:
                 raise ValueError("generic task: pass labels or a data_dir with a train file")
             path = self.data_files(data_dir, "train")[0]
             kinds = {}
-            self._labels = sorted({self._class_label(record, path, line, kinds)
-                                   for line, record in _read_records(path)})
+            self._labels = sorted({label for line, record in _read_records(path)
+                                   for label in self._label_names(record, path, line, kinds)})
             self._labels_origin = f"the labels of the train file {path}"
             if len(self._labels) < 2:
                 found = f"only label {self._labels[0]!r}" if self._labels else "no rows"
@@ -262,7 +262,7 @@ class GenericProcessor:
                 return self._text(record, name, path, line_number, what)
             label = self._label(record, split, path, line_number, kinds)
             if label is not None and labels is not None:
-                check_label(label, labels, f"{path}:{line_number}", self._labels_origin)
+                self._check_label(label, labels, f"{path}:{line_number}")
             guid = (self._id(record, path, line_number) if self.id_column and (
                 split == "test" or self.id_column in record) else str(len(examples)))
             text_b = text(self.text_pair_column, "text pair") if self.text_pair_column else None
@@ -310,6 +310,14 @@ class GenericProcessor:
                                  f"holds {json_type(value)}; expected a number")
             return parse_float(value, path, line_number, "label")
         return self._class_label(record, path, line_number, kinds)
+
+    def _label_names(self, record, path, line_number, kinds) -> tuple:
+        """The class names a train file row holds (the label set is their union)."""
+        return (self._class_label(record, path, line_number, kinds),)
+
+    def _check_label(self, label, labels, source) -> None:
+        """Refuses a row's label outside `labels`, naming `source` (file:line)."""
+        check_label(label, labels, source, self._labels_origin)
 
     def _class_label(self, record, path, line_number, kinds) -> str:
         """A class label as a string; `kinds` remembers the file's first label type."""

@@ -3,7 +3,9 @@
 Each function takes 1-D arrays (lists work) of equal length and returns a Python float.
 `compute_metrics(names, predictions, labels)` returns a dict for a task's metric names:
 `accuracy`, `f1`, `matthews_corrcoef`, `pearson`, `spearman`, `acc_and_f1`,
-`pearson_and_spearman`.
+`pearson_and_spearman`. `multi_label_metrics(predicted, labels, label_names)` scores
+multi-label predictions ([N, C] 0/1 arrays): micro and macro F1, subset accuracy and
+each label's precision, recall and F1.
 """
 
 from typing import Sequence
@@ -112,4 +114,48 @@ def compute_metrics(names: Sequence[str], predictions, labels) -> dict:
         else:
             raise ValueError(f"unknown metric {name!r}; known: "
                              f"{sorted(list(_METRICS) + list(_COMBINED))}")
+    return results
+
+
+def _ratio(numerator, denominator) -> float:
+    """numerator / denominator, 0.0 when the denominator is 0 (scikit-learn's
+    zero_division=0)."""
+    return float(numerator / denominator) if denominator else 0.0
+
+
+def multi_label_metrics(predicted, labels, label_names: Sequence[str]) -> dict:
+    """Multi-label scores as scikit-learn computes them (zero_division=0).
+
+    Args:
+      predicted, labels: [N, C] arrays, nonzero where a label is predicted / present.
+      label_names: the C label names (keys `precision/<name>`, ...).
+
+    Returns:
+      `f1_micro`, `precision_micro`, `recall_micro` (over all N x C decisions),
+      `f1_macro` (the mean of the labels' F1), `subset_accuracy` (rows whose predicted
+      set equals the gold set) and `precision/<label>`, `recall/<label>`, `f1/<label>`.
+    """
+    predicted, labels = np.asarray(predicted) != 0, np.asarray(labels) != 0
+    if predicted.shape != labels.shape or predicted.ndim != 2 or \
+            predicted.shape[1] != len(label_names):
+        raise ValueError(f"predicted {predicted.shape} and labels {labels.shape} must be "
+                         f"[N, C] arrays of the same shape, C = {len(label_names)} labels")
+    if predicted.shape[0] == 0:
+        raise ValueError("no examples to score")
+    true_positive = np.sum(predicted & labels, axis=0)  # [C]
+    predicted_count, gold_count = predicted.sum(axis=0), labels.sum(axis=0)
+    results = {
+        "precision_micro": _ratio(true_positive.sum(), predicted_count.sum()),
+        "recall_micro": _ratio(true_positive.sum(), gold_count.sum()),
+        "f1_micro": _ratio(2 * true_positive.sum(), predicted_count.sum() + gold_count.sum()),
+        "subset_accuracy": float(np.mean(np.all(predicted == labels, axis=1))),
+    }
+    f1_scores = []
+    for index, name in enumerate(label_names):
+        f1 = _ratio(2 * true_positive[index], predicted_count[index] + gold_count[index])
+        results[f"precision/{name}"] = _ratio(true_positive[index], predicted_count[index])
+        results[f"recall/{name}"] = _ratio(true_positive[index], gold_count[index])
+        results[f"f1/{name}"] = f1
+        f1_scores.append(f1)
+    results["f1_macro"] = float(np.mean(f1_scores))
     return results
