@@ -12,11 +12,14 @@ masks drawn once, so both sides see the same masks). Recipe: batch 16, AdamW lr 
 
     .venv/bin/python bench/continued_pretraining_check.py --seeds=1,2,3 \\
         --reference_python=/work/venv-ref/bin/python
-    .venv/bin/python bench/continued_pretraining_check.py --model_dir=<bert-extend-vocab out>
+    .venv/bin/python bench/continued_pretraining_check.py --seeds=1,2,3 --append_tokens=100 \\
+        --reference_python=/work/venv-ref/bin/python
 
-With `--model_dir` of an extended vocab (bert-extend-vocab --mode=append), the
-masked-LM accuracy on the appended tokens' positions is reported too (ids from the
-original vocab size up), and the tokens per document of both vocabularies.
+With `--append_tokens=N`, bert-extend-vocab --mode=append first adds the N most useful
+words of the training documents to the released vocab (new rows: the mean of their old
+pieces'), and both sides start from that folder: the masked-LM accuracy on the appended
+tokens' positions (target ids from the released vocab size up) is reported too, and the
+tokens per held-out document with the released and the extended vocab.
 """
 
 import argparse
@@ -39,6 +42,7 @@ from absl import logging  # noqa: E402
 import seed_summary  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.text.tokenization import FullTokenizer  # noqa: E402
 from bert_tf.train import distribute, records  # noqa: E402
 from bert_tf.weights import checkpoints  # noqa: E402
 
@@ -56,20 +60,28 @@ def parse_args():
     parser.add_argument("--num_train_steps", type=int, default=300)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--append_tokens", type=int, default=0,
+                        help="Extend the vocab by this many words first (bert-extend-vocab "
+                             "--mode=append on the training documents).")
     parser.add_argument("--reference_python", default=None,
                         help="A Python with torch and transformers: runs the reference.")
     return parser.parse_args()
 
 
 def split_documents(text_path, work):
-    """Train / held-out WikiExtractor files: documents with text, 80 / 20 in order."""
+    """Train / held-out WikiExtractor files, 80 / 20 in order of the documents of more
+    than three lines (redirect stubs included: the data tool skips those); returns the
+    number of documents with text (a line besides the title) in each."""
     documents = [doc for doc in re.findall(r"<doc [^>]*>.*?</doc>",
                                            pathlib.Path(text_path).read_text("utf-8"), re.S)
                  if len(re.sub(r"<[^>]+>", "", doc).split("\n")) > 3]
     cut = int(len(documents) * 0.8)
+    counts = []
     for name, part in (("train", documents[:cut]), ("heldout", documents[cut:])):
         (work / f"{name}.wiki").write_text("\n".join(part) + "\n", encoding="utf-8")
-    return cut, len(documents) - cut
+        counts.append(sum(len([line for line in re.sub(r"<[^>]+>", "", doc).split("\n")
+                               if line.strip()]) > 1 for doc in part))
+    return counts
 
 
 def make_instances(work, model_dir, name, dupe_factor):
@@ -92,6 +104,40 @@ def make_instances(work, model_dir, name, dupe_factor):
     arrays = {key: np.stack(values) for key, values in arrays.items()}
     np.savez(work / f"{name}.npz", **arrays)
     return str(path), len(arrays["input_ids"])
+
+
+def extend_vocab(args, work):
+    """bert-extend-vocab --mode=append of `--model_dir` on the training documents."""
+    out = work / "extended_vocab"
+    if not (out / "vocab.txt").exists():
+        subprocess.run([sys.executable, "-m", "data_prep.extend_vocab",
+                        f"--init_checkpoint={args.model_dir}", f"--output_dir={out}",
+                        f"--input_file={work / 'train.wiki'}", "--mode=append",
+                        f"--max_new_tokens={args.append_tokens}", "--overwrite"],
+                       cwd=REPO, check=True)
+    return str(out)
+
+
+def tokens_per_document(vocab_file, wiki_file):
+    """Mean WordPiece tokens per document of a WikiExtractor file (markup removed)."""
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=True)
+    documents = re.findall(r"<doc [^>]*>(.*?)</doc>", wiki_file.read_text("utf-8"), re.S)
+    return float(np.mean([len(tokenizer.tokenize(doc)) for doc in documents]))
+
+
+def masked_lm_accuracies(model, arrays, new_from, batch_size=64):
+    """(accuracy over every masked slot, over the slots whose target id >= new_from
+    (None without such slots)), from the model's logits on the instances' arrays."""
+    right = total = new_right = new_total = 0
+    for start in range(0, len(arrays["input_ids"]), batch_size):
+        batch = {key: value[start:start + batch_size] for key, value in arrays.items()}
+        logits = model(batch, training=False)["masked_lm_logits"]  # [B, P, V]
+        hits = (np.argmax(logits, -1) == batch["masked_lm_ids"]) & (
+            batch["masked_lm_weights"] > 0)
+        scored, new = batch["masked_lm_weights"] > 0, batch["masked_lm_ids"] >= new_from
+        right, total = right + hits.sum(), total + scored.sum()
+        new_right, new_total = new_right + (hits & new).sum(), new_total + (scored & new).sum()
+    return right / total, (new_right / new_total if new_total else None)
 
 
 def hf_state(model):
@@ -128,12 +174,15 @@ def starting_model(model_dir, seed, seed_dir):
     config.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     (seed_dir / "config.json").write_text(json.dumps(config))
     np.savez(seed_dir / "hf_weights.npz", **hf_state(model))
-    return str(seed_dir / "start")
+    return str(seed_dir / "start"), model
 
 
 def run_ours(args, seed, seed_dir, train_records, heldout_records):
-    """Held-out masked-LM accuracy before and after training, on our side."""
-    start = starting_model(args.model_dir, seed, seed_dir)
+    """Held-out masked-LM accuracy before and after training, on our side, and on the
+    appended tokens' positions (None without them): {before, after, new_before, new_after}."""
+    start, start_model = starting_model(args.model_dir, seed, seed_dir)
+    heldout = dict(np.load(seed_dir.parent / "heldout.npz"))
+    new_before = masked_lm_accuracies(start_model, heldout, BASE_VOCAB_SIZE)[1]
     common = dict(max_seq_length=128, max_predictions_per_seq=20, seed=seed,
                   train_batch_size=args.batch_size, eval_batch_size=64,
                   max_eval_steps=100000, steps_per_loop=50)
@@ -152,7 +201,13 @@ def run_ours(args, seed, seed_dir, train_records, heldout_records):
         bert_config_file=str(pathlib.Path(start) / "bert_config.json"), **common),
         distribute.get_strategy())["eval"]
     del after
-    return before["masked_lm_accuracy"], evaluation["masked_lm_accuracy"]
+    trained = checkpoints.from_pretrained(BertPretrainer, str(seed_dir / "ours"))
+    overall, new_after = masked_lm_accuracies(trained, heldout, BASE_VOCAB_SIZE)
+    if abs(overall - evaluation["masked_lm_accuracy"]) > 1e-6:  # two paths, one model
+        raise SystemExit(f"the run's eval ({evaluation['masked_lm_accuracy']}) and the "
+                         f"trained folder's logits ({overall}) disagree")
+    return dict(before=before["masked_lm_accuracy"], after=overall,
+                new_before=new_before, new_after=new_after)
 
 
 def run_reference(args, seed, work, new_from):
@@ -165,32 +220,47 @@ def run_reference(args, seed, work, new_from):
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def percent(value):
+    return "n/a" if value is None else f"{value:.4f}"
+
+
 def main():
     args = parse_args()
     logging.set_verbosity(logging.WARNING)
-    work = pathlib.Path(args.work_dir)
+    work = pathlib.Path(args.work_dir) / (f"append{args.append_tokens}"
+                                          if args.append_tokens else "base")
     work.mkdir(parents=True, exist_ok=True)
     train_docs, heldout_docs = split_documents(args.text, work)
+    if args.append_tokens:
+        args.model_dir = extend_vocab(args, work)
+        print("tokens per held-out document: released vocab "
+              f"{tokens_per_document(RELEASED / 'vocab.txt', work / 'heldout.wiki'):.1f}, "
+              "extended vocab "
+              f"{tokens_per_document(pathlib.Path(args.model_dir) / 'vocab.txt', work / 'heldout.wiki'):.1f}",
+              flush=True)
     train_records, train_count = make_instances(work, args.model_dir, "train", 3)
     heldout_records, heldout_count = make_instances(work, args.model_dir, "heldout", 1)
-    print(f"documents: {train_docs} train, {heldout_docs} held out; instances: "
+    print(f"documents with text: {train_docs} train, {heldout_docs} held out; instances: "
           f"{train_count} train, {heldout_count} held out", flush=True)
-    ours, reference = [], []
+    rows = {"ours": [], "transformers": []}
     for seed in seed_summary.parse_seeds(args.seeds):
-        seed_dir = work / f"seed{seed}"
-        before, after = run_ours(args, seed, seed_dir, train_records, heldout_records)
-        ours.append(after)
-        print(f"seed {seed} ours: held-out masked-LM accuracy {before:.4f} -> {after:.4f}",
-              flush=True)
+        row = run_ours(args, seed, work / f"seed{seed}", train_records, heldout_records)
+        rows["ours"].append(row)
         if args.reference_python:
-            row = run_reference(args, seed, work, BASE_VOCAB_SIZE)
-            reference.append(row["after"])
-            print(f"seed {seed} transformers: {row['before']:.4f} -> {row['after']:.4f} "
-                  f"({row['train_seconds']} s)", flush=True)
-    print(seed_summary.summary_line("ours, held-out masked-LM accuracy", ours, digits=4))
-    if reference:
-        print(seed_summary.summary_line("transformers, held-out masked-LM accuracy",
-                                        reference, digits=4))
+            rows["transformers"].append(run_reference(args, seed, work, BASE_VOCAB_SIZE))
+        for side in rows:
+            if len(rows[side]) == len(rows["ours"]):
+                row = rows[side][-1]
+                print(f"seed {seed} {side}: held-out masked-LM accuracy "
+                      f"{row['before']:.4f} -> {row['after']:.4f}; on appended tokens "
+                      f"{percent(row['new_before'])} -> {percent(row['new_after'])}",
+                      flush=True)
+    for side, side_rows in rows.items():
+        for key, what in (("after", "held-out masked-LM accuracy"),
+                          ("new_after", "masked-LM accuracy on appended tokens")):
+            values = [row[key] for row in side_rows if row[key] is not None]
+            if values:
+                print(seed_summary.summary_line(what, values, digits=4, side=side))
 
 
 if __name__ == "__main__":

@@ -47,10 +47,10 @@ def reference_figures(task, metric, readme=SHARED_BENCH_README):
     return None
 
 
-def summary_line(label, values, reference=None, digits=2):
-    """`label: ours mean x [min, max] over n seeds; reference mean y [min, max]; gap`."""
+def summary_line(label, values, reference=None, digits=2, side="ours"):
+    """`label: <side> mean x [min, max] over n seeds; reference mean y [min, max]; gap`."""
     values = np.asarray(values, dtype=float)
-    text = (f"{label}: ours mean {values.mean():.{digits}f} [{values.min():.{digits}f}, "
+    text = (f"{label}: {side} mean {values.mean():.{digits}f} [{values.min():.{digits}f}, "
             f"{values.max():.{digits}f}] sd {values.std():.{digits}f} over {len(values)} "
             f"seed(s) ({', '.join(f'{v:.{digits}f}' for v in values)})")
     if reference:
