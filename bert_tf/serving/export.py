@@ -4,7 +4,8 @@ API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
 
     path = export.export_classifier(model, vocab_file, do_lower_case, max_seq_length,
                                     export_dir, label_names=None, is_regression=None,
-                                    text_pair=False, overwrite=False, versioned=False)
+                                    text_pair=False, overwrite=False, versioned=False,
+                                    doc_stride=None, window_pooling="mean")
     path = export.export_span_labeler(model, vocab_file, do_lower_case, max_seq_length,
                                       export_dir, max_query_length=None,
                                       max_answer_length=30, ...)
@@ -21,7 +22,9 @@ Each returns the directory written. Signatures (batch dimension B):
 - `serving_default`, raw UTF-8 text, WordPiece inside the graph (vocab in assets/):
   classifier `text_a` [B] (+ `text_b` [B] when `text_pair=True`) -> `probabilities`
   [B, C], `label_ids` [B], `labels` [B] (the label names), `logits`; regression ->
-  `score` [B], `logits`. Span labeler `question`, `context` -> `answer_text`,
+  `score` [B], `logits`. With `doc_stride` (long documents) each text is cut into
+  windows in the graph and the outputs come from its windows' pooled logits. Span
+  labeler `question`, `context` -> `answer_text`,
   `answer_start`, `answer_end` (character offsets into `context`, end exclusive),
   `score`, `null_score`, `start_logits`, `end_logits`. Token classifier `text` ->
   per whitespace word (`str.split()`; W = max_seq_length - 2, padded with "" / -1): `words`, `tags`,
@@ -51,7 +54,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.serving import signatures as sig
-from bert_tf.text import tokenization
+from bert_tf.text import tokenization, windows
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.weights.load_report import name_list
@@ -218,12 +221,20 @@ def _text_spec(*names):
     return [tf.TensorSpec([None], tf.string, name) for name in names]
 
 
-def classifier_text_signature(module, label_names, is_regression, text_pair):
+def classifier_text_signature(module, label_names, is_regression, text_pair,
+                              doc_stride=None, window_pooling="mean"):
     labels = tf.constant(label_names)
     tokenizer, length = module.tokenizer, module.max_seq_length
 
-    def outputs(features):
-        logits = module.logits(features)["logits"]  # [B, C]
+    def outputs(text_a, text_b=None):
+        if doc_stride is None:  # one input a text, cut to max_seq_length
+            logits = module.logits(sig.encode_texts(tokenizer, length, text_a, text_b))
+            logits = logits["logits"]  # [B, C]
+        else:  # every window of a text, their logits pooled per text
+            features, document = sig.encode_windowed_texts(tokenizer, length, doc_stride,
+                                                           text_a, text_b)
+            logits = sig.pool_windows(module.logits(features)["logits"], document,
+                                      tf.shape(text_a)[0], window_pooling)  # [B, C]
         if is_regression:
             return {"score": logits[:, 0], "logits": logits}
         label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -233,11 +244,11 @@ def classifier_text_signature(module, label_names, is_regression, text_pair):
     if text_pair:
         @tf.function(autograph=False, input_signature=_text_spec("text_a", "text_b"))
         def serve_text(text_a, text_b):
-            return outputs(sig.encode_texts(tokenizer, length, text_a, text_b))
+            return outputs(text_a, text_b)
     else:
         @tf.function(autograph=False, input_signature=_text_spec("text_a"))
         def serve_text(text_a):
-            return outputs(sig.encode_texts(tokenizer, length, text_a))
+            return outputs(text_a)
     return serve_text.get_concrete_function()
 
 
@@ -297,7 +308,8 @@ def _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwr
 # ------------------------------------------------------------------------ public API
 def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
                       label_names=None, is_regression=None, text_pair=False,
-                      overwrite=False, versioned=False):
+                      overwrite=False, versioned=False, doc_stride=None,
+                      window_pooling="mean"):
     """Exports a `BertClassifier` (see the module docstring for the signatures).
 
     Args:
@@ -310,11 +322,20 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
         text_pair: `serving_default` takes `text_a` and `text_b` (sentence pairs).
         overwrite: replace an existing SavedModel at `export_dir`.
         versioned: write `export_dir/<n>` (n = 1 or the next version).
+        doc_stride: long documents (`bert_tf.text.windows`): `serving_default` judges a
+            text on all of it, in windows `doc_stride` tokens apart (below a window's
+            capacity), as a `--long_document=windows` run; None: cut to one window.
+        window_pooling: with `doc_stride`, "mean" or "max" of the windows' logits.
 
     Returns:
         The SavedModel directory written.
     """
     check_model_and_vocab(model, BertClassifier, vocab_file, max_seq_length)
+    if doc_stride is not None:
+        windows.check_stride(doc_stride, max_seq_length, text_pair)
+        if window_pooling not in windows.POOLINGS:
+            raise ValueError(f"window_pooling must be one of {list(windows.POOLINGS)}, "
+                             f"got {window_pooling!r}")
     if is_regression is None:
         is_regression = model.num_classes == 1
     if is_regression and model.num_classes != 1:
@@ -323,7 +344,8 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
     return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
                    versioned,
                    lambda module: classifier_text_signature(module, names, is_regression,
-                                                            text_pair))
+                                                            text_pair, doc_stride,
+                                                            window_pooling))
 
 
 def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export_dir,

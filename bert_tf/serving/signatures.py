@@ -7,7 +7,10 @@ importing `bert_tf`. `bert_tf.serving.export` assembles the signatures from thes
 Text is packed by `bert_tf.text.input_layout_graph`, exactly as the fine-tuning features are:
 `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, padded with 0 to `max_seq_length`; a pair
 that is too long is cut longest-first (the original `_truncate_seq_pair`), a question to
-`max_query_length` tokens, each NER word to `max_seq_length - 2` pieces.
+`max_query_length` tokens, each NER word to `max_seq_length - 2` pieces. A classifier
+trained on long documents in windows (`bert_tf.text.windows`) is served the same way:
+`encode_windowed_texts` cuts each text into its windows and `pool_windows` combines their
+logits per text.
 
 Offsets are character offsets into the original (un-normalized) string: Unicode code
 points, end exclusive, the indices a Python `str` uses (tensorflow_text's byte offsets
@@ -18,7 +21,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.models.encoder import assert_inputs_agree, check_input_shapes
-from bert_tf.text import input_layout_graph, tokenization, wordpiece_graph
+from bert_tf.text import (input_layout_graph, tokenization, windows, windows_graph,
+                          wordpiece_graph)
 
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
 MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
@@ -88,18 +92,54 @@ class ServingTokenizer(tf.Module):
             texts, byte_ends)
 
 
-def encode_texts(tokenizer, max_seq_length, text_a, text_b=None):
-    """Raw text [B] (and its pair) -> model inputs, as the classifier was trained.
+def tokenize_texts(tokenizer, text_a, text_b=None):
+    """Ids ragged [B, (T)] of raw text [B] and of its pair (None without one).
 
     A pair of different batch sizes fails (when run) naming `text_a` and `text_b`."""
     if text_b is not None:
         texts = assert_inputs_agree({"text_a": text_a, "text_b": text_b}, 1, "batch sizes")
         text_a, text_b = texts["text_a"], texts["text_b"]
-    ids_a = tokenizer.tokenize(text_a)  # [B, (T)]
-    ids_b = None if text_b is None else tokenizer.tokenize(text_b)
+    return tokenizer.tokenize(text_a), None if text_b is None else tokenizer.tokenize(text_b)
+
+
+def encode_texts(tokenizer, max_seq_length, text_a, text_b=None):
+    """Raw text [B] (and its pair) -> model inputs, as the classifier was trained.
+
+    A pair of different batch sizes fails (when run) naming `text_a` and `text_b`."""
+    ids_a, ids_b = tokenize_texts(tokenizer, text_a, text_b)  # [B, (T)]
     segments = input_layout_graph.truncate_ragged_segments(ids_a, ids_b, max_seq_length)
     return input_layout_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
                                      max_seq_length)
+
+
+def encode_windowed_texts(tokenizer, max_seq_length, doc_stride, text_a, text_b=None):
+    """Raw text [B] (and its pair) -> the model inputs of every window of every text, as
+    a long-document classifier was trained (`bert_tf.text.windows`).
+
+    Returns:
+        (features int32 [N, max_seq_length], document int64 [N]: the text each window
+        belongs to; N >= B, every text has at least one window).
+    """
+    ids_a, ids_b = tokenize_texts(tokenizer, text_a, text_b)  # [B, (T)]
+    segments, document = windows_graph.window_ragged_segments(ids_a, ids_b, max_seq_length,
+                                                              doc_stride)
+    return (input_layout_graph.pack_inputs(segments, tokenizer.cls_id, tokenizer.sep_id,
+                                           max_seq_length), document)
+
+
+def pool_windows(logits, document, num_documents, pooling):
+    """The logits of each text from those of its windows: float [N, C] -> [B, C].
+
+    Args:
+        pooling: "mean" or "max" over a text's windows (`windows.POOLINGS`).
+    """
+    document = tf.cast(document, tf.int32)
+    if pooling == "mean":
+        return tf.math.unsorted_segment_mean(logits, document, num_documents)
+    if pooling == "max":
+        return tf.math.unsorted_segment_max(logits, document, num_documents)
+    raise ValueError(f"unknown window pooling {pooling!r}; expected one of "
+                     f"{list(windows.POOLINGS)}")
 
 
 def byte_to_char_offsets(texts, byte_offsets):

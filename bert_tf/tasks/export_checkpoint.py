@@ -24,7 +24,7 @@ from bert_tf.options import option
 from bert_tf.serving import export
 from bert_tf.tasks import run_context
 from bert_tf.tasks.options import EncoderSourceOptions
-from bert_tf.text import tokenization
+from bert_tf.text import tokenization, windows
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import loop
 from bert_tf.weights import checkpoints
@@ -55,6 +55,13 @@ class ExportOptions(EncoderSourceOptions):
     labels_file: Optional[str] = option(None, "Class / tag names, one per line, in id order.")
     is_regression: bool = option(False, "classifier: one output `score`.")
     text_pair: bool = option(False, "classifier: serving_default takes text_a and text_b.")
+    doc_stride: Optional[int] = option(
+        None, "classifier: judge a long text on all of it, in windows this many tokens "
+        "apart with their logits pooled, as a run with --long_document=windows and this "
+        "--doc_stride (default: cut to max_seq_length).")
+    window_pooling: str = option("mean", "classifier with --doc_stride: how the windows' "
+                                 "logits combine (as the run's --window_pooling).",
+                                 choices=windows.POOLINGS)
     max_query_length: int = option(64, "squad: question tokens kept.")
     max_answer_length: int = option(30, "squad: longest answer in tokens.")
     export_dir: Optional[str] = option(None, "SavedModel folder or TF Serving model base "
@@ -166,7 +173,9 @@ def _head_and_signature_options(model_type, options, label_names):
             head["num_classes"] = len(label_names)
         signature["label_names"] = None if options.is_regression else label_names
     if model_type == "classifier":
-        signature.update(is_regression=options.is_regression, text_pair=options.text_pair)
+        signature.update(is_regression=options.is_regression, text_pair=options.text_pair,
+                         doc_stride=options.doc_stride,
+                         window_pooling=options.window_pooling)
     if model_type == "span_labeler":
         signature.update(max_query_length=options.max_query_length,
                          max_answer_length=options.max_answer_length)

@@ -3,7 +3,8 @@
 A processor turns a data folder into `InputExample`s (guid, text_a, optional text_b,
 label) and knows the task's labels and metrics. `get_processor(task_name, ...)` returns
 one by name; `TASK_NAMES` lists the names. `convert_examples_to_features` tokenizes
-(`[CLS] a [SEP] b [SEP]`, pairs truncated longest-first) and
+(`[CLS] a [SEP] b [SEP]`, pairs truncated longest-first; or, with `doc_stride`, every
+window of a long document, each with the document's `example_index`) and
 `write_example_features` writes them as a TFRecord (the task caches it in the output
 folder under `feature_cache_key`: reused while data, vocabulary and settings are equal).
 `classifier_dataset` reads it back.
@@ -23,6 +24,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.text import input_layout
+from bert_tf.text.windows import window_segments
 from bert_tf.train import finetune_packing
 from bert_tf.train import records
 from bert_tf.tasks import text_files
@@ -202,9 +204,11 @@ class InputFeatures:
     input_mask: list
     segment_ids: list
     label_id: object  # int class id, float score, or 0 when unlabelled
+    example_index: int = 0  # the example this feature (one of its windows) comes from
 
 
-def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                 doc_stride=None):
     """Tokenizes examples into `[CLS] a [SEP] (b [SEP])` features padded to max_seq_length.
 
     Args:
@@ -212,6 +216,10 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
       label_list: class names in id order, or None for regression.
       max_seq_length: total length including `[CLS]`/`[SEP]` (at least 3 for pairs).
       tokenizer: a `tokenization.FullTokenizer`.
+      doc_stride: long documents: each window of an example (`bert_tf.text.windows`,
+        consecutive windows `doc_stride` tokens apart) is a feature with the example's
+        label and `example_index`, in example order. None: one feature per example,
+        truncated.
     """
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
@@ -222,11 +230,14 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
         [examples[i].text_b for i in pair_indices])))
     features = []
     for index, example in enumerate(examples):
-        _, packed = input_layout.pack_tokens(
-            input_layout.truncate_segments(tokens_a_all[index], tokens_b_all.get(index),
-                                      max_seq_length),
-            tokenizer.convert_tokens_to_ids, max_seq_length)
-        features.append(InputFeatures(*packed, _label_id(example, label_map, label_list)))
+        tokens_a, tokens_b = tokens_a_all[index], tokens_b_all.get(index)
+        label_id = _label_id(example, label_map, label_list)
+        for segments in ([input_layout.truncate_segments(tokens_a, tokens_b, max_seq_length)]
+                         if doc_stride is None else
+                         window_segments(tokens_a, tokens_b, max_seq_length, doc_stride)):
+            _, packed = input_layout.pack_tokens(segments, tokenizer.convert_tokens_to_ids,
+                                                 max_seq_length)
+            features.append(InputFeatures(*packed, label_id, index))
     return features
 
 
@@ -267,6 +278,7 @@ def write_features(features: Sequence[InputFeatures], path: str, is_regression: 
                 "segment_ids": _int_feature(feature.segment_ids),
                 "label_ids": label,
                 "is_real_example": _int_feature([1]),
+                "example_index": _int_feature([feature.example_index]),
             }))
             writer.write(example.SerializeToString())
 
@@ -281,9 +293,12 @@ def feature_cache_key(examples, label_list, max_seq_length, tokenizer,
             "labels": label_list, "num_examples": len(examples), **(extra_key or {})}
 
 
-def write_example_features(examples, label_list, max_seq_length, tokenizer, path) -> int:
-    """Converts and writes the features of `examples`; returns their number."""
-    features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer)
+def write_example_features(examples, label_list, max_seq_length, tokenizer, path,
+                           doc_stride=None) -> int:
+    """Converts and writes the features of `examples` (with `doc_stride`: of their
+    windows, see `convert_examples_to_features`); returns their number."""
+    features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                            doc_stride)
     write_features(features, path, is_regression=label_list is None)
     return len(features)
 

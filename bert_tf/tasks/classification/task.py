@@ -24,6 +24,7 @@ from bert_tf.models import BertClassifier
 from bert_tf.options import option
 from bert_tf.tasks import driver, run_context
 from bert_tf.tasks.classification import data as classification_data
+from bert_tf.tasks.classification import long_documents
 from bert_tf.tasks.classification import metrics
 from bert_tf.tasks.options import FinetuneOptions
 from bert_tf.tasks.task import Task, TrainData, cached_features, plan_packing
@@ -45,6 +46,20 @@ class ClassifierOptions(FinetuneOptions):
                                     "the sorted labels of the train file).")
     is_regression: bool = option(False, "generic task: the label is a number.")
     xnli_language: str = option("zh", "xnli task: language of train/dev/test.")
+    long_document: str = option(
+        "truncate", "A text longer than max_seq_length: truncate (the original: its first "
+        "tokens) or windows (cut into windows --doc_stride tokens apart, each trained with "
+        "the document's label; eval, predict and the export pool the windows' logits per "
+        "document, see --window_pooling). Of a pair, the second text is windowed and the "
+        "first repeated in every window.", choices=long_documents.LONG_DOCUMENT_MODES)
+    doc_stride: Optional[int] = option(
+        None, "--long_document=windows: tokens between the starts of consecutive windows, "
+        "below a window's capacity (max_seq_length - 2 tokens; for pairs, those the "
+        "second text gets when the first takes up to half; default: half the capacity).")
+    window_pooling: Optional[str] = option(
+        None, "--long_document=windows: how a document's window logits combine into its "
+        "own: mean (the default) or max.", choices=long_documents.POOLINGS)
+
 
 
 def make_processor(options: ClassifierOptions):
@@ -103,6 +118,7 @@ class ClassificationTask(Task):
         self.processor = make_processor(options)
         self.name = f"classification/{self.processor.name}"
         self.label_list, self.examples = None, {}
+        self.window_counts = {}  # split -> windows [N] of each example (long documents)
 
     @property
     def labels(self):
@@ -114,6 +130,7 @@ class ClassificationTask(Task):
 
     def check_inputs(self):
         """A missing data file stops the run before any work."""
+        long_documents.check_options(self.options, _has_pairs(self.processor))
         for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
             if getattr(self.options, flag):
                 for path in self.processor.data_files(self.options.data_dir, split):
@@ -160,13 +177,25 @@ class ClassificationTask(Task):
         tokenizer = self.context.tokenizer
         key = classification_data.feature_cache_key(
             examples, self.label_list, options.max_seq_length, tokenizer,
-            processor.data_files(options.data_dir, split), {"task": processor.name})
+            processor.data_files(options.data_dir, split),
+            {"task": processor.name,
+             **long_documents.cache_key(options, _has_pairs(processor))})
+        stride = long_documents.doc_stride(options, _has_pairs(processor))
         _, reused = cached_features(path, key, functools.partial(
             classification_data.write_example_features, examples, self.label_list,
-            options.max_seq_length, tokenizer))
+            options.max_seq_length, tokenizer, doc_stride=stride))
         logging.info("%s: %d examples, features %s %s", split, len(examples),
                      "reused from" if reused else "written to", path)
+        if stride is not None:
+            self.window_counts[split] = long_documents.windows_per_example(path,
+                                                                           len(examples))
+            long_documents.log_windows(split, self.window_counts[split], stride)
         return examples, path
+
+    def _num_features(self, split) -> int:
+        """Features of `split`: its examples, or their windows (long documents)."""
+        counts = self.window_counts.get(split)
+        return len(self.examples[split]) if counts is None else int(counts.sum())
 
     def _dataset_fn(self, path, batch_size, is_training, rows_per_batch=None):
         """Batches of `path`; with `rows_per_batch` (packed training), of packed rows."""
@@ -185,23 +214,27 @@ class ClassificationTask(Task):
         return dataset_fn
 
     def train_data(self):
-        examples, path = self._cached_record("train")
+        _, path = self._cached_record("train")
         if not self.options.pack_sequences:
             return TrainData(self._dataset_fn(path, self.options.train_batch_size, True),
-                             len(examples), self.options.train_batch_size)
+                             self._num_features("train"), self.options.train_batch_size)
         plan = plan_packing(self.options, self.context.strategy,
                             classification_data.record_lengths(
                                 path, self.options.max_seq_length, self.is_regression))
         return TrainData(self._dataset_fn(path, None, True, plan.rows_per_batch),
-                         len(examples), plan.rows_per_batch, plan.examples_per_row)
+                         self._num_features("train"), plan.rows_per_batch,
+                         plan.examples_per_row)
 
     def _predict(self, split, runner):
         examples, path = self._cached_record(split)
         batch_size = (self.options.eval_batch_size if split == "dev"
                       else self.options.predict_batch_size)
         outputs = runner.predict(self._dataset_fn(path, batch_size, False), "logits",
-                                 ("label_ids",), num_examples=len(examples))
-        return examples, outputs["logits"].astype(np.float32), outputs["label_ids"]
+                                 ("label_ids",), num_examples=self._num_features(split))
+        # Long documents: each example's logits pooled from its windows'.
+        return (examples, *long_documents.per_document(
+            outputs["logits"].astype(np.float32), outputs["label_ids"],
+            self.window_counts.get(split), long_documents.window_pooling(self.options)))
 
     def evaluate(self, split, runner):
         if split == "eval":
@@ -237,7 +270,8 @@ class ClassificationTask(Task):
 
     def export_options(self):
         return {"label_names": self.label_list, "is_regression": self.is_regression,
-                "text_pair": _has_pairs(self.processor)}
+                "text_pair": _has_pairs(self.processor),
+                **long_documents.export_options(self.options, _has_pairs(self.processor))}
 
 
 def run(options: ClassifierOptions, strategy=None) -> dict:

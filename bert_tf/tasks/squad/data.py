@@ -32,6 +32,7 @@ from typing import Optional
 
 from bert_tf import fileio
 from bert_tf.text import input_layout
+from bert_tf.text.windows import make_doc_spans
 
 logger = logging.getLogger(__name__)
 
@@ -268,9 +269,6 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer,
     return input_start, input_end
 
 
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
-
-
 def _check_is_max_context(doc_spans, cur_span_index, position):
     """Whether `cur_span_index` is the window with the most context around `position`.
 
@@ -290,20 +288,6 @@ def _check_is_max_context(doc_spans, cur_span_index, position):
             best_score = score
             best_span_index = span_index
     return cur_span_index == best_span_index
-
-
-def make_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
-    """Windows over the context: each at most `max_tokens_for_doc` long, advancing by
-    `min(length, doc_stride)`, the last one ending at the end of the context."""
-    doc_spans = []
-    start_offset = 0
-    while start_offset < num_doc_tokens:
-        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
-        doc_spans.append(DocSpan(start=start_offset, length=length))
-        if start_offset + length == num_doc_tokens:
-            break
-        start_offset += min(length, doc_stride)
-    return doc_spans
 
 
 def _tokenize_words(tokenizer, texts):
