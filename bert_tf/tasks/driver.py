@@ -6,6 +6,9 @@ Order: the task checks its inputs, the run context is made once (config, vocab,
 strategy: `bert_tf.tasks.run_context`), the output_dir's run settings are checked, then
 `do_train` (resuming from output_dir), `do_eval` and `do_predict` (each scored split
 writes `<name>_results.txt` and `.json`), then the export when `export_dir` is set.
+With `eval_every_steps` the dev data is also scored while training, and with
+`best_metric` the best model is kept in `output_dir/best/`, which evaluation, prediction
+and export then use (`bert_tf.tasks.best_checkpoint`).
 """
 
 import contextlib
@@ -20,6 +23,7 @@ from bert_tf import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.options import option_specs
 from bert_tf.serving import export
+from bert_tf.tasks import best_checkpoint
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
 from bert_tf.train import distribute, loop, optimization
@@ -67,11 +71,12 @@ def _execute_steps(task, context) -> Outcome:
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
     task.setup(context)
+    runner = ModelRunner(context, task)
+    hook = best_checkpoint.training_evaluation(task, runner)  # refuses bad flags first
     if task.records_run_settings:
         context.check_run_settings(task.model_type, task.name, task.labels)
-    runner = ModelRunner(context, task)
     if options.do_train:
-        runner.train()
+        runner.train(hook)
     results, written = {}, []
     for split in ("eval", "predict"):
         if getattr(options, f"do_{split}", False):
@@ -83,6 +88,8 @@ def _execute_steps(task, context) -> Outcome:
                         options.output_dir, task.result_names[split], scores))
             results.update(scores)
     if getattr(options, "export_dir", None) and runner.model is not None:
+        logging.info("Exporting the model of global_step %d%s", runner.global_step,
+                     f" (the best checkpoint, {runner.best})" if runner.best else "")
         written.append(export.export_finetuned_model(
             runner.model, options.export_dir, task.model_type, context.vocab.path,
             options.do_lower_case, options.max_seq_length, **task.export_options()))
@@ -118,6 +125,7 @@ class ModelRunner:
     def __init__(self, context, task):
         self.context, self.task = context, task
         self.model, self.global_step, self.train_result = None, 0, None
+        self.best = None  # the best checkpoint (output_dir/best/) the model was read from
 
     def _model_fn(self, load_init, reports=None):
         def model_fn():
@@ -134,8 +142,10 @@ class ModelRunner:
             return model
         return model_fn
 
-    def train(self):
-        """Trains to the task's schedule, resuming from output_dir's latest checkpoint."""
+    def train(self, hook=None):
+        """Trains to the task's schedule, resuming from output_dir's latest checkpoint;
+        `hook` (`best_checkpoint.TrainingEvaluation`) evaluates while training. The model
+        is then the best checkpoint when output_dir keeps one."""
         options, task = self.context.options, self.task
         data = task.train_data()
         num_steps, num_warmup = task.schedule(data.num_examples)
@@ -157,7 +167,8 @@ class ModelRunner:
                                                         data.rows_per_batch),
                 init_checkpoint=options.init_checkpoint if strict else None,
                 google_checkpoint_prefix=getattr(task, "google_checkpoint_prefix", None),
-                restore_optimizer_state=getattr(options, "restore_optimizer_state", False))
+                restore_optimizer_state=getattr(options, "restore_optimizer_state", False),
+                hook=hook)
         except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
             task.explain_bad_input(error)
             raise
@@ -167,6 +178,12 @@ class ModelRunner:
                          rows * data.examples_per_row / result.seconds, rows / result.seconds)
         self.model, self.global_step, self.train_result = (result.model, result.global_step,
                                                            result)
+        self.best = checkpoints.best_checkpoint(options.output_dir)
+        if self.best:
+            self.global_step = loop.restore_model(self.model, self.best)
+            logging.info("Evaluation, prediction and export use the best checkpoint %s "
+                         "(global_step %d; training reached %d)", self.best,
+                         self.global_step, result.global_step)
         return result
 
     def ensure_model(self, dataset_fn):
@@ -179,7 +196,8 @@ class ModelRunner:
         if self.model is not None:
             return self.model
         options = self.context.options
-        latest = self.context.latest_checkpoint()
+        self.best = checkpoints.best_checkpoint(options.output_dir)
+        latest = self.best or self.context.latest_checkpoint()
         if latest is None and not options.init_checkpoint:
             raise ValueError(f"no training checkpoint in output_dir {options.output_dir} "
                              "and no init_checkpoint: train first (do_train) or pass "
@@ -199,7 +217,8 @@ class ModelRunner:
                 f"{name_list(fresh)}: the task head would be random. Train first "
                 "(do_train), or set output_dir to a fine-tuned run")
         self.global_step = loop.restore_model(model, latest) if latest else 0
-        logging.info("Evaluating %s (global_step %d)", latest or options.init_checkpoint,
+        logging.info("Evaluating %s (global_step%s %d)", latest or options.init_checkpoint,
+                     " of the best checkpoint, kept by --best_metric" if self.best else "",
                      self.global_step)
         self.model = model
         return model

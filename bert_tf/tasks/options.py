@@ -100,6 +100,19 @@ class FinetuneOptions(TrainingOptions):
         "truncated_normal (the original: N(0, r) cut at 2r, whose std is 0.88 r; on short "
         "fine-tuning recipes it reaches lower accuracy).", choices=KERNEL_DISTRIBUTIONS)
     export_dir: Optional[str] = option(None, "Also export a SavedModel for TF Serving here.")
+    eval_every_steps: int = option(
+        0, "Score the dev data (--do_eval's; run_squad: --do_predict's predict_file, with "
+        "answers) every N global steps while training, and at the last step: logged and "
+        "written to TensorBoard under output_dir/eval. Loops of --steps_per_loop steps end "
+        "at these steps. 0: off.")
+    best_metric: Optional[str] = option(
+        None, "With --eval_every_steps: keep the checkpoint of the best score of this "
+        "metric (a name of eval_results.txt, e.g. eval_accuracy; the eval_ prefix may be "
+        "left out) in output_dir/best/, which evaluation, prediction and export then use. "
+        "Names containing 'loss' are minimised, others maximised.")
+    early_stopping_patience: int = option(
+        0, "With --best_metric: stop training after this many evaluations in a row without "
+        "a strictly better score. 0: off.")
     allow_case_mismatch: bool = option(
         False, "Run even when do_lower_case does not fit the model (an uncased vocab or "
         "an uncased_* folder with do_lower_case=false, or a cased one with true).")
@@ -145,9 +158,27 @@ class FinetuneOptions(TrainingOptions):
                                  f"{self.warmup_proportion}")
         if self.pack_sequences:
             sequence_packing.check_max_sequences_per_row(self.max_sequences_per_row)
+        self._check_training_evaluation()
         if self.max_seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]), "
                              f"got {self.max_seq_length}")
+
+    def _check_training_evaluation(self) -> None:
+        """Refuses --best_metric / --early_stopping_patience without what they need."""
+        for name in ("eval_every_steps", "early_stopping_patience"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0 (0: off), got {value!r}")
+        for name in ("best_metric", "early_stopping_patience"):
+            if getattr(self, name) and not self.eval_every_steps:
+                raise ValueError(f"--{name} needs evaluations while training: add "
+                                 "--eval_every_steps=N (score the dev data every N steps) "
+                                 "and the dev data's flag (--do_eval; run_squad: "
+                                 "--do_predict with a predict_file that has answers)")
+        if self.early_stopping_patience and not self.best_metric:
+            raise ValueError("--early_stopping_patience counts evaluations without a better "
+                             "--best_metric: add --best_metric=<a metric of "
+                             "eval_results.txt, e.g. eval_accuracy>")
 
     @property
     def use_trim_padding(self) -> bool:

@@ -8,6 +8,7 @@ export. `bert_tf.tasks.driver.run` runs train / eval / predict / export for any 
         def loss(self, features, outputs): ...          # scalar or {"total_loss": ...}
         def train_data(self): ...                       # TrainData
         def evaluate(self, split, runner): ...          # metrics dict ({}: no gold)
+        def metric_names(self): ...                     # what evaluate returns
 """
 
 import dataclasses
@@ -53,10 +54,13 @@ class Task:
         without a checkpoint to resume) the run needs allow_random_encoder.
       needs_vocab: The task tokenizes (the run context then requires a vocab).
       records_run_settings: Check and record the output_dir's run_settings.json.
+      train_eval_split: The split scored while training (`eval_every_steps`): "eval",
+        the dev data of do_eval (SQuAD: "predict", its predict_file is the dev set).
     """
     name = "task"
     model_type = "classifier"
     result_names = {"eval": "eval", "predict": "test"}
+    train_eval_split = "eval"
     strict_init = False
     needs_pretrained_encoder = True
     needs_vocab = True
@@ -100,6 +104,12 @@ class Task:
         """Predicts `split` ("eval" or "predict"), writes its prediction files and returns
         its metrics ({} when the data has no gold labels)."""
         raise NotImplementedError
+
+    def metric_names(self) -> list:
+        """The metrics `evaluate(train_eval_split, ...)` returns, by their names in
+        eval_results.txt (known after `setup`; [] when that data has no gold labels):
+        what `best_metric` may name."""
+        return []
 
     def explain_bad_input(self, error) -> None:
         """Called when training fails on its input; may log or raise a clearer error."""

@@ -16,8 +16,10 @@ data)::
                                        #   output_dir; used on a fresh start only, checked
                                        #   against the model (bert_tf.train.warm_start)
         google_checkpoint_prefix=None, # final model also in the TF1 layout (+ config)
-        restore_optimizer_state=False) # also the optimizer moments of init_checkpoint
-    result.model, result.global_step, result.losses, result.history
+        restore_optimizer_state=False, # also the optimizer moments of init_checkpoint
+        hook=None)                     # a step_hook.StepHook: called between loops, may
+                                       #   stop the run (evaluation while training)
+    result.model, result.global_step, result.losses, result.history, result.stopped_early
 
     metrics = loop.evaluate(strategy, model, eval_dataset_fn, metrics_fn,
                             num_steps=None)      # {name: weighted mean}
@@ -36,6 +38,8 @@ SIGINT and SIGTERM save a checkpoint at the end of the current loop of steps and
 `preemption.TrainingInterrupted` (`bert_tf.train.preemption`). Progress is logged
 once per loop with sequences/s; TensorBoard gets every loss, the learning rate and
 sequences/s. See `bert_tf.train.steps` for how gradients are reduced, clipped and accumulated.
+A `hook` (`bert_tf.train.step_hook`) is called between loops, which end at its
+`every_steps`; it may stop the run early (a checkpoint is saved at that step).
 
 Notes:
     * Losses are averaged over replicas and micro-batches (each replica's loss is the
@@ -63,6 +67,7 @@ from bert_tf.train import distribute
 from bert_tf.train import optimization
 from bert_tf.train import preemption
 from bert_tf.train import progress
+from bert_tf.train import step_hook as step_hook_lib
 from bert_tf.train import steps
 from bert_tf.train import warm_start
 from bert_tf.weights import checkpoints
@@ -132,6 +137,7 @@ class TrainResult:
     steps_this_run: int
     seconds: float
     checkpoint: str
+    stopped_early: bool = False  # the hook stopped the run before num_train_steps
 
 
 @contextlib.contextmanager
@@ -248,11 +254,13 @@ def _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_wr
 
 def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
           settings: LoopSettings, init_checkpoint=None, google_checkpoint_prefix=None,
-          restore_optimizer_state=False):
+          restore_optimizer_state=False, hook: Optional[step_hook_lib.StepHook] = None):
     """Trains (or resumes training) to `settings.num_train_steps`; see the module docstring.
 
     A fresh run starts from `init_checkpoint` (`bert_tf.train.warm_start`), with its
-    optimizer moments too when `restore_optimizer_state`.
+    optimizer moments too when `restore_optimizer_state`. `hook` (`step_hook.StepHook`)
+    is called between loops of steps; when it asks to stop, a checkpoint is saved at the
+    step reached and the result says `stopped_early`.
 
     Returns:
         A `TrainResult`.
@@ -298,7 +306,8 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         use_xla=settings.use_xla, host_iterator=host_iterator)
     with preemption.StopRequests() as stop:  # SIGINT, SIGTERM: save, then stop
         result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
-                            _summary_writer(strategy, output_dir), settings, stop)
+                            _summary_writer(strategy, output_dir), settings, stop,
+                            hook or step_hook_lib.StepHook(), model)
     if stop.requested:
         raise stop.interrupted(result.global_step, result.checkpoint)
     result.model = model
@@ -310,11 +319,12 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
 
 
 def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_writer,
-               settings, stop):
+               settings, stop, hook, model):
     """Runs loop calls up to `num_train_steps`, saving on the way; returns a TrainResult.
 
-    After a loop call, a stop requested (`preemption.StopRequests`) saves a checkpoint
-    at the step reached and ends the loops early.
+    After a loop call, the hook is called when due; a stop it asks for, or one requested
+    by a signal (`preemption.StopRequests`), saves a checkpoint at the step reached and
+    ends the loops early.
     """
     num_train_steps, global_batch_size = settings.num_train_steps, settings.global_batch_size
     steps_per_loop, save_checkpoints_steps = (settings.steps_per_loop,
@@ -324,9 +334,11 @@ def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_wr
         logging.info("Checkpoint at step %d >= num_train_steps %d: nothing to train.",
                      step, num_train_steps)
     history, losses, train_seconds, started = [], {}, 0.0, time.time()
-    while step < num_train_steps:
+    stopped_early = hook.begin(step)
+    while step < num_train_steps and not stopped_early:
         next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-        num_steps = min(steps_per_loop, num_train_steps - step, next_save - step)
+        num_steps = min(steps_per_loop, num_train_steps - step, next_save - step,
+                        hook.steps_to_next(step) or steps_per_loop)
         tick = time.time()
         losses = {k: float(v) for k, v in
                   train_loop(iterator, tf.constant(num_steps, tf.int32)).items()}
@@ -339,7 +351,11 @@ def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_wr
         _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_writer)
         history.append(dict(losses, step=step, learning_rate=learning_rate,
                             sequences_per_second=rate))
-        if step % save_checkpoints_steps == 0 or step >= num_train_steps or stop.requested:
+        # A signal asks for a quick stop: the hook waits for the resumed run.
+        stopped_early = (not stop.requested and hook.is_due(step, num_train_steps)
+                         and hook.after_steps(step, model))
+        if (step % save_checkpoints_steps == 0 or step >= num_train_steps or stop.requested
+                or stopped_early):
             preemption.save_checkpoint(manager, step, settings.output_dir)
             if stop.requested:  # a signal during that save is honoured here too
                 break
@@ -347,14 +363,15 @@ def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_wr
     done = step - start_step
     throughput = done * global_batch_size / train_seconds if train_seconds else 0.0
     logging.info(
-        "Training %s: global_step %d (%d steps this run) in %.1f s, %.1f sequences/s "
-        "in the train loop; final %s; checkpoint %s",
-        "stopped" if stop.requested else "done", step, done, time.time() - started,
-        throughput, ", ".join(f"{k} = {v:.4f}" for k, v in sorted(losses.items())),
+        "Training %s: global_step %d of %d planned (%d steps this run) in %.1f s, %.1f "
+        "sequences/s in the train loop; final %s; checkpoint %s",
+        "stopped" if stop.requested else "stopped early" if stopped_early else "done",
+        step, num_train_steps, done, time.time() - started, throughput,
+        ", ".join(f"{k} = {v:.4f}" for k, v in sorted(losses.items())),
         manager.latest_checkpoint)
     return TrainResult(model=None, global_step=step, losses=losses, history=history,
                        steps_this_run=done, seconds=train_seconds,
-                       checkpoint=manager.latest_checkpoint)
+                       checkpoint=manager.latest_checkpoint, stopped_early=stopped_early)
 
 
 def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None):

@@ -10,6 +10,8 @@ Public API:
     save_google_checkpoint(model, prefix, write_config=False)
     load_hf_weights(model, path) -> LoadReport
     load_training_checkpoint(model, prefix) -> LoadReport   (a bert_tf run's encoder)
+    training_checkpoint(path), best_checkpoint(folder) -> prefix or None   (a run's
+        best/ checkpoint, kept by --best_metric, is preferred to its latest)
     load_pretrained_weights(model, path) -> LoadReport   (any of the formats)
     load_config(path) -> BertConfig   (bert_config.json or a Hugging Face config.json)
     from_pretrained(model_cls, path, config=None, ...) -> model
@@ -34,6 +36,8 @@ from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_to_google_n
                                           read_safetensors)
 from bert_tf.weights.load_report import LoadReport, check_encoder, name_list
 
+# The folder of a fine-tuning output_dir that holds its best checkpoint (--best_metric).
+BEST_DIR = "best"
 # Checkpoint entries that are not model weights: optimizer slots and counters.
 _SKIPPED_PATTERN = re.compile(
     r"(^|/)(global_step|_CHECKPOINTABLE_OBJECT_GRAPH|good_steps|loss_scale)$"
@@ -251,6 +255,23 @@ def is_training_checkpoint(prefix):
             and not any(name.startswith(("bert/", "cls/")) for name in names))
 
 
+def best_checkpoint(folder):
+    """The prefix of the best checkpoint a fine-tuning run kept in `folder/best/`
+    (`--best_metric`), or None (no such folder, or `folder` is not a folder)."""
+    best = os.path.join(os.fspath(folder), BEST_DIR)
+    return tf.train.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
+
+
+def _latest_or_best(folder):
+    """A run folder's best checkpoint when it kept one (logged), else its latest."""
+    best = best_checkpoint(folder)
+    if best:
+        logging.info("%s: using its best checkpoint %s (kept by --best_metric; see %s)",
+                     folder, best, os.path.join(os.path.dirname(best), "eval_results.txt"))
+        return best
+    return tf.train.latest_checkpoint(folder)
+
+
 def training_checkpoint(path):
     """The bert_tf training checkpoint `path` names, or None.
 
@@ -259,13 +280,14 @@ def training_checkpoint(path):
         checkpoint prefix.
 
     Returns:
-      The prefix of the latest `ckpt-N` of a run's output_dir, or `path` itself when it
-      is an object-based (bert_tf) checkpoint prefix; None for a google-research or
-      Hugging Face checkpoint.
+      The prefix of the best checkpoint of a run's output_dir when it kept one
+      (`best/`), else of its latest `ckpt-N`, or `path` itself when it is an
+      object-based (bert_tf) checkpoint prefix; None for a google-research or Hugging
+      Face checkpoint.
     """
     path = os.fspath(path)
     if tf.io.gfile.isdir(path):
-        prefix = tf.train.latest_checkpoint(path)
+        prefix = _latest_or_best(path)
     else:
         prefix = path if tf.io.gfile.exists(path + ".index") else None
     if prefix and is_training_checkpoint(prefix):
@@ -317,7 +339,7 @@ def _resolve(path):
             return "hf", path, os.path.join(path, "config.json")
         prefix = os.path.join(path, "bert_model.ckpt")
         if not tf.io.gfile.exists(prefix + ".index"):
-            prefix = tf.train.latest_checkpoint(path)
+            prefix = _latest_or_best(path)
         if prefix is None:
             raise FileNotFoundError(
                 f"{path}: no bert_model.ckpt.index, TF `checkpoint` file or "

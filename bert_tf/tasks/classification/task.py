@@ -246,6 +246,12 @@ class ClassificationTask(Task):
         self._write_predictions(examples, logits)
         return {}
 
+    def metric_names(self):
+        """eval_<name> of what compute_metrics returns for the task (combined metrics
+        add their parts; they are read off a two-example call), and eval_loss."""
+        names = metrics.compute_metrics(self.processor.metric_names, [0, 1], [0, 1])
+        return [f"eval_{name}" for name in names] + ["eval_loss"]
+
     def _score(self, logits, label_ids):
         if self.is_regression:
             predictions = logits[:, 0]

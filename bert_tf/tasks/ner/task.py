@@ -247,6 +247,11 @@ class NerTask(Task):
         scores = _score(sentences, predicted, output, ner_data.detect_scheme(sentences))
         return {f"{name}_{key}": value for key, value in scores.items()}
 
+    def metric_names(self):
+        """conlleval's overall figures (the per-type F1s depend on the tags found)."""
+        return [f"{self.result_names['eval']}_{name}"
+                for name in ("f1", "precision", "recall", "accuracy")]
+
     def export_options(self):
         return {"label_names": self.label_list}
 

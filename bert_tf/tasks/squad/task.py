@@ -259,18 +259,32 @@ def predict_logits(runner, features, batch_size):
     return results
 
 
-def evaluate_predictions(predict_file, predictions, null_odds):
-    """The official script's dict for the predict file's version, or None without
-    answers in the file."""
+def read_gold(predict_file):
+    """(SQuAD JSON, whether it is v2.0) of a predict file that every question has answers
+    in, else None: v1.1 scores need a gold answer for every question; v2.0 takes [] as
+    "no answer"."""
     with open(predict_file, encoding="utf-8") as reader:
         data_json = json.load(reader)
     version_2 = squad_evaluate.is_version_2(data_json)
-    # v1.1 scores need a gold answer for every question; v2.0 takes [] as "no answer".
     if not all(isinstance(qa.get("answers"), list) and (version_2 or qa["answers"])
-               for entry in data_json["data"] for paragraph in entry["paragraphs"]
-               for qa in paragraph["qas"]):
+               for qa in _questions(data_json)):
+        return None
+    return data_json, version_2
+
+
+def _questions(data_json):
+    return [qa for entry in data_json["data"] for paragraph in entry["paragraphs"]
+            for qa in paragraph["qas"]]
+
+
+def evaluate_predictions(predict_file, predictions, null_odds):
+    """The official script's dict for the predict file's version, or None without
+    answers in the file."""
+    gold = read_gold(predict_file)
+    if gold is None:
         logging.info("%s has questions without answers: not evaluated", predict_file)
         return None
+    data_json, version_2 = gold
     if version_2:
         return squad_evaluate.evaluate_v2(data_json["data"], predictions,
                                           null_odds if null_odds else None)
@@ -281,8 +295,9 @@ class SquadTask(Task):
     """SQuAD v1.1 / v2.0: answer spans, scored with the official evaluation scripts."""
     model_type = "span_labeler"
     # predict_file is the dev set: its scores are the run's evaluation (as the original,
-    # run_squad has no do_eval).
+    # run_squad has no do_eval), also while training.
     result_names = {"eval": "eval", "predict": "eval"}
+    train_eval_split = "predict"
 
     @property
     def name(self):
@@ -349,6 +364,19 @@ class SquadTask(Task):
             return {}
         logging.info("Evaluation of %s: %s", options.predict_file, json.dumps(evaluation))
         return dict(evaluation)
+
+    def metric_names(self):
+        """The official script's scores of predict_file ([] when it lacks answers)."""
+        gold = read_gold(self.options.predict_file) if self.options.do_predict else None
+        if gold is None:
+            return []
+        data_json, version_2 = gold
+        if not version_2:
+            return ["exact_match", "f1"]
+        answered = {bool(qa["answers"]) for qa in _questions(data_json)}
+        return (["exact", "f1"] + ["HasAns_exact", "HasAns_f1"] * (True in answered)
+                + ["NoAns_exact", "NoAns_f1"] * (False in answered)
+                + ["best_exact", "best_f1"] * self.options.version_2_with_negative)
 
     def export_options(self):
         return {"max_query_length": self.options.max_query_length,

@@ -1,0 +1,56 @@
+"""What `bert_tf.train.loop.train` calls between loops of steps: evaluation while
+training, the best checkpoint and early stopping (`bert_tf.tasks.best_checkpoint`) are
+one such hook; the loop knows nothing of tasks or metrics.
+
+    class MyHook(StepHook):
+        every_steps = 50                      # loops end at multiples of 50
+        def after_steps(self, step, model):   # at steps 50, 100, ... and the last
+            ...
+            return stop                       # True: the run stops here
+
+    loop.train(..., hook=MyHook())
+"""
+
+
+class StepHook:
+    """The base of a hook of the training loop (every method may be overridden).
+
+    Attributes:
+      every_steps: `after_steps` is called at the global steps that are multiples of
+        this, and at the last step; the loop cuts its loops of `steps_per_loop` steps
+        to end there. 0: after every loop of steps.
+    """
+    every_steps = 0
+
+    def begin(self, step: int) -> bool:
+        """Called once before the first loop, at the global step the run starts (or
+        resumes) from.
+
+        Returns:
+          True when the run must train no further (it stopped early before).
+        """
+        del step
+        return False
+
+    def after_steps(self, step: int, model) -> bool:
+        """Called after the loop of steps that reached global step `step`.
+
+        Args:
+          step: The global step reached.
+          model: The model being trained (its weights at `step`).
+
+        Returns:
+          True to stop training at `step` (the loop saves a checkpoint there first).
+        """
+        del step, model
+        return False
+
+    def is_due(self, step: int, num_train_steps: int) -> bool:
+        """Whether `after_steps` is called at `step`."""
+        every = self.every_steps
+        return not every or step % every == 0 or step >= num_train_steps
+
+    def steps_to_next(self, step: int) -> int:
+        """Steps from `step` to the next multiple of `every_steps` (None: no limit)."""
+        every = self.every_steps
+        return (step // every + 1) * every - step if every else None
