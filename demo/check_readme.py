@@ -157,6 +157,7 @@ def write_fixtures(demo_dir, work_dir):
     _write_squad(documents[:12], os.path.join(work_dir, "train-v1.1.json"), v2=False)
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v1.1.json"), v2=False)
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v2.0.json"), v2=True)
+    _write_swag(documents, os.path.join(work_dir, "swagaf", "data"))
     # bert-build-vocab's example reads a one-sentence-per-line corpus.
     shutil.copy(os.path.join(DATA_DIR, "corpus.txt"), os.path.join(work_dir, "corpus.txt"))
     with open(os.path.join(work_dir, "input.txt"), "w", encoding="utf-8") as f:
@@ -237,6 +238,33 @@ def _write_squad(documents, path, v2):
             "data": [{"title": "demo", "paragraphs": paragraphs}]}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f)
+
+
+def _write_swag(documents, folder):
+    """SWAG's CSV layout: a sentence's first half, its next word, and four endings, the
+    rest of that sentence among the rests of three others (the test file unlabelled)."""
+    os.makedirs(folder, exist_ok=True)
+    sentences = [words for sentences in documents for words in map(str.split, sentences)
+                 if len(words) > 5]
+    rng = random.Random(0)
+    splits = {"train.csv": sentences[:48], "val.csv": sentences[48:64],
+              "test.csv": sentences[64:72]}
+    for name, split in splits.items():
+        with open(os.path.join(folder, name), "w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["video-id", "fold-ind", "startphrase", "sent1", "sent2",
+                             "gold-source", "ending0", "ending1", "ending2", "ending3"]
+                            + ([] if name == "test.csv" else ["label"]))
+            for index, words in enumerate(split):
+                middle = len(words) // 2
+                others = rng.sample([other for other in sentences if other is not words], 3)
+                endings = [" ".join(other[len(other) // 2 + 1:]) for other in others]
+                label = rng.randrange(4)
+                endings.insert(label, " ".join(words[middle + 1:]))
+                sent1 = " ".join(words[:middle])
+                writer.writerow([f"demo-{index}", index, f"{sent1} {words[middle]}", sent1,
+                                 words[middle], "gen", *endings]
+                                + ([] if name == "test.csv" else [label]))
 
 
 def after_command(command, work_dir):

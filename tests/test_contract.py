@@ -11,14 +11,15 @@ import inspect
 import pkgutil
 
 import keras
+import numpy as np
 import pytest
 
 import bert_tf.layers
 import bert_tf.models
 import contract
 from bert_tf import layers
-from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                            BertTokenClassifier)
+from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
+                            BertSpanLabeler, BertTokenClassifier)
 from bert_tf.models.encoder import EncoderHeadModel
 from contract import Case, encoder_features, hidden_states, input_mask, matrix, token_ids
 from harness import tiny_config
@@ -42,6 +43,14 @@ def _hidden_and_mask(seq, real):
 
 def _encoder(hidden_act="gelu"):
     return BertEncoder(tiny_config(hidden_act=hidden_act))
+
+
+def _choices_inputs(seq, real):
+    """Three choices an example: the encoder features with other ids per choice."""
+    features = encoder_features(seq, real)
+    ids = np.stack([(features["input_ids"] - 5 + 17 * c) % 94 + 5 for c in range(3)], 1)
+    return (dict({name: np.stack([value] * 3, 1) for name, value in features.items()},
+                 input_ids=ids.astype("int32")),)
 
 
 def _pretrainer_inputs(seq, real):
@@ -102,6 +111,9 @@ CASES = [
     Case(BertTokenClassifier, lambda: dict(encoder=_encoder(), num_classes=5,
                                            dropout_rate=0.3, head_initializer="normal"),
          lambda seq, real: (encoder_features(seq, real),), float32_outputs=True),
+    Case(BertMultipleChoice, lambda: dict(encoder=_encoder(), dropout_rate=0.25,
+                                          head_initializer="normal"),
+         _choices_inputs, sequence_axis=None, float32_outputs=True),
 ]
 IDS = [case.id for case in CASES]
 

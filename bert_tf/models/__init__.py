@@ -1,9 +1,11 @@
 """BERT models: encoder, pre-trainer and the fine-tuning models."""
 
 from bert_tf.models.encoder import BertEncoder
+from bert_tf.models.multiple_choice import BertMultipleChoice
 from bert_tf.models.pretrainer import (BertPretrainer, next_sentence_weights,
                                       pretraining_losses)
 from bert_tf.models.task_models import BertClassifier, BertSpanLabeler, BertTokenClassifier
 
-__all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSpanLabeler",
-           "BertTokenClassifier", "next_sentence_weights", "pretraining_losses"]
+__all__ = ["BertClassifier", "BertEncoder", "BertMultipleChoice", "BertPretrainer",
+           "BertSpanLabeler", "BertTokenClassifier", "next_sentence_weights",
+           "pretraining_losses"]

@@ -13,9 +13,12 @@ API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
                                           max_seq_length, export_dir, label_names, ...)
     path = export.export_encoder(model, vocab_file, do_lower_case, max_seq_length,
                                  export_dir, ...)
+    path = export.export_multiple_choice(model, vocab_file, do_lower_case,
+                                         max_seq_length, export_dir, ...)
     path = export.export_finetuned_model(model, export_dir, model_type, vocab_file,
                                          do_lower_case, max_seq_length, **kwargs)
         # model_type: "classifier" | "span_labeler" | "token_classifier" | "encoder"
+        #             | "multiple_choice" (signatures: bert_tf.serving.multiple_choice)
 
 Each returns the directory written. Signatures (batch dimension B):
 
@@ -53,15 +56,18 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.serving import multiple_choice
 from bert_tf.serving import signatures as sig
 from bert_tf.text import tokenization, windows
 from bert_tf.configs import BertConfig
-from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertSpanLabeler,
+                            BertTokenClassifier)
 from bert_tf.weights.load_report import name_list
 
 SIGNATURE_NAMES = ("serving_default", "serve_ids", "serve_examples")
 MODEL_CLASSES = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
-         "token_classifier": BertTokenClassifier, "encoder": BertEncoder}
+         "token_classifier": BertTokenClassifier, "encoder": BertEncoder,
+         "multiple_choice": BertMultipleChoice}
 
 
 # ----------------------------------------------------------------------------- checks
@@ -392,8 +398,22 @@ def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
                    versioned, encoder_text_signature)
 
 
+def export_multiple_choice(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                           overwrite=False, versioned=False):
+    """Exports a `BertMultipleChoice` (SWAG): `context`, `question` and `choices` [B, C]
+    in, per-choice `probabilities` out (`bert_tf.serving.multiple_choice`). Args as
+    `export_classifier`; `max_seq_length` is the length of each choice's row."""
+    if isinstance(model, BertMultipleChoice) and not model.built:
+        model.build()  # from its config: a call would need [B, C, S] inputs
+    check_model_and_vocab(model, BertMultipleChoice, vocab_file, max_seq_length)
+    target = resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
+    module = ServingModule(model, vocab_file, do_lower_case, max_seq_length)
+    return write_saved_model(module, multiple_choice.signatures(module), target)
+
+
 _EXPORTERS = {"classifier": export_classifier, "span_labeler": export_span_labeler,
-              "token_classifier": export_token_classifier, "encoder": export_encoder}
+              "token_classifier": export_token_classifier, "encoder": export_encoder,
+              "multiple_choice": export_multiple_choice}
 
 
 # Other spellings of a model type (--model_type=squad / ner, as the runners are named).
@@ -426,5 +446,5 @@ def keras_model_class(model_type):
 
 
 __all__ = ["export_classifier", "export_encoder", "export_finetuned_model",
-           "export_span_labeler", "export_token_classifier", "keras_model_class",
-           "resolve_export_dir", "SIGNATURE_NAMES"]
+           "export_multiple_choice", "export_span_labeler", "export_token_classifier",
+           "keras_model_class", "resolve_export_dir", "SIGNATURE_NAMES"]

@@ -30,8 +30,8 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
-from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                            BertTokenClassifier)
+from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
+                            BertSpanLabeler, BertTokenClassifier)
 from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_to_google_name,
                                           read_safetensors)
 from bert_tf.weights.load_report import LoadReport, check_encoder, name_list
@@ -120,6 +120,9 @@ def google_variable_map(model):
         entries = {name.lstrip("/"): value for name, value in entries.items()}
     elif isinstance(model, BertSpanLabeler):
         entries.update(_dense_entries("cls/squad", model.head.dense, "output_weights"))
+    elif isinstance(model, BertMultipleChoice):
+        entries.update(_dense_entries("cls/multiple_choice", model.head.dense,
+                                      "output_weights"))
     covered = {id(variable) for variable, _ in entries.values()}
     missing = [v.path for v in model.weights if id(v) not in covered]
     if missing:
