@@ -14,12 +14,14 @@ import pytest
 import tensorflow as tf
 
 import test_run_classifier
+import test_run_multiple_choice
 import test_run_ner
 import test_run_pretraining
 import test_run_squad
 from flag_contract import _parse, check_every_flag_reaches_options
 from bert_tf.tasks import driver
 from bert_tf.tasks.classification.task import ClassificationTask
+from bert_tf.tasks.multiple_choice.task import MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerTask
 from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.tasks.squad.task import SquadTask
@@ -65,6 +67,7 @@ def _command_line(command, options):
 
 TASKS = {
     "run_classifier": (test_run_classifier, ClassificationTask),
+    "run_multiple_choice": (test_run_multiple_choice, MultipleChoiceTask),
     "run_ner": (test_run_ner, NerTask),
     "run_squad": (test_run_squad, SquadTask),
     "run_pretraining": (test_run_pretraining, PretrainingTask),

@@ -3,10 +3,11 @@
 Every file is read through `bert_tf.fileio.iter_text_lines` (UTF-8; a line that is not,
 or a binary file, is an error naming file, line and byte). `read_tsv` yields (line
 number, fields) and rejects a row whose column count differs from the first row's,
-naming file and line. `GenericProcessor` reads your own
-`train` / `dev` / `test` files (`.tsv`, `.csv`, `.jsonl`) with named text, optional
-text-pair, optional id and label columns, and checks every value's type and emptiness
-where it reads it (a JSON `null` or list is not trained as the text "null").
+naming file and line; `read_records` yields (line number, {column: value}) of a `.tsv`
+or `.csv` file with a header, or of a `.jsonl` file's objects. `GenericProcessor` reads
+your own `train` / `dev` / `test` files (`.tsv`, `.csv`, `.jsonl`) with named text,
+optional text-pair, optional id and label columns, and checks every value's type and
+emptiness where it reads it (a JSON `null` or list is not trained as the text "null").
 `check_unique_ids` refuses two examples with one id.
 """
 
@@ -101,7 +102,7 @@ def parse_float(value: str, path: str, line_number: int, field: str) -> float:
     return number
 
 
-def _read_records(path: str):
+def read_records(path: str):
     """Yields (line_number, dict of column -> value) from a .tsv, .csv or .jsonl file."""
     if path.endswith((".jsonl", ".json")):
         for line_number, line in fileio.iter_text_lines(path):
@@ -237,7 +238,7 @@ class GenericProcessor:
                 raise ValueError("generic task: pass labels or a data_dir with a train file")
             path = self.data_files(data_dir, "train")[0]
             kinds = {}
-            self._labels = sorted({label for line, record in _read_records(path)
+            self._labels = sorted({label for line, record in read_records(path)
                                    for label in self._label_names(record, path, line, kinds)})
             self._labels_origin = f"the labels of the train file {path}"
             if len(self._labels) < 2:
@@ -257,7 +258,7 @@ class GenericProcessor:
         path = self.data_files(data_dir, split)[0]
         labels = self.get_labels(data_dir)
         examples, kinds = [], {}
-        for line_number, record in _read_records(path):
+        for line_number, record in read_records(path):
             def text(name, what):
                 return self._text(record, name, path, line_number, what)
             label = self._label(record, split, path, line_number, kinds)

@@ -97,7 +97,7 @@ def read_examples(path: str, split: str, labelled: bool = True) -> list:
 
 def _swag_rows(path):
     """(line, (sent1, "", [sent2 + " " + ending_i], label or None)) of a SWAG CSV."""
-    for line_number, record in text_files._read_records(path):  # noqa: SLF001
+    for line_number, record in text_files.read_records(path):
         endings = sorted((int(match.group(1)), name) for name in record
                          for match in [_ENDING.match(name)] if match)
         gaps = [f"ending{index}" for index in range(len(endings))
@@ -123,7 +123,7 @@ def _swag_rows(path):
 
 def _jsonl_rows(path):
     """(line, (context, question, choices, label or None)) of a JSONL file."""
-    for line_number, record in text_files._read_records(path):  # noqa: SLF001
+    for line_number, record in text_files.read_records(path):
         source = f"{path}:{line_number}"
         missing = [key for key in JSONL_KEYS if key not in record]
         if missing:
