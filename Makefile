@@ -15,10 +15,12 @@ $(STAMP): setup.py
 
 install: $(STAMP)
 
-# The optional extras (apache-beam: the Beam pipelines), so that their tests run too;
-# without them those tests skip and `make test` stays lean. CI runs this first.
+# The optional extras (apache-beam: the Beam pipelines; keras-hub: its export format),
+# so that their tests run too; without them those tests skip and `make test` stays lean.
+# CI runs this first. (torch + transformers, the huggingface-test extra, are gigabytes:
+# docs/export_formats.md says how to run that test.)
 install-extras: $(STAMP)
-	$(PY) -m pip install --quiet -e ".[test,beam]"
+	$(PY) -m pip install --quiet -e ".[test,beam,keras-hub]"
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" --durations=10 tests

@@ -30,6 +30,16 @@ BEAM_REQUIRES = ["apache-beam>=2.77,<2.78", "google-crc32c>=1.5"]
 # --word_segmenter=jieba).
 CHINESE_REQUIRES = ["jieba>=0.42"]
 
+# bert-export-model --export_format=keras_hub (keras-hub writes the preset). Pinned to
+# the minor version whose BertBackbone variable paths the exporter maps; it installs
+# beside TensorFlow 2.21 and Keras 3 without changing them.
+KERAS_HUB_REQUIRES = ["keras-hub>=0.32,<0.33"]
+
+# tests/test_export_formats.py loads the --export_format=huggingface folders with
+# transformers on PyTorch (gigabytes: not in `make install-extras`; see
+# docs/export_formats.md, or point BERT_TF_REFERENCE_PYTHON at a Python that has them).
+HUGGINGFACE_TEST_REQUIRES = ["torch>=2.1", "transformers>=4.40"]
+
 # Every command module defines `run_main()`; its console script is `bert-<module-name>`,
 # e.g. bert_tf/cli/run_squad.py -> bert-run-squad, data_prep/build_vocab.py ->
 # bert-build-vocab. The root scripts (run_squad.py, ...) are thin shims, not installed.
@@ -56,6 +66,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "data_prep", "data_prep.*"]),
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES, "beam": BEAM_REQUIRES,
-                    "chinese": CHINESE_REQUIRES},
+                    "chinese": CHINESE_REQUIRES, "keras-hub": KERAS_HUB_REQUIRES,
+                    "huggingface-test": HUGGINGFACE_TEST_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.serving import huggingface
 from bert_tf.weights import checkpoints
 from bert_tf.weights.checkpoints import from_pretrained
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
@@ -159,26 +160,10 @@ def test_task_heads_use_run_classifier_and_run_squad_names(tmp_path):
 
 
 def hf_state_dict(model):
-    """The model's weights under Hugging Face BertForPreTraining names (torch layout)."""
-    from_google = {"bert/embeddings/LayerNorm/gamma": "bert.embeddings.LayerNorm.weight",
-                   "bert/embeddings/LayerNorm/beta": "bert.embeddings.LayerNorm.bias",
-                   "cls/predictions/output_bias": "cls.predictions.bias",
-                   "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
-                   "cls/seq_relationship/output_bias": "cls.seq_relationship.bias"}
-    state = {}
-    for name, (var, transposed) in checkpoints.google_variable_map(model).items():
-        value = var.numpy().T if transposed else var.numpy()
-        if name in from_google:
-            state[from_google[name]] = np.ascontiguousarray(value)
-            continue
-        hf = name.replace("/", ".").replace("encoder.layer_", "encoder.layer.")
-        if hf.endswith("_embeddings"):
-            hf += ".weight"
-        elif hf.endswith(".kernel"):
-            hf, value = hf[:-len("kernel")] + "weight", value.T
-        hf = hf.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-            "LayerNorm.beta", "LayerNorm.bias")
-        state[hf] = np.ascontiguousarray(value)
+    """The model's weights under Hugging Face BertForPreTraining names (torch layout), as
+    the exporter writes them, plus the tied decoder copy and the position_ids buffer that
+    torch's own files hold (the loader skips both)."""
+    state = huggingface.hf_state_dict(model)
     state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
     state["bert.embeddings.position_ids"] = np.arange(64, dtype=np.int64)[None]
     return state

@@ -1,4 +1,5 @@
-r"""Export a trained BERT model as a SavedModel for TensorFlow Serving.
+r"""Export a trained BERT model: a SavedModel for TensorFlow Serving, a Hugging Face
+transformers folder or a keras-hub preset (`--export_format`).
 
 Loads weights from a fine-tuning `--output_dir` (the latest `ckpt-<step>` of
 run_classifier / run_squad / run_ner), a google-research checkpoint (folder or prefix)
@@ -12,6 +13,15 @@ or a Hugging Face folder, and writes the signatures of `bert_tf.serving.export`:
 
 `--export_dir` with `--versioned` (or an existing TF Serving model base path) gets a new
 numeric version folder; an existing SavedModel is replaced only with `--overwrite`.
+
+`--export_format=huggingface` writes config.json, model.safetensors and the tokenizer
+files that transformers' `from_pretrained` reads (`--model_type=pretrainer` too: the
+masked-LM and next-sentence heads); `--export_format=keras_hub` writes a keras-hub preset
+of an encoder or classifier. Both refuse an `--export_dir` that is not empty unless
+`--overwrite`:
+
+    bert-export-model --export_format=huggingface --model_type=classifier \
+      --init_checkpoint=/tmp/mrpc --export_dir=/models/mrpc_hf
 """
 
 from bert_tf import command_line
@@ -22,7 +32,7 @@ REQUIRED = ("model_type", "init_checkpoint", "export_dir")
 
 
 def export(options):
-    """Exports the options' checkpoint and prints the SavedModel path."""
+    """Exports the options' checkpoint and prints the folder written."""
     print(export_checkpoint.export_from_checkpoint(options))
 
 

@@ -49,14 +49,11 @@ to a temporary folder and renamed when complete.
 
 import collections
 import os
-import shutil
-import uuid
 
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.serving import multiple_choice
+from bert_tf.serving import multiple_choice, output_folder
 from bert_tf.serving import signatures as sig
 from bert_tf.text import tokenization, windows
 from bert_tf.configs import BertConfig
@@ -152,36 +149,14 @@ def resolve_export_dir(export_dir, overwrite=False, versioned=False, hint=REPLAC
     return os.path.join(export_dir, "1") if versioned else export_dir
 
 
-def _remove_stale_temporaries(parent, base):
-    """Removes `.<base>.tmp-<pid>-*` folders whose writing process is gone (a killed
-    export leaves its temporary folder: `finally` does not run on SIGKILL)."""
-    prefix = f".{base}.tmp-"
-    for name in os.listdir(parent):
-        pid = name[len(prefix):].split("-")[0] if name.startswith(prefix) else ""
-        if pid.isdigit() and not fileio.process_is_running(int(pid)):
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+# The clean-up of killed exports' folders, one place (tests/test_export.py calls it here).
+_remove_stale_temporaries = output_folder.remove_stale_temporaries
 
 
 def write_saved_model(module, signatures, target):
     """tf.saved_model.save into a temporary sibling folder, then rename into place."""
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    base = os.path.basename(target)
-    _remove_stale_temporaries(parent, base)
-    temporary = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
-    try:
-        tf.saved_model.save(module, temporary, signatures=signatures)
-        if os.path.isdir(target) and os.listdir(target):
-            old = f"{temporary}.old"
-            os.replace(target, old)
-            os.replace(temporary, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            if os.path.isdir(target):
-                os.rmdir(target)
-            os.replace(temporary, target)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+    output_folder.write_folder(target, lambda temporary: tf.saved_model.save(
+        module, temporary, signatures=signatures))
     logging.info("Exported SavedModel with signatures %s to %s", sorted(signatures), target)
     return target
 

@@ -8,6 +8,11 @@
 `bert_tf.train.loop` writes them; needs `bert_config_file` unless one lies beside it), a
 google-research checkpoint (folder or prefix) or a Hugging Face folder. The config and
 the vocab are resolved once, as a run's (`bert_tf.tasks.run_context`).
+
+`export_format`: "saved_model" (TF Serving, `bert_tf.serving.export`), "huggingface"
+(a transformers folder, `bert_tf.serving.huggingface`; also `model_type="pretrainer"`,
+the masked-LM and next-sentence heads) or "keras_hub" (a keras-hub preset of an encoder
+or classifier, `bert_tf.serving.keras_hub`).
 """
 
 import dataclasses
@@ -19,26 +24,37 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import options as options_lib
-from bert_tf.models import BertEncoder
+from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.options import option
-from bert_tf.serving import export
+from bert_tf.serving import export, huggingface, keras_hub, output_folder
 from bert_tf.tasks import run_context
+from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.options import EncoderSourceOptions
 from bert_tf.text import tokenization, windows
 from bert_tf.text.vocab import VocabFile
-from bert_tf.train import loop
+from bert_tf.train import loop, warm_start
 from bert_tf.weights import checkpoints
+from bert_tf.weights.load_report import name_list
 
+# The pre-training heads: exported to Hugging Face (BertForPreTraining) only.
+PRETRAINER = "pretrainer"
 # Spellings of --model_type (squad and ner are aliases, see export.canonical_model_type).
-MODEL_TYPES = tuple(export.MODEL_CLASSES) + tuple(export.MODEL_TYPE_ALIASES)
+MODEL_TYPES = tuple(export.MODEL_CLASSES) + tuple(export.MODEL_TYPE_ALIASES) + (PRETRAINER,)
+EXPORT_FORMATS = ("saved_model", "huggingface", "keras_hub")
 
 
 @dataclasses.dataclass(kw_only=True)
 class ExportOptions(EncoderSourceOptions):
     """What bert-export-model exports (see each field's help)."""
     model_type: Optional[str] = option(
-        None, "What to export (squad = span_labeler, ner = token_classifier).",
+        None, "What to export (squad = span_labeler, ner = token_classifier; pretrainer: "
+        "the masked-LM and next-sentence heads, --export_format=huggingface only).",
         choices=MODEL_TYPES)
+    export_format: str = option(
+        "saved_model", "saved_model: a SavedModel for TF Serving; huggingface: a "
+        "transformers folder (config.json, model.safetensors, vocab.txt, tokenizer "
+        "config); keras_hub: a keras-hub preset of an encoder or classifier (needs the "
+        "keras-hub extra).", choices=EXPORT_FORMATS)
     init_checkpoint: Optional[str] = option(
         None, "Fine-tuning output_dir / training checkpoint, google-research checkpoint "
         "(folder or prefix) or Hugging Face folder.")
@@ -65,8 +81,9 @@ class ExportOptions(EncoderSourceOptions):
     max_query_length: int = option(64, "squad: question tokens kept.")
     max_answer_length: int = option(30, "squad: longest answer in tokens.")
     export_dir: Optional[str] = option(None, "SavedModel folder or TF Serving model base "
-                                             "path.")
-    overwrite: bool = option(False, "Replace an existing SavedModel at export_dir.")
+                                             "path (other formats: the folder to write).")
+    overwrite: bool = option(False, "Replace an existing SavedModel at export_dir (other "
+                                    "formats: a folder that is not empty).")
     versioned: bool = option(False, "Write export_dir/<next version number>.")
     allow_case_mismatch: bool = option(
         False, "Export even when do_lower_case does not fit the vocab or the released "
@@ -94,13 +111,15 @@ def load_model(model_type, options, head_kwargs=None):
     Raises:
         FileNotFoundError / ValueError: naming the checkpoint or config at fault.
     """
-    model_cls = export.keras_model_class(model_type)
     head_kwargs = head_kwargs or {}
     init_checkpoint, bert_config_file = options.init_checkpoint, options.bert_config_file
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     run_context.check_init_checkpoint(init_checkpoint)
     config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
+    if model_type == PRETRAINER:
+        return _load_pretrainer(init_checkpoint, config_file)
+    model_cls = export.keras_model_class(model_type)
     prefix = checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None or model_cls is BertEncoder:  # the encoder of any checkpoint
         return checkpoints.from_pretrained(
@@ -115,6 +134,37 @@ def load_model(model_type, options, head_kwargs=None):
     model.build()
     loop.restore_model(model, prefix)
     logging.info("Loaded %s from training checkpoint %s", model_cls.__name__, prefix)
+    return model
+
+
+def _pretrainer_with_heads(config, init_checkpoint, next_sentence):
+    """(BertPretrainer loaded from `init_checkpoint`, its head weights left random)."""
+    model = BertPretrainer(BertEncoder(config), next_sentence=next_sentence)
+    model.build()
+    report = warm_start.start_from(model, None, init_checkpoint)
+    return model, [name for name in report.newly_initialized if name.startswith("cls/")]
+
+
+def _load_pretrainer(init_checkpoint, config_file):
+    """The pre-training model of `init_checkpoint` (a pre-training run, a released or
+    Hugging Face folder) with the heads it holds: without a next-sentence head when it
+    has none (a --next_sentence=false run, a masked-LM checkpoint).
+
+    Raises:
+        ValueError: when it holds no masked-LM head (a fine-tuned model), naming it.
+    """
+    if not config_file or not os.path.isfile(config_file):
+        raise FileNotFoundError(f"no bert_config.json in or beside {init_checkpoint}; pass "
+                                "--bert_config_file")
+    config = checkpoints.load_config(config_file)
+    model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=True)
+    if fresh and all(name.startswith("cls/seq_relationship/") for name in fresh):
+        model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=False)
+    if fresh:
+        raise ValueError(f"{init_checkpoint} holds no masked-LM head ({name_list(fresh)} "
+                         "would start random): --model_type=pretrainer exports a "
+                         "pre-trained model's heads; pass --model_type=encoder for its "
+                         "encoder")
     return model
 
 
@@ -182,6 +232,45 @@ def _head_and_signature_options(model_type, options, label_names):
     return head, signature
 
 
+def _check_format_and_export_dir(options, model_type):
+    """Refuses what `options.export_format` cannot hold, a missing optional package and
+    an export_dir it would not write, before the model is loaded."""
+    replace = "pass --overwrite to replace it"
+    if options.export_format == "saved_model":
+        if model_type == PRETRAINER:
+            raise ValueError("--model_type=pretrainer exports with --export_format="
+                             "huggingface (BertForPreTraining); a SavedModel serves the "
+                             "encoder and the fine-tuned heads")
+        export.resolve_export_dir(options.export_dir, options.overwrite, options.versioned,
+                                  hint=f"{replace}, or --versioned to write the next "
+                                       "version beside it")
+        return
+    if options.versioned:
+        raise ValueError(f"--versioned writes the next version of a TF Serving model base "
+                         f"path (--export_format=saved_model); --export_format="
+                         f"{options.export_format} writes --export_dir itself")
+    model_cls = (BertPretrainer if model_type == PRETRAINER
+                 else export.keras_model_class(model_type))
+    if options.export_format == "keras_hub":
+        keras_hub.check_model_class(model_cls)
+        keras_hub.import_keras_hub()
+    else:
+        huggingface.check_model_class(model_cls)
+    output_folder.check_output_folder(options.export_dir, options.overwrite, hint=replace)
+
+
+def _problem_type(model_type, options, saved):
+    """transformers' problem_type of a classifier: regression, multi-label (as the run in
+    init_checkpoint was) or None (one label of several)."""
+    if model_type != "classifier":
+        return None
+    if options.is_regression:
+        return "regression"
+    if saved.get("task") == f"classification/{multi_label.NAME}":
+        return "multi_label_classification"
+    return None
+
+
 def export_from_checkpoint(options: ExportOptions) -> str:
     """Loads the model and exports it (see the module docstring). Returns the path."""
     options_lib.check_choices(options)
@@ -196,18 +285,29 @@ def export_from_checkpoint(options: ExportOptions) -> str:
     if not options.allow_case_mismatch:
         tokenization.check_case_matches(options.do_lower_case, VocabFile.read(vocab_file).tokens,
                                         vocab_file, options.init_checkpoint)
-    export.resolve_export_dir(options.export_dir, options.overwrite, options.versioned,
-                              hint="pass --overwrite to replace it, or --versioned to "
-                                   "write the next version beside it")  # fail before loading
+    model_type = (PRETRAINER if options.model_type == PRETRAINER
+                  else export.canonical_model_type(options.model_type))
+    _check_format_and_export_dir(options, model_type)  # fail before loading
     saved = _saved_run_settings(options.init_checkpoint)
     # Without names, a fine-tuning run's own label list (in label-id order) serves.
     label_names = read_label_names(options.label_names, options.labels_file) or \
         saved.get("labels")
-    model_type = export.canonical_model_type(options.model_type)
     head, signature = _head_and_signature_options(model_type, options, label_names)
     _check_run_settings(options.init_checkpoint, saved, model_type,
                         signature.get("label_names"))
     model = load_model(model_type, options, head)
+    if options.export_format == "huggingface":
+        return huggingface.export_huggingface(
+            model, options.export_dir, vocab_file, options.do_lower_case,
+            label_names=signature.get("label_names"),
+            problem_type=_problem_type(model_type, options, saved),
+            overwrite=options.overwrite)
+    if options.export_format == "keras_hub":
+        return keras_hub.export_keras_hub(model, options.export_dir, vocab_file,
+                                          options.do_lower_case, options.max_seq_length,
+                                          overwrite=options.overwrite)
+    if _problem_type(model_type, options, saved) == "multi_label_classification":
+        signature["multi_label"] = True  # sigmoid per label (threshold 0.5)
     return export.export_finetuned_model(model, options.export_dir, model_type, vocab_file,
                                          options.do_lower_case, options.max_seq_length,
                                          overwrite=options.overwrite,

@@ -3,7 +3,17 @@
 Hugging Face names are translated to the google-research names
 (`bert.encoder.layer.3.attention.self.query.weight` →
 `bert/encoder/layer_3/attention/self/query/kernel`, transposed) so that one table
-(`checkpoints.google_variable_map`) matches every format.
+(`checkpoints.google_variable_map`) matches every format. Both directions live here:
+
+    hf_config_to_bert_dict(hf_config) -> bert_config.json fields   (loading)
+    hf_to_google_name(hf_name) -> (google_name, transpose, skip)   (loading)
+    bert_dict_to_hf_config(bert_dict) -> config.json fields        (exporting)
+    google_to_hf_name(google_name, base_prefix) -> (hf_name, transpose)   (exporting)
+
+The task heads are named as transformers names them: `classifier.*`
+(BertForSequenceClassification / BertForTokenClassification; google-research
+`output_weights`, `output_bias`) and `qa_outputs.*` (BertForQuestionAnswering;
+`cls/squad/*`).
 """
 
 import re
@@ -12,12 +22,25 @@ import tensorflow as tf
 from safetensors import safe_open
 
 from bert_tf.configs import BertConfig
+from bert_tf.layers.embeddings import LAYER_NORM_EPSILON
 
 # Hugging Face `hidden_act` values and their bert_config.json names.
 _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                    "gelu_fast": "gelu_tanh", "relu": "relu", "silu": "swish",
                    "swish": "swish"}
+# bert_config.json `hidden_act` -> the Hugging Face name of the same function.
+_BERT_TO_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu",
+                           "swish": "silu"}
+# google-research names of the heads -> Hugging Face names (the same [out, in] layout).
+_HEAD_NAMES = {"cls/predictions/output_bias": "cls.predictions.bias",
+               "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+               "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+               "output_weights": "classifier.weight", "output_bias": "classifier.bias",
+               "cls/squad/output_weights": "qa_outputs.weight",
+               "cls/squad/output_bias": "qa_outputs.bias"}
+_HF_HEAD_NAMES = {hf: google for google, hf in _HEAD_NAMES.items()}
 _HF_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.*)$")
+_GOOGLE_LAYER = re.compile(r"^encoder/layer_(\d+)/")
 # Tied copies of other weights, and buffers: not model variables.
 _HF_SKIPPED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
                "embeddings.position_ids")
@@ -59,11 +82,8 @@ def hf_to_google_name(hf_name):
     name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
     if name in _HF_SKIPPED or hf_name in _HF_SKIPPED:
         return None, False, True
-    if hf_name == "cls.predictions.bias":
-        return "cls/predictions/output_bias", False, False
-    if hf_name.startswith("cls.seq_relationship."):
-        leaf = {"weight": "output_weights", "bias": "output_bias"}.get(hf_name.rsplit(".", 1)[1])
-        return (f"cls/seq_relationship/{leaf}" if leaf else None), False, False
+    if hf_name in _HF_HEAD_NAMES:
+        return _HF_HEAD_NAMES[hf_name], False, False
     if hf_name.startswith("cls.predictions.transform."):
         scope, rest = "cls/predictions/transform", hf_name[len("cls.predictions.transform."):]
     elif name.startswith(("embeddings.", "encoder.", "pooler.")):
@@ -87,6 +107,49 @@ def hf_to_google_name(hf_name):
     return None, False, False
 
 
+def bert_dict_to_hf_config(bert_dict):
+    """Maps `bert_config.json` fields to a Hugging Face BERT `config.json` dict (the
+    inverse of `hf_config_to_bert_dict`; architectures and labels are the caller's)."""
+    config = dict(bert_dict)
+    config["hidden_act"] = _BERT_TO_HF_ACTIVATIONS[bert_dict["hidden_act"]]
+    config.update(model_type="bert", layer_norm_eps=LAYER_NORM_EPSILON,
+                  position_embedding_type="absolute")
+    return config
+
+
+def google_to_hf_name(google_name, base_prefix="bert."):
+    """Translates a google-research weight name to the Hugging Face name (the inverse of
+    `hf_to_google_name`).
+
+    Args:
+        google_name: A name of `checkpoints.google_variable_map`.
+        base_prefix: What precedes the encoder's names: "bert." in the models with a
+            head (BertForPreTraining, BertForSequenceClassification, ...), "" in a bare
+            BertModel.
+
+    Returns:
+        (hf_name, transpose): `transpose` when Hugging Face stores the value as a torch
+        Linear weight [out, in] and the google-research layout is [in, out].
+    Raises:
+        ValueError: for a name Hugging Face BERT has no place for.
+    """
+    if google_name in _HEAD_NAMES:
+        return _HEAD_NAMES[google_name], False
+    if google_name.startswith("bert/"):
+        scope, rest = base_prefix, google_name[len("bert/"):]
+    elif google_name.startswith("cls/predictions/transform/"):
+        scope, rest = "cls.predictions.transform.", google_name[len("cls/predictions/"
+                                                                    "transform/"):]
+    else:
+        raise ValueError(f"weight {google_name!r} has no Hugging Face BERT name (expected "
+                         "an encoder, pre-training, classifier or question-answering "
+                         "weight)")
+    rest = _GOOGLE_LAYER.sub(r"encoder/layer/\1/", rest)
+    parts = rest.split("/")
+    if parts[-1] in _HF_EMBEDDINGS:
+        return f"{scope}{'.'.join(parts)}.weight", False
+    leaf = {"gamma": "weight", "beta": "bias", "kernel": "weight"}.get(parts[-1], parts[-1])
+    return f"{scope}{'.'.join(parts[:-1] + [leaf])}", parts[-1] == "kernel"
 
 
 def read_safetensors(path):
