@@ -93,24 +93,24 @@ def optimizer_and_schedule(model, args):
     return optimizer, schedule
 
 
-def main():
-    args = parse_args()
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(os.cpu_count() or 1)
-    seed_dir = os.path.join(args.work_dir, f"seed{args.seed}")
+def load_start(model_class, seed_dir, may_be_missing=("position_ids",)):
+    """`model_class` of `seed_dir`/config.json with the weights of hf_weights.npz; exits
+    naming the weights that do not fit (names ending in `may_be_missing` may be absent)."""
     with open(os.path.join(seed_dir, "config.json"), encoding="utf-8") as file:
-        config = transformers.BertConfig(**json.load(file))
-    model = transformers.BertForPreTraining(config)
+        model = model_class(transformers.BertConfig(**json.load(file)))
     weights = np.load(os.path.join(seed_dir, "hf_weights.npz"))
     state = {name: torch.tensor(weights[name]) for name in weights.files}
     missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [name for name in missing if not name.endswith(("decoder.weight",
-                                                              "decoder.bias", "position_ids"))]
+    missing = [name for name in missing if not name.endswith(tuple(may_be_missing))]
     if missing or unexpected:
         raise SystemExit(f"weights do not fit: missing {missing}, unexpected {unexpected}")
-    train = dict(np.load(os.path.join(args.work_dir, "train.npz")))
-    heldout = dict(np.load(os.path.join(args.work_dir, "heldout.npz")))
-    before = masked_lm_accuracy(model, heldout, args.new_token_ids_from)
+    return model
+
+
+def train_steps(model, train, batch_fn, args):
+    """`args.num_train_steps` steps of full `args.batch_size` batches drawn from one
+    shuffled pass over `train` after another (numpy, seed `args.seed`), with
+    `optimizer_and_schedule` and clip 1.0. Returns (the last loss, seconds)."""
     optimizer, schedule = optimizer_and_schedule(model, args)
     rng = np.random.default_rng(args.seed)
     order, started = np.array([], dtype=np.int64), time.time()
@@ -119,18 +119,31 @@ def main():
         if len(order) < args.batch_size:
             order = np.concatenate([order, rng.permutation(len(train["input_ids"]))])
         index, order = order[:args.batch_size], order[args.batch_size:]
-        loss = model(**torch_batch(train, index)).loss
+        loss = model(**batch_fn(train, index)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-    seconds = time.time() - started
+    return loss.item(), time.time() - started
+
+
+def main():
+    args = parse_args()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(os.cpu_count() or 1)
+    model = load_start(transformers.BertForPreTraining,
+                       os.path.join(args.work_dir, f"seed{args.seed}"),
+                       ("decoder.weight", "decoder.bias", "position_ids"))
+    train = dict(np.load(os.path.join(args.work_dir, "train.npz")))
+    heldout = dict(np.load(os.path.join(args.work_dir, "heldout.npz")))
+    before = masked_lm_accuracy(model, heldout, args.new_token_ids_from)
+    loss, seconds = train_steps(model, train, torch_batch, args)
     after = masked_lm_accuracy(model, heldout, args.new_token_ids_from)
     print(json.dumps({"seed": args.seed, "before": before[0], "after": after[0],
                       "new_before": before[1], "new_after": after[1],
-                      "final_loss": float(loss), "train_seconds": round(seconds, 1),
-                      "finite": math.isfinite(float(loss))}))
+                      "final_loss": loss, "train_seconds": round(seconds, 1),
+                      "finite": math.isfinite(loss)}))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,10 @@ Each returns the directory written. Signatures (batch dimension B):
 - `serving_default`, raw UTF-8 text, WordPiece inside the graph (vocab in assets/):
   classifier `text_a` [B] (+ `text_b` [B] when `text_pair=True`) -> `probabilities`
   [B, C], `label_ids` [B], `labels` [B] (the label names), `logits`; regression ->
-  `score` [B], `logits`. With `doc_stride` (long documents) each text is cut into
+  `score` [B], `logits`; multi-label (`multi_label=True`) -> `probabilities` [B, C]
+  (sigmoid, one per label), `predicted` [B, C] (1 at or above the threshold), `labels`
+  [B, C] (the name of each predicted label, "" elsewhere), `label_names` [B, C],
+  `logits`. With `doc_stride` (long documents) each text is cut into
   windows in the graph and the outputs come from its windows' pooled logits. Span
   labeler `question`, `context` -> `answer_text`,
   `answer_start`, `answer_end` (character offsets into `context`, end exclusive),
@@ -203,7 +206,8 @@ def _text_spec(*names):
 
 
 def classifier_text_signature(module, label_names, is_regression, text_pair,
-                              doc_stride=None, window_pooling="mean"):
+                              doc_stride=None, window_pooling="mean",
+                              multi_label_threshold=None):
     labels = tf.constant(label_names)
     tokenizer, length = module.tokenizer, module.max_seq_length
 
@@ -218,6 +222,8 @@ def classifier_text_signature(module, label_names, is_regression, text_pair,
                                       tf.shape(text_a)[0], window_pooling)  # [B, C]
         if is_regression:
             return {"score": logits[:, 0], "logits": logits}
+        if multi_label_threshold is not None:  # sigmoid per label
+            return sig.multi_label_outputs(logits, labels, multi_label_threshold)
         label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {"probabilities": tf.nn.softmax(logits), "label_ids": label_ids,
                 "labels": tf.gather(labels, label_ids), "logits": logits}
@@ -290,7 +296,7 @@ def _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwr
 def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
                       label_names=None, is_regression=None, text_pair=False,
                       overwrite=False, versioned=False, doc_stride=None,
-                      window_pooling="mean"):
+                      window_pooling="mean", multi_label=False, multi_label_threshold=0.5):
     """Exports a `BertClassifier` (see the module docstring for the signatures).
 
     Args:
@@ -307,6 +313,10 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
             text on all of it, in windows `doc_stride` tokens apart (below a window's
             capacity), as a `--long_document=windows` run; None: cut to one window.
         window_pooling: with `doc_stride`, "mean" or "max" of the windows' logits.
+        multi_label: a multi-label model: `serving_default` answers one sigmoid
+            probability per label (`signatures.multi_label_outputs`), not a softmax.
+        multi_label_threshold: with `multi_label`, a label is predicted when its
+            probability is at least this.
 
     Returns:
         The SavedModel directory written.
@@ -319,6 +329,9 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
                              f"got {window_pooling!r}")
     if is_regression is None:
         is_regression = model.num_classes == 1
+    if multi_label and (is_regression or not 0 < multi_label_threshold < 1):
+        raise ValueError("multi_label needs class names (not is_regression) and a "
+                         f"multi_label_threshold between 0 and 1, got {multi_label_threshold}")
     if is_regression and model.num_classes != 1:
         raise ValueError(f"is_regression needs a 1-class model, got {model.num_classes}")
     names = [] if is_regression else check_label_names(label_names, model.num_classes)
@@ -326,7 +339,9 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
                    versioned,
                    lambda module: classifier_text_signature(module, names, is_regression,
                                                             text_pair, doc_stride,
-                                                            window_pooling))
+                                                            window_pooling,
+                                                            multi_label_threshold
+                                                            if multi_label else None))
 
 
 def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export_dir,

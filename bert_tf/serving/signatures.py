@@ -142,6 +142,23 @@ def pool_windows(logits, document, num_documents, pooling):
                      f"{list(windows.POOLINGS)}")
 
 
+def multi_label_outputs(logits, label_names, threshold):
+    """What a multi-label classifier serves for its logits float [B, C].
+
+    Returns:
+        dict `probabilities` [B, C] (sigmoid, one per label), `predicted` int32 [B, C]
+        (1 where the probability is at least `threshold`), `labels` string [B, C] (the
+        label's name where predicted, "" elsewhere), `label_names` string [B, C] (the
+        name of each column) and `logits`.
+    """
+    probabilities = tf.sigmoid(logits)
+    predicted = probabilities >= threshold
+    names = tf.broadcast_to(label_names[None, :], tf.shape(logits))
+    return {"probabilities": probabilities, "predicted": tf.cast(predicted, tf.int32),
+            "labels": tf.where(predicted, names, ""), "label_names": names,
+            "logits": logits}
+
+
 def byte_to_char_offsets(texts, byte_offsets):
     """Character offsets of UTF-8 byte offsets (dense int [B, N]) into `texts` [B].
 

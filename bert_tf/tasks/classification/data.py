@@ -28,6 +28,7 @@ from bert_tf.text.windows import window_segments
 from bert_tf.train import finetune_packing
 from bert_tf.train import records
 from bert_tf.tasks import text_files
+from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.text_files import InputExample, check_label  # noqa: F401 (re-exported)
 
 
@@ -203,7 +204,7 @@ class InputFeatures:
     input_ids: list
     input_mask: list
     segment_ids: list
-    label_id: object  # int class id, float score, or 0 when unlabelled
+    label_id: object  # int class id, float score, multi-hot list, or 0 when unlabelled
     example_index: int = 0  # the example this feature (one of its windows) comes from
 
 
@@ -242,6 +243,8 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
 
 
 def _label_id(example, label_map, label_list):
+    if isinstance(example.label, tuple):  # multi-label: the set of its labels
+        return multi_label.multi_hot(example.label, label_list)
     if example.label is None:
         return 0.0 if label_list is None else 0
     if label_list is None:
@@ -251,8 +254,13 @@ def _label_id(example, label_map, label_list):
     return label_map[example.label]
 
 
-def feature_spec(max_seq_length: int, is_regression: bool) -> dict:
-    """TFRecord feature spec of the cached features (names as the original)."""
+def feature_spec(max_seq_length: int, is_regression: bool,
+                 num_multi_labels: int = 0) -> dict:
+    """TFRecord feature spec of the cached features (names as the original); multi-label
+    features (`num_multi_labels` > 0) hold `label_ids` as a multi-hot float [C]."""
+    if num_multi_labels:
+        return dict(feature_spec(max_seq_length, False), label_ids=tf.io.FixedLenFeature(
+            [num_multi_labels], tf.float32))
     return {
         "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
@@ -270,8 +278,12 @@ def write_features(features: Sequence[InputFeatures], path: str, is_regression: 
     """Writes features as tf.Examples to `path` (temporary name, then renamed)."""
     with fileio.atomic_output(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
         for feature in features:
-            label = (tf.train.Feature(float_list=tf.train.FloatList(value=[feature.label_id]))
-                     if is_regression else _int_feature([feature.label_id]))
+            if isinstance(feature.label_id, list):  # multi-hot
+                label = tf.train.Feature(float_list=tf.train.FloatList(value=feature.label_id))
+            else:
+                label = (tf.train.Feature(float_list=tf.train.FloatList(
+                    value=[feature.label_id])) if is_regression
+                         else _int_feature([feature.label_id]))
             example = tf.train.Example(features=tf.train.Features(feature={
                 "input_ids": _int_feature(feature.input_ids),
                 "input_mask": _int_feature(feature.input_mask),
@@ -311,10 +323,12 @@ def trim_to_longest(batch: dict, sequence_keys=("input_ids", "input_mask", "segm
             for name, value in batch.items()}
 
 
-def record_lengths(record_path, max_seq_length, is_regression) -> np.ndarray:
+def record_lengths(record_path, max_seq_length, is_regression,
+                   num_multi_labels=0) -> np.ndarray:
     """Real tokens [N] of each example of a cached record, in order."""
     dataset = records.tfrecord_dataset(
-        record_path, feature_spec(max_seq_length, is_regression), 4096, is_training=False,
+        record_path, feature_spec(max_seq_length, is_regression, num_multi_labels), 4096,
+        is_training=False,
         compression="none", drop_remainder=False)
     return np.concatenate([tf.reduce_sum(batch["input_mask"], axis=1).numpy()
                            for batch in dataset])
@@ -323,7 +337,7 @@ def record_lengths(record_path, max_seq_length, is_regression) -> np.ndarray:
 def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_regression,
                        seed=None, input_context=None, drop_remainder=None,
                        shuffle_buffer_size=10000, trim_padding=False,
-                       max_sequences_per_row=None):
+                       max_sequences_per_row=None, num_multi_labels=0):
     """Batches of feature dicts (int32 [B, S] inputs, `label_ids` [B]) from a cached record.
 
     Training batches are shuffled, repeated and full; evaluation reads once, in order.
@@ -331,14 +345,16 @@ def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_
     on CPU/GPU; keep it off for TPU and XLA). With `max_sequences_per_row` (training) a
     batch is `batch_size` rows that pack up to that many examples each (see
     `bert_tf.train.finetune_packing`): `label_ids`, `cls_positions` and
-    `sequence_weights` are then [B, K].
+    `sequence_weights` are then [B, K]. Multi-label records (`num_multi_labels` C > 0)
+    give `label_ids` float [B, C] (packed: [B, K, C]).
     """
     if max_sequences_per_row is not None:
         return _packed_dataset(record_path, max_seq_length, batch_size, is_regression,
                                seed, input_context, shuffle_buffer_size,
-                               max_sequences_per_row)
+                               max_sequences_per_row, num_multi_labels)
     dataset = records.tfrecord_dataset(
-        record_path, feature_spec(max_seq_length, is_regression), batch_size, is_training,
+        record_path, feature_spec(max_seq_length, is_regression, num_multi_labels),
+        batch_size, is_training,
         input_context=input_context, compression="none", seed=seed,
         shuffle_buffer_size=shuffle_buffer_size,
         drop_remainder=is_training if drop_remainder is None else drop_remainder)
@@ -346,18 +362,28 @@ def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_
 
 
 def _packed_dataset(record_path, max_seq_length, batch_size, is_regression, seed,
-                    input_context, shuffle_buffer_size, max_sequences_per_row):
+                    input_context, shuffle_buffer_size, max_sequences_per_row,
+                    num_multi_labels=0):
     """Training batches of `batch_size` (global) packed rows."""
     replicas = input_context.num_replicas_in_sync if input_context else 1
     windows = records.tfrecord_dataset(
-        record_path, feature_spec(max_seq_length, is_regression),
+        record_path, feature_spec(max_seq_length, is_regression, num_multi_labels),
         finetune_packing.PACKING_WINDOW * replicas, is_training=True,
         input_context=input_context, compression="none", seed=seed,
         shuffle_buffer_size=shuffle_buffer_size, drop_remainder=True)
-    return finetune_packing.packed_batches(
+    instance_features = {"label_ids": tf.float32 if is_regression else tf.int32}
+    if num_multi_labels:  # packing moves one value per example: a feature per label
+        windows = windows.map(lambda window: multi_label.split_label_columns(
+            window, num_multi_labels))
+        instance_features = {f"label_ids/{index}": tf.float32
+                             for index in range(num_multi_labels)}
+    rows = finetune_packing.packed_batches(
         windows, batch_size // replicas, max_seq_length, max_sequences_per_row,
-        instance_features={"label_ids": tf.float32 if is_regression else tf.int32},
-        seed=seed)
+        instance_features=instance_features, seed=seed)
+    if num_multi_labels:
+        rows = rows.map(lambda batch: multi_label.stack_label_columns(batch,
+                                                                       num_multi_labels))
+    return rows
 
 
 def write_test_results(path: str, outputs: np.ndarray, is_regression: bool) -> None:

@@ -7,9 +7,14 @@
 Writes to output_dir: `label_list.txt`, cached features (`train.tf_record`, ...),
 training checkpoints (a rerun resumes), `eval_results.txt` / `.json`,
 `test_results.tsv` (class probabilities or the score per example) and the
-GLUE-submission file (e.g. `MRPC.tsv`).
+GLUE-submission file (e.g. `MRPC.tsv`). With `multi_label` (your own files): sigmoid
+outputs and binary cross-entropy, eval_results with micro / macro F1, subset accuracy
+and each label's precision / recall / F1, `predictions.tsv` with each example's predicted
+label set and label probabilities (see `bert_tf.tasks.classification.multi_label`).
+`class_weights` weighs the loss (`bert_tf.tasks.class_weights`).
 """
 
+import collections
 import dataclasses
 import functools
 import os
@@ -22,17 +27,18 @@ from absl import logging
 
 from bert_tf.models import BertClassifier
 from bert_tf.options import option
+from bert_tf.tasks import class_weights as weights_lib
 from bert_tf.tasks import driver, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
-from bert_tf.tasks.classification import metrics
+from bert_tf.tasks.classification import metrics, multi_label
 from bert_tf.tasks.options import FinetuneOptions
 from bert_tf.tasks.task import Task, TrainData, cached_features, plan_packing
 from bert_tf.train import finetune_packing
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassifierOptions(FinetuneOptions):
+class ClassifierOptions(FinetuneOptions, weights_lib.ClassWeightOptions):
     """FinetuneOptions plus the task and, for the generic task, its columns."""
     task_name: str = option(
         "", f"One of: {', '.join(classification_data.TASK_NAMES)} (generic: your own "
@@ -45,6 +51,16 @@ class ClassifierOptions(FinetuneOptions):
     labels: Optional[list] = option(None, "generic task: class names in id order (default: "
                                     "the sorted labels of the train file).")
     is_regression: bool = option(False, "generic task: the label is a number.")
+    multi_label: bool = option(
+        False, "generic task: each row holds a set of labels (none, one or several): "
+        "one sigmoid output per label, binary cross-entropy, micro / macro F1 and subset "
+        "accuracy; a TSV/CSV cell separates them with --label_separator, a JSONL row "
+        "gives a list; an empty cell is no label.")
+    label_separator: str = option(",", "--multi_label: what separates the labels of a "
+                                       "TSV/CSV cell.")
+    multi_label_threshold: float = option(
+        0.5, "--multi_label: a label is predicted when its probability is at least this "
+        "(between 0 and 1; also in the export).")
     xnli_language: str = option("zh", "xnli task: language of train/dev/test.")
     long_document: str = option(
         "truncate", "A text longer than max_seq_length: truncate (the original: its first "
@@ -61,29 +77,40 @@ class ClassifierOptions(FinetuneOptions):
         "own: mean (the default) or max.", choices=long_documents.POOLINGS)
 
 
-
 def make_processor(options: ClassifierOptions):
     """The task's processor; a generic task without labels reuses the saved label list."""
     name = options.task_name.strip().lower()
+    if options.multi_label and name not in ("generic", "csv", "tsv", "jsonl"):
+        raise ValueError(f"multi_label needs task_name=generic (your own files); task "
+                         f"{options.task_name!r} has one label per example")
     if name in ("generic", "csv", "tsv", "jsonl"):
         labels, origin = options.labels, None
         if not labels and not options.is_regression and not options.do_train and \
                 os.path.isfile(os.path.join(options.output_dir, run_context.LABEL_LIST_FILE)):
             labels = run_context.read_label_list(options.output_dir)
             origin = f"the labels of the trained run in {options.output_dir}"
-        return classification_data.get_processor(
-            name, text_column=options.text_column, text_pair_column=options.text_pair_column,
-            label_column=options.label_column, id_column=options.id_column, labels=labels,
-            is_regression=options.is_regression, labels_origin=origin)
+        columns = dict(text_column=options.text_column, labels=labels,
+                       text_pair_column=options.text_pair_column,
+                       label_column=options.label_column, id_column=options.id_column,
+                       is_regression=options.is_regression, labels_origin=origin)
+        if options.multi_label:
+            return multi_label.MultiLabelProcessor(options.label_separator, **columns)
+        return classification_data.get_processor(name, **columns)
     if name == "xnli":
         return classification_data.get_processor(name, language=options.xnli_language)
     return classification_data.get_processor(name)
 
 
-def classifier_loss_fn(is_regression):
-    """Mean loss over the batch's examples (packed rows: over their real examples)."""
+def classifier_loss_fn(is_regression, class_weights=None):
+    """Mean loss over the batch's examples (packed rows: over their real examples);
+    with `class_weights` [C], sum(w_i * ce_i) / sum(w_i) (`class_weights` module)."""
     def loss_fn(features, outputs):
         logits = tf.cast(outputs["logits"], tf.float32)  # [B, C] or packed [B, K, C]
+        if class_weights is not None:
+            real = (features["sequence_weights"] if finetune_packing.is_packed(features)
+                    else tf.ones_like(features["label_ids"], tf.float32))
+            return weights_lib.weighted_cross_entropy(features["label_ids"], logits,
+                                                      class_weights, real)
         if is_regression:  # score vs float label
             labels = tf.cast(features["label_ids"], tf.float32)
             per_example = tf.square(logits[..., 0] - labels)
@@ -119,6 +146,8 @@ class ClassificationTask(Task):
         self.name = f"classification/{self.processor.name}"
         self.label_list, self.examples = None, {}
         self.window_counts = {}  # split -> windows [N] of each example (long documents)
+        self.multi_label = options.multi_label
+        self.class_weights = None  # [C] of the training loss (multi-label: pos_weight)
 
     @property
     def labels(self):
@@ -129,8 +158,16 @@ class ClassificationTask(Task):
         return self.label_list is None
 
     def check_inputs(self):
-        """A missing data file stops the run before any work."""
-        long_documents.check_options(self.options, _has_pairs(self.processor))
+        """A missing data file, malformed class_weights or a threshold outside (0, 1)
+        stop the run before any work."""
+        options = self.options
+        long_documents.check_options(options, _has_pairs(self.processor))
+        if weights_lib.parse_class_weights(options.class_weights) is not None and \
+                self.processor.is_regression:
+            raise ValueError("class_weights needs classes; a regression task has none")
+        if options.multi_label and not 0 < options.multi_label_threshold < 1:
+            raise ValueError("multi_label_threshold must be between 0 and 1 (exclusive), "
+                             f"got {options.multi_label_threshold}")
         for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
             if getattr(self.options, flag):
                 for path in self.processor.data_files(self.options.data_dir, split):
@@ -147,8 +184,32 @@ class ClassificationTask(Task):
                          for flag, split in (("do_train", "train"), ("do_eval", "dev"),
                                              ("do_predict", "test"))
                          if getattr(options, flag)}
+        self.class_weights = self._class_weights()
         if options.do_train and self.label_list is not None:
             run_context.write_label_list(options.output_dir, self.label_list)
+
+    def _class_weights(self):
+        """The weights of the training loss (None: unweighted; see `class_weights`)."""
+        labels = self.label_list
+
+        def count():  # the train examples of each label, and their number
+            examples = self.examples["train"]
+            if self.multi_label:
+                counts = np.sum([multi_label.multi_hot(e.label, labels) for e in examples], 0)
+            else:
+                found = collections.Counter(example.label for example in examples)
+                counts = [found[label] for label in labels]
+            return counts, len(examples)
+        options = self.options
+        origin = (f"the train file {self.processor.data_files(options.data_dir, 'train')[0]}"
+                  if options.do_train else "")
+        return weights_lib.training_weights(options.class_weights, labels, options.do_train,
+                                            count, origin, pos_weight=self.multi_label)
+
+    @property
+    def _weight_key(self) -> str:
+        """How results name the weights: a label's class weight, or its pos_weight."""
+        return "pos_weight" if self.multi_label else "class_weight"
 
     def _read_examples(self, split):
         """The examples of `split`; none at all, or a repeated test id, is refused."""
@@ -168,7 +229,14 @@ class ClassificationTask(Task):
                               head_initializer=self.options.head_initializer)
 
     def loss(self, features, outputs):
-        return classifier_loss_fn(self.is_regression)(features, outputs)
+        if self.multi_label:
+            return multi_label.loss_fn(self.class_weights)(features, outputs)
+        return classifier_loss_fn(self.is_regression, self.class_weights)(features, outputs)
+
+    @property
+    def _num_multi_labels(self) -> int:
+        """C for multi-label features ([C] multi-hot labels), else 0."""
+        return len(self.label_list) if self.multi_label else 0
 
     def _cached_record(self, split):
         options, processor = self.options, self.processor
@@ -179,6 +247,7 @@ class ClassificationTask(Task):
             examples, self.label_list, options.max_seq_length, tokenizer,
             processor.data_files(options.data_dir, split),
             {"task": processor.name,
+             **(processor.feature_key if self.multi_label else {}),
              **long_documents.cache_key(options, _has_pairs(processor))})
         stride = long_documents.doc_stride(options, _has_pairs(processor))
         _, reused = cached_features(path, key, functools.partial(
@@ -206,11 +275,13 @@ class ClassificationTask(Task):
                 return classification_data.classifier_dataset(
                     path, options.max_seq_length, rows_per_batch, True, self.is_regression,
                     seed=options.seed, input_context=input_context,
-                    max_sequences_per_row=options.max_sequences_per_row)
+                    max_sequences_per_row=options.max_sequences_per_row,
+                    num_multi_labels=self._num_multi_labels)
             return classification_data.classifier_dataset(
                 path, options.max_seq_length, batch_size, is_training, self.is_regression,
                 seed=options.seed, input_context=input_context,
-                trim_padding=options.use_trim_padding)
+                trim_padding=options.use_trim_padding,
+                num_multi_labels=self._num_multi_labels)
         return dataset_fn
 
     def train_data(self):
@@ -220,7 +291,8 @@ class ClassificationTask(Task):
                              self._num_features("train"), self.options.train_batch_size)
         plan = plan_packing(self.options, self.context.strategy,
                             classification_data.record_lengths(
-                                path, self.options.max_seq_length, self.is_regression))
+                                path, self.options.max_seq_length, self.is_regression,
+                                self._num_multi_labels))
         return TrainData(self._dataset_fn(path, None, True, plan.rows_per_batch),
                          self._num_features("train"), plan.rows_per_batch,
                          plan.examples_per_row)
@@ -241,6 +313,8 @@ class ClassificationTask(Task):
             examples, logits, label_ids = self._predict("dev", runner)
             results, loss = self._score(logits, label_ids)
             results.update(eval_loss=loss, eval_examples=len(examples))
+            results.update(weights_lib.results(self.class_weights, self.label_list,
+                                               self._weight_key))
             return results
         examples, logits, _ = self._predict("test", runner)
         self._write_predictions(examples, logits)
@@ -249,10 +323,20 @@ class ClassificationTask(Task):
     def metric_names(self):
         """eval_<name> of what compute_metrics returns for the task (combined metrics
         add their parts; they are read off a two-example call), and eval_loss."""
-        names = metrics.compute_metrics(self.processor.metric_names, [0, 1], [0, 1])
+        if self.multi_label:  # read off a one-example call too
+            ones = np.ones([1, len(self.label_list)])
+            names = metrics.multi_label_metrics(ones, ones, self.label_list)
+        else:
+            names = metrics.compute_metrics(self.processor.metric_names, [0, 1], [0, 1])
         return [f"eval_{name}" for name in names] + ["eval_loss"]
 
     def _score(self, logits, label_ids):
+        """(eval_<metric> results, the unweighted mean loss) of the dev predictions."""
+        if self.multi_label:
+            predicted = multi_label.sigmoid(logits) >= self.options.multi_label_threshold
+            results = metrics.multi_label_metrics(predicted, label_ids, self.label_list)
+            return ({f"eval_{name}": value for name, value in results.items()},
+                    multi_label.mean_loss(logits, label_ids))
         if self.is_regression:
             predictions = logits[:, 0]
             loss = float(np.mean(np.square(predictions - label_ids)))
@@ -265,19 +349,30 @@ class ClassificationTask(Task):
 
     def _write_predictions(self, examples, logits):
         options, processor = self.options, self.processor
-        outputs = logits[:, 0] if self.is_regression else softmax(logits)
+        submission = os.path.join(options.output_dir, processor.submission_name)
+        if self.multi_label:  # sigmoid probabilities; the predicted label sets
+            outputs = multi_label.sigmoid(logits)
+            multi_label.write_predictions(submission, examples, outputs, self.label_list,
+                                          options.multi_label_threshold,
+                                          options.label_separator)
+        else:
+            outputs = logits[:, 0] if self.is_regression else softmax(logits)
+            classification_data.write_submission(
+                submission, examples, logits if self.is_regression else outputs,
+                self.label_list)
         classification_data.write_test_results(
             os.path.join(options.output_dir, "test_results.tsv"), outputs, self.is_regression)
-        classification_data.write_submission(
-            os.path.join(options.output_dir, processor.submission_name), examples,
-            logits if self.is_regression else outputs, self.label_list)
         logging.info("Wrote test_results.tsv and %s for %d examples",
                      processor.submission_name, len(examples))
 
     def export_options(self):
-        return {"label_names": self.label_list, "is_regression": self.is_regression,
-                "text_pair": _has_pairs(self.processor),
-                **long_documents.export_options(self.options, _has_pairs(self.processor))}
+        options = {"label_names": self.label_list, "is_regression": self.is_regression,
+                   "text_pair": _has_pairs(self.processor)}
+        if self.multi_label:
+            options.update(multi_label=True,
+                           multi_label_threshold=self.options.multi_label_threshold)
+        options.update(long_documents.export_options(self.options, _has_pairs(self.processor)))
+        return options
 
 
 def run(options: ClassifierOptions, strategy=None) -> dict:

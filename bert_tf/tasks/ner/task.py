@@ -11,8 +11,11 @@ eval and predict runs read it back), checkpoints (a rerun resumes), `eval_result
 (conlleval's figures), `eval_predictions.txt` and
 `test_predictions.txt` (`word gold predicted` lines, conlleval's input, predicted tags in
 the gold file's IOB scheme) and, when the predict file has gold tags, `test_results.txt`.
+`class_weights` weighs each scored token's loss by its tag (`bert_tf.tasks.class_weights`;
+balanced: counted over the train file's words, IOB2 tags).
 """
 
+import collections
 import dataclasses
 import os
 from typing import Optional
@@ -25,6 +28,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.models import BertTokenClassifier
 from bert_tf.options import option
+from bert_tf.tasks import class_weights as weights_lib
 from bert_tf.tasks import driver, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.ner import conlleval
@@ -39,7 +43,7 @@ DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
 
 
 @dataclasses.dataclass(kw_only=True)
-class NerOptions(FinetuneOptions):
+class NerOptions(FinetuneOptions, weights_lib.ClassWeightOptions):
     """FinetuneOptions plus the data files and their columns."""
     data_dir: Optional[str] = option(None, "Folder with eng.train/eng.testa/eng.testb (or "
                                            "train.txt/valid.txt/test.txt).")
@@ -83,9 +87,13 @@ def file_has_tags(path: str) -> bool:
     return False
 
 
-def token_loss_fn(features, outputs):
-    """Mean cross-entropy over the scored tokens (each word's first sub-token)."""
+def token_loss_fn(features, outputs, class_weights=None):
+    """Mean cross-entropy over the scored tokens (each word's first sub-token); with
+    `class_weights` [C], sum(w_t * ce_t) / sum(w_t) over them."""
     logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, C]
+    if class_weights is not None:
+        return weights_lib.weighted_cross_entropy(features["label_ids"], logits,
+                                                  class_weights, features["label_weights"])
     losses = keras.losses.sparse_categorical_crossentropy(
         features["label_ids"], logits, from_logits=True)  # [B, S]
     return finetune_packing.weighted_mean(losses, features["label_weights"])
@@ -163,6 +171,7 @@ class NerTask(Task):
     def __init__(self, options: NerOptions):
         super().__init__(options)
         self.label_list, self.train_sentences = None, None
+        self.class_weights = None  # [C] of the training loss
         self.data = {}  # split -> (path, sentences, has_tags) of eval / predict
 
     @property
@@ -170,6 +179,7 @@ class NerTask(Task):
         return self.label_list
 
     def check_inputs(self):
+        weights_lib.parse_class_weights(self.options.class_weights)  # refuses bad syntax
         if self.options.doc_stride < 1:
             raise ValueError(f"doc_stride must be at least 1, got {self.options.doc_stride}")
         for split in ("train", "eval", "predict"):
@@ -192,9 +202,22 @@ class NerTask(Task):
                 path = data_file(options, split)
                 has_tags = split == "eval" or file_has_tags(path)
                 self.data[split] = (*_read(options, split, has_tags), has_tags)
+        self.class_weights = self._class_weights()
         if options.do_train:
             run_context.write_label_list(options.output_dir, self.label_list)
             logging.info("Label list from the training data: %s", self.label_list)
+
+    def _class_weights(self):
+        """The tag weights of the training loss (None: unweighted); balanced counts the
+        IOB2 tags of the train file's words."""
+        def count():
+            found = collections.Counter(tag for sentence in self.train_sentences
+                                        for tag in ner_data.to_iob2(sentence.tags))
+            return [found[tag] for tag in self.label_list], sum(found.values())
+        return weights_lib.training_weights(
+            self.options.class_weights, self.label_list, self.options.do_train, count,
+            f"the train file {data_file(self.options, 'train')}" if self.options.do_train
+            else "")
 
     def build_model(self, encoder):
         return BertTokenClassifier(encoder, len(self.label_list),
@@ -202,7 +225,7 @@ class NerTask(Task):
                                    head_initializer=self.options.head_initializer)
 
     def loss(self, features, outputs):
-        return token_loss_fn(features, outputs)
+        return token_loss_fn(features, outputs, self.class_weights)
 
     def train_data(self):
         options = self.options
@@ -245,7 +268,8 @@ class NerTask(Task):
             logging.info("Wrote %s (%d sentences)", output, len(sentences))
             return {}
         scores = _score(sentences, predicted, output, ner_data.detect_scheme(sentences))
-        return {f"{name}_{key}": value for key, value in scores.items()}
+        return dict({f"{name}_{key}": value for key, value in scores.items()},
+                    **weights_lib.results(self.class_weights, self.label_list))
 
     def metric_names(self):
         """conlleval's overall figures (the per-type F1s depend on the tags found)."""
