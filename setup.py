@@ -40,6 +40,15 @@ KERAS_HUB_REQUIRES = ["keras-hub>=0.32,<0.33"]
 # docs/export_formats.md, or point BERT_TF_REFERENCE_PYTHON at a Python that has them).
 HUGGINGFACE_TEST_REQUIRES = ["torch>=2.1", "transformers>=4.40"]
 
+# tests/test_export_tfhub.py loads the --export_format=tfhub SavedModels with TF Hub's
+# own hub.KerasLayer, a Keras 2 layer: under Keras 3 it needs tf_keras (the Keras 2 of
+# the same TensorFlow minor version). Neither changes tensorflow or keras.
+TFHUB_TEST_REQUIRES = ["tensorflow-hub>=0.16,<0.17", "tf-keras>=2.21,<2.22"]
+
+# tests/test_export_litert.py runs the --export_format=litert models in the LiteRT
+# interpreter (ai-edge-litert, ~60 MB; it leaves tensorflow and numpy as they are).
+LITERT_TEST_REQUIRES = ["ai-edge-litert>=2.1,<3"]
+
 # Every command module defines `run_main()`; its console script is `bert-<module-name>`,
 # e.g. bert_tf/cli/run_squad.py -> bert-run-squad, data_prep/build_vocab.py ->
 # bert-build-vocab. The root scripts (run_squad.py, ...) are thin shims, not installed.
@@ -67,6 +76,7 @@ setuptools.setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES, "beam": BEAM_REQUIRES,
                     "chinese": CHINESE_REQUIRES, "keras-hub": KERAS_HUB_REQUIRES,
-                    "huggingface-test": HUGGINGFACE_TEST_REQUIRES},
+                    "huggingface-test": HUGGINGFACE_TEST_REQUIRES,
+                    "tfhub-test": TFHUB_TEST_REQUIRES, "litert-test": LITERT_TEST_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -1,5 +1,6 @@
 r"""Export a trained BERT model: a SavedModel for TensorFlow Serving, a Hugging Face
-transformers folder or a keras-hub preset (`--export_format`).
+transformers folder, a keras-hub preset, TF Hub's preprocessor and encoder, or a LiteRT
+model for phones (`--export_format`).
 
 Loads weights from a fine-tuning `--output_dir` (the latest `ckpt-<step>` of
 run_classifier / run_squad / run_ner), a google-research checkpoint (folder or prefix)
@@ -22,6 +23,14 @@ of an encoder or classifier. Both refuse an `--export_dir` that is not empty unl
 
     bert-export-model --export_format=huggingface --model_type=classifier \
       --init_checkpoint=/tmp/mrpc --export_dir=/models/mrpc_hf
+
+`--export_format=tfhub` writes `--export_dir`/preprocessor and `--export_dir`/encoder with
+TF Hub's BERT interface (`hub.KerasLayer` loads them); `--export_format=litert` writes
+model.tflite (int32 token ids [1, --max_seq_length] in; `--quantize=int8` for
+dynamic-range int8), vocab.txt and litert_config.json (the tokenizer settings):
+
+    bert-export-model --export_format=litert --quantize=int8 --model_type=classifier \
+      --init_checkpoint=/tmp/mrpc --text_pair --export_dir=/models/mrpc_litert
 """
 
 from bert_tf import command_line

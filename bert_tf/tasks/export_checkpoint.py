@@ -11,8 +11,10 @@ the vocab are resolved once, as a run's (`bert_tf.tasks.run_context`).
 
 `export_format`: "saved_model" (TF Serving, `bert_tf.serving.export`), "huggingface"
 (a transformers folder, `bert_tf.serving.huggingface`; also `model_type="pretrainer"`,
-the masked-LM and next-sentence heads) or "keras_hub" (a keras-hub preset of an encoder
-or classifier, `bert_tf.serving.keras_hub`).
+the masked-LM and next-sentence heads), "keras_hub" (a keras-hub preset of an encoder
+or classifier, `bert_tf.serving.keras_hub`), "tfhub" (TF Hub's preprocessor and encoder
+SavedModels of an encoder, `bert_tf.serving.tfhub`) or "litert" (a .tflite of token ids
+in, float32 or with `quantize="int8"`, `bert_tf.serving.litert`).
 """
 
 import dataclasses
@@ -26,7 +28,7 @@ from bert_tf import fileio
 from bert_tf import options as options_lib
 from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.options import option
-from bert_tf.serving import export, huggingface, keras_hub, output_folder
+from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.tasks import run_context
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.options import EncoderSourceOptions
@@ -40,7 +42,7 @@ from bert_tf.weights.load_report import name_list
 PRETRAINER = "pretrainer"
 # Spellings of --model_type (squad and ner are aliases, see export.canonical_model_type).
 MODEL_TYPES = tuple(export.MODEL_CLASSES) + tuple(export.MODEL_TYPE_ALIASES) + (PRETRAINER,)
-EXPORT_FORMATS = ("saved_model", "huggingface", "keras_hub")
+EXPORT_FORMATS = ("saved_model", "huggingface", "keras_hub", "tfhub", "litert")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -54,7 +56,15 @@ class ExportOptions(EncoderSourceOptions):
         "saved_model", "saved_model: a SavedModel for TF Serving; huggingface: a "
         "transformers folder (config.json, model.safetensors, vocab.txt, tokenizer "
         "config); keras_hub: a keras-hub preset of an encoder or classifier (needs the "
-        "keras-hub extra).", choices=EXPORT_FORMATS)
+        "keras-hub extra); tfhub: TF Hub's BERT preprocessor and encoder SavedModels "
+        "(export_dir/preprocessor, export_dir/encoder) of an encoder; litert: a .tflite of "
+        "a classifier, token classifier, span labeler or encoder taking int32 token ids "
+        "[1, max_seq_length], with vocab.txt and litert_config.json for the app's "
+        "tokenizer.", choices=EXPORT_FORMATS)
+    quantize: str = option(
+        "none", "--export_format=litert: int8 is dynamic-range quantization (int8 weights, "
+        "float32 inputs and outputs), about a quarter of the float32 model's size.",
+        choices=litert.QUANTIZATIONS)
     init_checkpoint: Optional[str] = option(
         None, "Fine-tuning output_dir / training checkpoint, google-research checkpoint "
         "(folder or prefix) or Hugging Face folder.")
@@ -63,7 +73,8 @@ class ExportOptions(EncoderSourceOptions):
     vocab_file: Optional[str] = option(
         None, "vocab.txt the model was trained with (default: in init_checkpoint).")
     do_lower_case: bool = option(True, "Uncased model: lowercase and strip accents.")
-    max_seq_length: int = option(128, "Sequence length of the signatures.")
+    max_seq_length: int = option(128, "Sequence length of the signatures (tfhub: the "
+                                 "preprocessor's default; litert: the model's one row).")
     label_names: Optional[list] = option(
         None, "Class / tag names in label-id order (default: the label list of a "
         "fine-tuning output_dir; other names for its ids are fine, its labels in another "
@@ -236,6 +247,10 @@ def _check_format_and_export_dir(options, model_type):
     """Refuses what `options.export_format` cannot hold, a missing optional package and
     an export_dir it would not write, before the model is loaded."""
     replace = "pass --overwrite to replace it"
+    if options.quantize != "none" and options.export_format != "litert":
+        raise ValueError(f"--quantize={options.quantize} quantizes a LiteRT model "
+                         f"(--export_format=litert); --export_format={options.export_format} "
+                         "writes float32 weights: leave --quantize out")
     if options.export_format == "saved_model":
         if model_type == PRETRAINER:
             raise ValueError("--model_type=pretrainer exports with --export_format="
@@ -254,6 +269,10 @@ def _check_format_and_export_dir(options, model_type):
     if options.export_format == "keras_hub":
         keras_hub.check_model_class(model_cls)
         keras_hub.import_keras_hub()
+    elif options.export_format == "tfhub":
+        tfhub.check_model_class(model_cls)
+    elif options.export_format == "litert":
+        litert.check_model_class(model_cls, options.doc_stride)
     else:
         huggingface.check_model_class(model_cls)
     output_folder.check_output_folder(options.export_dir, options.overwrite, hint=replace)
@@ -306,6 +325,17 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         return keras_hub.export_keras_hub(model, options.export_dir, vocab_file,
                                           options.do_lower_case, options.max_seq_length,
                                           overwrite=options.overwrite)
+    if options.export_format == "tfhub":
+        return tfhub.export_tfhub(model, options.export_dir, vocab_file,
+                                  options.do_lower_case, options.max_seq_length,
+                                  overwrite=options.overwrite)
+    if options.export_format == "litert":
+        return litert.export_litert(
+            model, options.export_dir, vocab_file, options.do_lower_case,
+            options.max_seq_length, label_names=signature.get("label_names"),
+            quantize=options.quantize, problem_type=_problem_type(model_type, options, saved),
+            text_pair=options.text_pair, max_query_length=signature.get("max_query_length"),
+            overwrite=options.overwrite)
     if _problem_type(model_type, options, saved) == "multi_label_classification":
         signature["multi_label"] = True  # sigmoid per label (threshold 0.5)
     return export.export_finetuned_model(model, options.export_dir, model_type, vocab_file,

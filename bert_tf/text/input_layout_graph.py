@@ -26,7 +26,7 @@ def pair_lengths(length_a, length_b, budget):
     Returns:
       (keep_a, keep_b) int64 [B].
     """
-    budget = tf.constant(budget, tf.int64)
+    budget = tf.cast(budget, tf.int64)  # a Python int, or a tensor (bert_pack_inputs)
     half_b = budget // 2
     half_a = budget - half_b
     keep_a = tf.where(length_a + length_b <= budget, length_a,

@@ -1,0 +1,180 @@
+"""LiteRT (TensorFlow Lite) models for phones: token ids in, the model's outputs out.
+
+    path = litert.export_litert(model, export_dir, vocab_file, do_lower_case,
+                                max_seq_length, label_names=None, quantize=None,
+                                problem_type=None, text_pair=False,
+                                max_query_length=None, overwrite=False)
+
+The tokenizer's tensorflow-text ops are not LiteRT ops, so the app tokenizes and the
+model takes int32 `input_ids`, `input_mask`, `segment_ids` [1, max_seq_length] (one
+row, laid out as the fine-tuning features: `[CLS] a [SEP] (b [SEP])`, padded with 0).
+The folder holds:
+
+- `model.tflite`: one signature, `serving_default`, converted with
+  `tf.lite.TFLiteConverter` from the concrete function of that ids signature (builtin
+  LiteRT ops only); its float32 outputs are those of the SavedModel's `serve_ids`:
+  `logits` [1, C] (classifier; one column for regression), `logits` [1, S, C] (token
+  classifier), `start_logits` / `end_logits` [1, S] (span labeler), `pooled_output` /
+  `sequence_output` (encoder). `quantize="int8"`: dynamic-range quantization (int8
+  weights, float32 inputs and outputs; `tf.lite.Optimize.DEFAULT` without a
+  representative dataset), about a quarter of the size;
+- `vocab.txt` and `litert_config.json` (`CONFIG_FILE`): what an app needs to tokenize
+  and read the outputs: `do_lower_case`, `max_seq_length`, the input and output
+  names, the special tokens' ids, the layout, the label names and problem type.
+
+A multiple-choice model (its rows are [B, C, S], laid out from the choices in its
+raw-text signature) and a classifier that cuts long texts into windows (`doc_stride`:
+the windows are cut from raw text in the graph) are refused with the reason.
+"""
+
+import json
+import os
+import shutil
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice,
+                            BertSpanLabeler, BertTokenClassifier)
+from bert_tf.models.encoder import INPUT_NAMES
+from bert_tf.serving import export, huggingface, output_folder
+from bert_tf.text.vocab import SPECIAL_TOKENS, VocabFile
+
+MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.tflite", "litert_config.json", "vocab.txt"
+QUANTIZATIONS = ("none", "int8")
+# The model types a .tflite holds, and the layout of their one row of ids.
+LAYOUTS = {
+    BertClassifier: "[CLS] text_a [SEP] (text_b [SEP] with text_pair), segment_ids 0 on "
+                    "text_a and its [SEP], 1 on text_b and its [SEP]",
+    BertTokenClassifier: "[CLS] the words' pieces [SEP]; a word's tag is read at its "
+                         "first piece",
+    BertSpanLabeler: "[CLS] question [SEP] context [SEP] (question cut to "
+                     "max_query_length pieces), segment_ids 1 on the context; an answer "
+                     "is the best start <= end span of context positions",
+    BertEncoder: "[CLS] text_a [SEP] (text_b [SEP])",
+}
+REFUSED = {
+    BertMultipleChoice: "a multiple-choice model scores [B, C, S] rows, one per choice, "
+                        "laid out from context, question and choices in its raw-text "
+                        "signature; export it with export_format=saved_model",
+}
+
+
+def check_model_class(model_cls, doc_stride=None):
+    """Raises ValueError, with the reason, for a model a .tflite of ids cannot hold."""
+    if model_cls not in LAYOUTS:
+        reason = REFUSED.get(model_cls, "LiteRT exports hold an encoder, a classifier, a "
+                                        "token classifier or a span labeler")
+        raise ValueError(f"a {model_cls.__name__} cannot be exported as a LiteRT model: "
+                         f"{reason}")
+    if doc_stride is not None:
+        raise ValueError("a classifier of long documents (doc_stride) cannot be exported "
+                         "as a LiteRT model: its windows are cut from the raw text inside "
+                         "the graph, and the tokenizer's tensorflow-text ops are not "
+                         "LiteRT ops. Export it without doc_stride (one window of "
+                         "max_seq_length ids; the app cuts the windows and pools their "
+                         "logits) or with export_format=saved_model")
+
+
+def check_quantize(quantize):
+    """Raises ValueError for a quantization other than QUANTIZATIONS (None: "none")."""
+    if (quantize or "none") not in QUANTIZATIONS:
+        raise ValueError(f"quantize must be one of {', '.join(QUANTIZATIONS)}, got "
+                         f"{quantize!r}")
+
+
+def ids_function(module, max_seq_length):
+    """The concrete function the .tflite is converted from: int32 inputs [1, S] -> the
+    float32 outputs of `module.logits` (an `export.ServingModule`)."""
+    spec = {name: tf.TensorSpec([1, max_seq_length], tf.int32, name) for name in INPUT_NAMES}
+
+    @tf.function(autograph=False, input_signature=[spec])
+    def serve_ids(features):
+        return module.logits(features)
+
+    return serve_ids.get_concrete_function()
+
+
+def convert(model, vocab_file, do_lower_case, max_seq_length, quantize=None):
+    """The .tflite flatbuffer (bytes) of `model` (see the module docstring)."""
+    check_quantize(quantize)
+    module = export.ServingModule(model, vocab_file, do_lower_case, max_seq_length)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [ids_function(module, max_seq_length)], module)
+    if quantize == "int8":  # dynamic range: int8 weights, float activations
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    return converter.convert()
+
+
+def litert_config(model, vocab_file, do_lower_case, max_seq_length, label_names=None,
+                  quantize=None, problem_type=None, text_pair=False, max_query_length=None):
+    """The `litert_config.json` of `model` as a dict (see `export_litert` for the args)."""
+    vocab = VocabFile.read(vocab_file).tokens
+    outputs = {BertSpanLabeler: ["start_logits", "end_logits"],
+               BertEncoder: ["pooled_output", "sequence_output"]}.get(type(model), ["logits"])
+    config = {"model_file": MODEL_FILE, "vocab_file": VOCAB_FILE,
+              "model_type": type(model).__name__, "quantize": quantize or "none",
+              "do_lower_case": bool(do_lower_case), "strip_accents": bool(do_lower_case),
+              "max_seq_length": max_seq_length, "input_names": list(INPUT_NAMES),
+              "input_shape": [1, max_seq_length], "input_dtype": "int32",
+              "output_names": outputs, "layout": LAYOUTS[type(model)],
+              "special_tokens": {token: vocab[token] for token in SPECIAL_TOKENS
+                                 if token in vocab}}
+    # transformers' config of the same model checks the labels and problem type once.
+    checked = huggingface.hf_config(model, label_names, problem_type)
+    if isinstance(model, BertClassifier):
+        config.update(problem_type=checked["problem_type"], text_pair=bool(text_pair))
+    if isinstance(model, (BertClassifier, BertTokenClassifier)):
+        config["label_names"] = (None if config.get("problem_type") == "regression" else
+                                 [checked["id2label"][i] for i in range(model.num_classes)])
+    if isinstance(model, BertSpanLabeler):
+        config["max_query_length"] = max_query_length or min(64, (max_seq_length - 3) // 2)
+    return config
+
+
+def export_litert(model, export_dir, vocab_file, do_lower_case, max_seq_length,
+                  label_names=None, quantize=None, problem_type=None, text_pair=False,
+                  max_query_length=None, overwrite=False):
+    """Writes `model.tflite`, `vocab.txt` and `litert_config.json` (module docstring).
+
+    Args:
+        model: A built BertClassifier, BertTokenClassifier, BertSpanLabeler or
+            BertEncoder.
+        export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
+        vocab_file, do_lower_case: The tokenizer the model was trained with.
+        max_seq_length: The length S of the model's one row of ids.
+        label_names: Class / tag names in label-id order (default "0", "1", ...).
+        quantize: "int8" (dynamic range) or None / "none" (float32).
+        problem_type: A classifier's "regression", "single_label_classification" or
+            "multi_label_classification" (sigmoid per label), for the app.
+        text_pair: A classifier of sentence pairs (recorded for the app).
+        max_query_length: A span labeler's question length (default: 64, at most half
+            the row), recorded for the app.
+        overwrite: Replace what `export_dir` holds.
+
+    Returns:
+        The folder written.
+    Raises:
+        ValueError / FileNotFoundError / FileExistsError: naming the model type,
+            quantization, vocab, labels or folder at fault, before anything is written.
+    """
+    check_model_class(type(model))
+    check_quantize(quantize)
+    export.check_model_and_vocab(model, type(model), vocab_file, max_seq_length)
+    config = litert_config(model, vocab_file, do_lower_case, max_seq_length, label_names,
+                           quantize, problem_type, text_pair, max_query_length)
+    target = output_folder.check_output_folder(export_dir, overwrite)
+    flatbuffer = convert(model, vocab_file, do_lower_case, max_seq_length, quantize)
+
+    def write(folder):
+        os.makedirs(folder)
+        with open(os.path.join(folder, MODEL_FILE), "wb") as file:
+            file.write(flatbuffer)
+        shutil.copyfile(vocab_file, os.path.join(folder, VOCAB_FILE))
+        with open(os.path.join(folder, CONFIG_FILE), "w", encoding="utf-8") as file:
+            file.write(json.dumps(config, indent=2) + "\n")
+
+    output_folder.write_folder(target, write)
+    logging.info("Exported %s as a LiteRT model (%s, %.1f MB) to %s", type(model).__name__,
+                 config["quantize"], len(flatbuffer) / 1e6, target)
+    return target
