@@ -63,6 +63,9 @@ def parse_args():
     parser.add_argument("--append_tokens", type=int, default=0,
                         help="Extend the vocab by this many words first (bert-extend-vocab "
                              "--mode=append on the training documents).")
+    parser.add_argument("--no_dropout_same_order", action="store_true",
+                        help="Equivalence check: dropout 0 on both sides and the reference "
+                             "trains on our input pipeline's batches in our order.")
     parser.add_argument("--reference_python", default=None,
                         help="A Python with torch and transformers: runs the reference.")
     return parser.parse_args()
@@ -163,7 +166,7 @@ def hf_state(model):
     return state
 
 
-def starting_model(model_dir, seed, seed_dir):
+def starting_model(model_dir, seed, seed_dir, dropout=0.1):
     """The released encoder with heads drawn from `seed`, written for both sides."""
     keras.utils.set_random_seed(seed)
     model = checkpoints.from_pretrained(BertPretrainer, model_dir)
@@ -171,8 +174,9 @@ def starting_model(model_dir, seed, seed_dir):
     checkpoints.save_google_checkpoint(model, str(seed_dir / "start" / "bert_model.ckpt"),
                                        write_config=True)
     config = model.config.to_dict()
-    config.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    config.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     (seed_dir / "config.json").write_text(json.dumps(config))
+    (seed_dir / "start" / "bert_config.json").write_text(json.dumps(config))
     np.savez(seed_dir / "hf_weights.npz", **hf_state(model))
     return str(seed_dir / "start"), model
 
@@ -180,7 +184,8 @@ def starting_model(model_dir, seed, seed_dir):
 def run_ours(args, seed, seed_dir, train_records, heldout_records):
     """Held-out masked-LM accuracy before and after training, on our side, and on the
     appended tokens' positions (None without them): {before, after, new_before, new_after}."""
-    start, start_model = starting_model(args.model_dir, seed, seed_dir)
+    start, start_model = starting_model(args.model_dir, seed, seed_dir,
+                                        0.0 if args.no_dropout_same_order else 0.1)
     heldout = dict(np.load(seed_dir.parent / "heldout.npz"))
     new_before = masked_lm_accuracies(start_model, heldout, BASE_VOCAB_SIZE)[1]
     common = dict(max_seq_length=128, max_predictions_per_seq=20, seed=seed,
@@ -189,13 +194,16 @@ def run_ours(args, seed, seed_dir, train_records, heldout_records):
     before = pretraining.run_pretraining(pretraining.PretrainingOptions(
         init_checkpoint=start, input_file=heldout_records, do_eval=True,
         output_dir=str(seed_dir / "before"), **common), distribute.get_strategy())["eval"]
-    after = pretraining.run_pretraining(pretraining.PretrainingOptions(
+    training = pretraining.PretrainingOptions(
         init_checkpoint=start, input_file=train_records, do_train=True,
         output_dir=str(seed_dir / "ours"), learning_rate=args.learning_rate,
         num_train_steps=args.num_train_steps,
         num_warmup_steps=args.num_train_steps // 10,
-        save_checkpoints_steps=args.num_train_steps, **common),
-        distribute.get_strategy())
+        save_checkpoints_steps=args.num_train_steps, **common)
+    if args.no_dropout_same_order:
+        np.save(seed_dir / "order.npy", batch_order(training, args.num_train_steps,
+                                                    seed_dir.parent / "train.npz"))
+    after = pretraining.run_pretraining(training, distribute.get_strategy())
     evaluation = pretraining.run_pretraining(pretraining.PretrainingOptions(
         input_file=heldout_records, do_eval=True, output_dir=str(seed_dir / "ours"),
         bert_config_file=str(pathlib.Path(start) / "bert_config.json"), **common),
@@ -210,12 +218,29 @@ def run_ours(args, seed, seed_dir, train_records, heldout_records):
                 new_before=new_before, new_after=new_after)
 
 
+def batch_order(options, num_steps, arrays_path):
+    """The indices (in `arrays_path`'s instances) of the rows our training input pipeline
+    gives for `options`, a batch after another, over `num_steps` steps."""
+    arrays = np.load(arrays_path)
+    key = lambda ids, positions: ids.astype(np.int64).tobytes() + positions.astype(
+        np.int64).tobytes()
+    index = {key(ids, positions): row for row, (ids, positions) in enumerate(
+        zip(arrays["input_ids"], arrays["masked_lm_positions"]))}
+    keras.utils.set_random_seed(options.seed)  # as the driver does before reading
+    dataset = pretraining.dataset_fn_for(options, True)(tf.distribute.InputContext())
+    return np.array([index[key(ids, positions)] for batch in dataset.take(num_steps)
+                     for ids, positions in zip(batch["input_ids"].numpy(),
+                                               batch["masked_lm_positions"].numpy())])
+
+
 def run_reference(args, seed, work, new_from):
     completed = subprocess.run(
         [args.reference_python, str(REPO / "bench" / "reference_continued_pretraining.py"),
          f"--work_dir={work}", f"--seed={seed}", f"--num_train_steps={args.num_train_steps}",
          f"--batch_size={args.batch_size}", f"--learning_rate={args.learning_rate}",
-         f"--new_token_ids_from={new_from}"],
+         f"--new_token_ids_from={new_from}"]
+        + ([f"--order_file={work / f'seed{seed}' / 'order.npy'}"]
+           if args.no_dropout_same_order else []),
         capture_output=True, text=True, check=True)
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
@@ -227,8 +252,10 @@ def percent(value):
 def main():
     args = parse_args()
     logging.set_verbosity(logging.WARNING)
-    work = pathlib.Path(args.work_dir) / (f"append{args.append_tokens}"
-                                          if args.append_tokens else "base")
+    work = pathlib.Path(args.work_dir) / ((f"append{args.append_tokens}"
+                                           if args.append_tokens else "base")
+                                          + ("_no_dropout" if args.no_dropout_same_order
+                                             else ""))
     work.mkdir(parents=True, exist_ok=True)
     train_docs, heldout_docs = split_documents(args.text, work)
     if args.append_tokens:

@@ -35,6 +35,9 @@ def parse_args():
     parser.add_argument("--learning_rate", type=float, default=1e-4)
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
     parser.add_argument("--new_token_ids_from", type=int, default=0)
+    parser.add_argument("--order_file", default="",
+                        help="A .npy of training instance indices, the batches in order "
+                             "(ours' input pipeline's, for the no-dropout equivalence check).")
     return parser.parse_args()
 
 
@@ -107,13 +110,15 @@ def load_start(model_class, seed_dir, may_be_missing=("position_ids",)):
     return model
 
 
-def train_steps(model, train, batch_fn, args):
+def train_steps(model, train, batch_fn, args, given_order=None):
     """`args.num_train_steps` steps of full `args.batch_size` batches drawn from one
-    shuffled pass over `train` after another (numpy, seed `args.seed`), with
+    shuffled pass over `train` after another (numpy, seed `args.seed`), or, with
+    `given_order` (instance indices, a batch after another), in that order; with
     `optimizer_and_schedule` and clip 1.0. Returns (the last loss, seconds)."""
     optimizer, schedule = optimizer_and_schedule(model, args)
     rng = np.random.default_rng(args.seed)
-    order, started = np.array([], dtype=np.int64), time.time()
+    order = np.array([], dtype=np.int64) if given_order is None else np.asarray(given_order)
+    started = time.time()
     model.train()
     for _ in range(args.num_train_steps):
         if len(order) < args.batch_size:
@@ -138,7 +143,8 @@ def main():
     train = dict(np.load(os.path.join(args.work_dir, "train.npz")))
     heldout = dict(np.load(os.path.join(args.work_dir, "heldout.npz")))
     before = masked_lm_accuracy(model, heldout, args.new_token_ids_from)
-    loss, seconds = train_steps(model, train, torch_batch, args)
+    order = np.load(args.order_file) if args.order_file else None
+    loss, seconds = train_steps(model, train, torch_batch, args, order)
     after = masked_lm_accuracy(model, heldout, args.new_token_ids_from)
     print(json.dumps({"seed": args.seed, "before": before[0], "after": after[0],
                       "new_before": before[1], "new_after": after[1],
