@@ -58,7 +58,8 @@ FLAGS = flags.FLAGS
 def import_interpreter():
     """ai_edge_litert's Interpreter, or exit naming the extra."""
     try:
-        from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+        # pylint: disable-next=import-outside-toplevel
+        from ai_edge_litert.interpreter import Interpreter
     except ModuleNotFoundError:
         sys.exit("litert_check: ai-edge-litert is not installed: pip install -e "
                  ".[litert-test]")

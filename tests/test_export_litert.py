@@ -17,7 +17,7 @@ from bert_tf.serving import export, litert
 from bert_tf.tasks import export_checkpoint
 from bert_tf.text.tokenization import FullTokenizer
 from harness import tiny_config, tiny_model
-from test_export_formats import (LABELS, TAGS, WORDS, export_options, randomized,  # noqa: F401
+from test_export_formats import (LABELS, TAGS, export_options, randomized,  # noqa: F401
                                  vocab, write_run)
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None

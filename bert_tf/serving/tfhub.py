@@ -173,7 +173,8 @@ class HubEncoder(tf.train.Checkpoint):
         super().__init__()
         # The Keras model stays out of the object graph (see export.ServingModule); its
         # variables are tracked here, the seed states of dropout among them.
-        self.variables = [export._tf_variable(v) for v in model.variables]  # pylint: disable=protected-access
+        self.variables = [export._tf_variable(v)  # pylint: disable=protected-access
+                          for v in model.variables]
         self.trainable_variables = [v for v in self.variables if v.trainable]
         self.regularization_losses = []
         self.vocab_file = tf.saved_model.Asset(vocab_file)
