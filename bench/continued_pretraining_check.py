@@ -19,7 +19,10 @@ With `--append_tokens=N`, bert-extend-vocab --mode=append first adds the N most 
 words of the training documents to the released vocab (new rows: the mean of their old
 pieces'), and both sides start from that folder: the masked-LM accuracy on the appended
 tokens' positions (target ids from the released vocab size up) is reported too, and the
-tokens per held-out document with the released and the extended vocab.
+tokens per held-out document with the released and the extended vocab. Held-out
+documents are other articles, with few of the appended words (7 masked slots in the
+default split); `--heldout_split=paragraphs` holds out the last 20% of each document's
+paragraphs instead, so that the held-out text shares the training text's words.
 """
 
 import argparse
@@ -63,12 +66,37 @@ def parse_args():
     parser.add_argument("--append_tokens", type=int, default=0,
                         help="Extend the vocab by this many words first (bert-extend-vocab "
                              "--mode=append on the training documents).")
+    parser.add_argument("--heldout_split", default="documents",
+                        choices=["documents", "paragraphs"],
+                        help="documents: the last 20%% of the documents are held out; "
+                             "paragraphs: the last 20%% of each document's paragraphs (the "
+                             "held-out text then shares the training text's words).")
     parser.add_argument("--no_dropout_same_order", action="store_true",
                         help="Equivalence check: dropout 0 on both sides and the reference "
                              "trains on our input pipeline's batches in our order.")
     parser.add_argument("--reference_python", default=None,
                         help="A Python with torch and transformers: runs the reference.")
     return parser.parse_args()
+
+
+def split_paragraphs(text_path, work):
+    """Train / held-out WikiExtractor files: of each document with text, the first 80%
+    of its paragraphs (at least one) train and the rest are held out, under the same
+    header and title; returns the number of documents in each."""
+    parts = {"train": [], "heldout": []}
+    for header, body in re.findall(r"(<doc [^>]*>)(.*?)</doc>",
+                                   pathlib.Path(text_path).read_text("utf-8"), re.S):
+        lines = [line for line in body.split("\n") if line.strip()]
+        if len(lines) < 3:  # a title and at least two paragraphs
+            continue
+        title, paragraphs = lines[0], lines[1:]
+        cut = max(1, int(len(paragraphs) * 0.8))
+        for name, chosen in (("train", paragraphs[:cut]), ("heldout", paragraphs[cut:])):
+            if chosen:
+                parts[name].append("\n".join([header, title, ""] + chosen + ["</doc>"]))
+    for name, documents in parts.items():
+        (work / f"{name}.wiki").write_text("\n".join(documents) + "\n", encoding="utf-8")
+    return len(parts["train"]), len(parts["heldout"])
 
 
 def split_documents(text_path, work):
@@ -255,9 +283,12 @@ def main():
     work = pathlib.Path(args.work_dir) / ((f"append{args.append_tokens}"
                                            if args.append_tokens else "base")
                                           + ("_no_dropout" if args.no_dropout_same_order
-                                             else ""))
+                                             else "")
+                                          + ("_paragraphs" if args.heldout_split
+                                             == "paragraphs" else ""))
     work.mkdir(parents=True, exist_ok=True)
-    train_docs, heldout_docs = split_documents(args.text, work)
+    split = split_paragraphs if args.heldout_split == "paragraphs" else split_documents
+    train_docs, heldout_docs = split(args.text, work)
     if args.append_tokens:
         args.model_dir = extend_vocab(args, work)
         print("tokens per held-out document: released vocab "
