@@ -44,6 +44,7 @@ from absl import logging  # noqa: E402
 
 import seed_summary  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
+from bert_tf.serving import huggingface  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf.text.tokenization import FullTokenizer  # noqa: E402
 from bert_tf.train import distribute, records  # noqa: E402
@@ -171,29 +172,6 @@ def masked_lm_accuracies(model, arrays, new_from, batch_size=64):
     return right / total, (new_right / new_total if new_total else None)
 
 
-def hf_state(model):
-    """The model's weights under Hugging Face BertForPreTraining names (torch layout)."""
-    renamed = {"bert/embeddings/LayerNorm/gamma": "bert.embeddings.LayerNorm.weight",
-               "bert/embeddings/LayerNorm/beta": "bert.embeddings.LayerNorm.bias",
-               "cls/predictions/output_bias": "cls.predictions.bias",
-               "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
-               "cls/seq_relationship/output_bias": "cls.seq_relationship.bias"}
-    state = {}
-    for name, (variable, transposed) in checkpoints.google_variable_map(model).items():
-        value = variable.numpy().T if transposed else variable.numpy()
-        if name in renamed:
-            state[renamed[name]] = value
-            continue
-        hf = name.replace("/", ".").replace("encoder.layer_", "encoder.layer.")
-        if hf.endswith("_embeddings"):
-            hf += ".weight"
-        elif hf.endswith(".kernel"):
-            hf, value = hf[:-len("kernel")] + "weight", value.T  # torch Linear: [out, in]
-        state[hf.replace("LayerNorm.gamma", "LayerNorm.weight")
-              .replace("LayerNorm.beta", "LayerNorm.bias")] = np.ascontiguousarray(value)
-    return state
-
-
 def starting_model(model_dir, seed, seed_dir, dropout=0.1):
     """The released encoder with heads drawn from `seed`, written for both sides."""
     keras.utils.set_random_seed(seed)
@@ -205,7 +183,7 @@ def starting_model(model_dir, seed, seed_dir, dropout=0.1):
     config.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     (seed_dir / "config.json").write_text(json.dumps(config))
     (seed_dir / "start" / "bert_config.json").write_text(json.dumps(config))
-    np.savez(seed_dir / "hf_weights.npz", **hf_state(model))
+    np.savez(seed_dir / "hf_weights.npz", **huggingface.hf_state_dict(model))
     return str(seed_dir / "start"), model
 
 

@@ -42,8 +42,8 @@ import tensorflow as tf
 from absl import app, flags, logging
 
 import seed_summary
-from continued_pretraining_check import hf_state
 from bert_tf.models import BertClassifier
+from bert_tf.serving import huggingface
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.ner import data as ner_data
@@ -114,10 +114,7 @@ def starting_weights(seed, seed_dir):
     checkpoints.save_google_checkpoint(model, str(start / "bert_model.ckpt"),
                                        write_config=True)
     shutil.copy(RELEASED / "vocab.txt", start / "vocab.txt")
-    state = hf_state(model)  # a classifier's head: output_weights [C, H], output_bias
-    state["classifier.weight"] = state.pop("output_weights")
-    state["classifier.bias"] = state.pop("output_bias")
-    np.savez(seed_dir / "hf_weights.npz", **state)
+    np.savez(seed_dir / "hf_weights.npz", **huggingface.hf_state_dict(model))
     config = dict(model.config.to_dict(), num_labels=len(LABELS),
                   problem_type="multi_label_classification")
     (seed_dir / "config.json").write_text(json.dumps(config))
