@@ -29,7 +29,8 @@ Sides:
 
 - SavedModel (raw text): `serving_default(text_a, text_b)` of `tf.saved_model.load`
   (tensorflow_text imported, as TF Serving links it): tokenization inside the graph,
-  every row padded to 128; the call ends with the `labels` as numpy.
+  each batch padded to its longest row (at most 128); the call ends with the `labels`
+  as numpy.
 - SavedModel (ids): `serve_ids` on rows tokenized beforehand (tokenization not timed).
 - transformers pipeline: `bench/reference_serving_latency.py` in `--reference_python`,
   timed the same way; its tokenizer (Rust) and post-processing into labels are inside

@@ -191,6 +191,42 @@ def test_fresh_process_answers_like_keras(files, tmp_path):
     np.testing.assert_allclose(out["classifier/3/probabilities"], softmax(logits), atol=1e-5)
 
 
+def test_trim_to_longest_cuts_the_padding_columns_only():
+    features = {name: tf.constant([[2, 5, 3, 0, 0, 0], [2, 5, 6, 7, 3, 0]], tf.int32)
+                for name in sig.FEATURE_NAMES}
+    features["input_mask"] = tf.constant([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]], tf.int32)
+    trimmed = sig.trim_to_longest(features)
+    for name in sig.FEATURE_NAMES:
+        np.testing.assert_array_equal(trimmed[name], features[name].numpy()[:, :5])
+
+
+class ShapeRecordingModule(export.ServingModule):
+    """Records the sequence length the model was last run at."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.last_length = tf.Variable(0, dtype=tf.int32, trainable=False)
+
+    def logits(self, features):
+        self.last_length.assign(tf.shape(features["input_ids"])[1])
+        return super().logits(features)
+
+
+@pytest.mark.parametrize("doc_stride", [None, 4])
+def test_classifier_runs_a_batch_at_its_longest_row(files, doc_stride):
+    """A batch of short texts costs its tokens, not max_seq_length; logits unchanged."""
+    tokenizer = files["tokenizer"]
+    classifier = tiny_model(BertClassifier, files["config"], 1, num_classes=3)
+    module = ShapeRecordingModule(classifier, files["vocab"], True, SEQ)
+    serve = export.classifier_text_signature(module, LABELS, False, text_pair=False,
+                                             doc_stride=doc_stride)
+    texts = ["hello world", "the red house ."]  # [CLS] the red house . [SEP]: 6 tokens
+    out = serve(text_a=tf.constant(texts))
+    assert int(module.last_length.numpy()) == 6
+    golden = stack([pack(tokenizer, [tokenizer.tokenize(t)]) for t in texts])  # [2, SEQ]
+    np.testing.assert_allclose(out["logits"], keras_logits(classifier, golden), atol=1e-5)
+
+
 def test_tagger_tags_whitespace_words_in_graph(files):
     """serving_default of the NER export, traced in-process, against per-word golden."""
     tagger = tiny_model(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))

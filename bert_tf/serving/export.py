@@ -165,7 +165,7 @@ def write_saved_model(module, signatures, target):
 
 
 # ------------------------------------------------------------------------ signatures
-def _tf_variable(variable):
+def tf_variable(variable):
     """The tf.Variable behind a Keras 3 variable (itself when it is one)."""
     if isinstance(variable, tf.Variable):
         return variable
@@ -188,7 +188,7 @@ class ServingModule(tf.Module):
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="bert_serving")
         object.__setattr__(self, "model", model)  # untracked
-        self.model_variables = [_tf_variable(variable) for variable in model.variables]
+        self.model_variables = [tf_variable(variable) for variable in model.variables]
         self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
 
@@ -213,12 +213,13 @@ def classifier_text_signature(module, label_names, is_regression, text_pair,
 
     def outputs(text_a, text_b=None):
         if doc_stride is None:  # one input a text, cut to max_seq_length
-            logits = module.logits(sig.encode_texts(tokenizer, length, text_a, text_b))
-            logits = logits["logits"]  # [B, C]
+            features = sig.encode_texts(tokenizer, length, text_a, text_b)  # [B, S]
+            logits = module.logits(sig.trim_to_longest(features))["logits"]  # [B, C]
         else:  # every window of a text, their logits pooled per text
             features, document = sig.encode_windowed_texts(tokenizer, length, doc_stride,
                                                            text_a, text_b)
-            logits = sig.pool_windows(module.logits(features)["logits"], document,
+            logits = module.logits(sig.trim_to_longest(features))["logits"]  # [N, C]
+            logits = sig.pool_windows(logits, document,
                                       tf.shape(text_a)[0], window_pooling)  # [B, C]
         if is_regression:
             return {"score": logits[:, 0], "logits": logits}

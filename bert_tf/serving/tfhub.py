@@ -173,7 +173,7 @@ class HubEncoder(tf.train.Checkpoint):
         super().__init__()
         # The Keras model stays out of the object graph (see export.ServingModule); its
         # variables are tracked here, the seed states of dropout among them.
-        self.variables = [export._tf_variable(v)  # pylint: disable=protected-access
+        self.variables = [export.tf_variable(v)
                           for v in model.variables]
         self.trainable_variables = [v for v in self.variables if v.trainable]
         self.regularization_losses = []
