@@ -145,11 +145,12 @@ def shared_tokenizer(vocab_bytes: bytes, do_lower_case: bool) -> tokenization.Fu
     key = (hashlib.sha256(vocab_bytes).hexdigest(), do_lower_case)
     with _TOKENIZERS_LOCK:
         if key not in _TOKENIZERS:
-            folder = tempfile.mkdtemp(prefix="bert_tf_vocab_")
-            vocab_path = os.path.join(folder, "vocab.txt")
-            with open(vocab_path, "wb") as vocab_file:
-                vocab_file.write(vocab_bytes)
-            _TOKENIZERS[key] = tokenization.FullTokenizer(vocab_path, do_lower_case)
+            # The tokenizer reads the file once; the folder goes right after.
+            with tempfile.TemporaryDirectory(prefix="bert_tf_vocab_") as folder:
+                vocab_path = os.path.join(folder, "vocab.txt")
+                with open(vocab_path, "wb") as vocab_file:
+                    vocab_file.write(vocab_bytes)
+                _TOKENIZERS[key] = tokenization.FullTokenizer(vocab_path, do_lower_case)
         return _TOKENIZERS[key]
 
 
