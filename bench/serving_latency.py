@@ -41,7 +41,7 @@ Sides:
 - LiteRT float32 / int8: `ai_edge_litert`'s interpreter (`--litert_threads`), batch 1
   only (the model's row is [1, 128]). Timed twice: "ids" is one `invoke` of a row made
   beforehand; "text" includes the app-side tokenization with `FullTokenizer` (pure
-  Python, as docs/export_formats.md's example) and packing into the row.
+  Python, as docs/export_litert.md's example) and packing into the row.
 
 Printed: a markdown table (p50 / p99 ms per call and sequences/s at each batch size, the
 folder's size on disk), the targets (SavedModel at least as fast as the pipeline at the
