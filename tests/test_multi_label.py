@@ -199,6 +199,31 @@ def test_train_eval_predict_and_export(tmp_path):
     served = tf.saved_model.load(again).signatures["serving_default"](
         text_a=tf.constant([text for text, _ in weather_rows(6, 2)]))
     np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5)
+    assert served["predicted"].numpy().tolist() == (probabilities >= 0.5).astype(int).tolist()
+    export_options = dict(model_type="classifier", init_checkpoint=str(out),
+                          vocab_file=run.vocab_file, bert_config_file=run.bert_config_file,
+                          max_seq_length=12)
+    # --multi_label_threshold: a threshold between two of the probabilities moves the
+    # predicted labels of bert-export-model's SavedModel.
+    ranked = np.sort(probabilities.ravel())
+    threshold = float(ranked[len(ranked) // 3: len(ranked) // 3 + 2].mean())  # a midpoint
+    assert (probabilities >= threshold).sum() != (probabilities >= 0.5).sum()
+    third = export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+        export_dir=str(tmp_path / "e3"), multi_label_threshold=threshold, **export_options))
+    served = tf.saved_model.load(third).signatures["serving_default"](
+        text_a=tf.constant([text for text, _ in weather_rows(6, 2)]))
+    assert served["predicted"].numpy().tolist() == (
+        probabilities >= threshold).astype(int).tolist()
+    for change, message in [
+            (dict(multi_label_threshold=1.0), "must be between 0 and 1"),
+            (dict(multi_label_threshold=0.3, export_format="huggingface"),
+             "gives logits or probabilities only"),
+            (dict(multi_label_threshold=0.3, model_type="encoder"),
+             "applies to the classifier of a --multi_label run")]:
+        with pytest.raises(ValueError, match=message):
+            export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+                **dict(export_options, export_dir=str(tmp_path / "bad"), **change)))
+        assert not (tmp_path / "bad").exists()
 
 
 def test_packed_rows_keep_each_example_with_its_labels(tmp_path):

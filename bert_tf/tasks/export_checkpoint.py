@@ -89,6 +89,10 @@ class ExportOptions(EncoderSourceOptions):
     window_pooling: str = option("mean", "classifier with --doc_stride: how the windows' "
                                  "logits combine (as the run's --window_pooling).",
                                  choices=windows.POOLINGS)
+    multi_label_threshold: Optional[float] = option(
+        None, "classifier of a --multi_label run, SavedModel: a label is predicted when "
+        "its probability is at least this, as the run's --multi_label_threshold "
+        "(default 0.5).")
     max_query_length: int = option(64, "squad: question tokens kept.")
     max_answer_length: int = option(30, "squad: longest answer in tokens.")
     export_dir: Optional[str] = option(None, "SavedModel folder or TF Serving model base "
@@ -290,6 +294,26 @@ def _problem_type(model_type, options, saved):
     return None
 
 
+def _check_threshold(options, problem_type):
+    """Refuses a --multi_label_threshold that the export would not use."""
+    threshold = options.multi_label_threshold
+    if threshold is None:
+        return
+    if not 0 < threshold < 1:
+        raise ValueError(f"--multi_label_threshold must be between 0 and 1 (exclusive), "
+                         f"got {threshold}")
+    if problem_type != "multi_label_classification":
+        raise ValueError(
+            f"--multi_label_threshold={options.multi_label_threshold} applies to the "
+            f"classifier of a --multi_label run; {options.init_checkpoint} is not one (its "
+            "run_settings.json names another task, or there is none): leave the flag out")
+    if options.export_format != "saved_model":
+        raise ValueError(
+            f"--multi_label_threshold sets the SavedModel's predicted labels; "
+            f"--export_format={options.export_format} gives logits or probabilities only "
+            "(the threshold is the caller's): leave the flag out")
+
+
 def export_from_checkpoint(options: ExportOptions) -> str:
     """Loads the model and exports it (see the module docstring). Returns the path."""
     options_lib.check_choices(options)
@@ -308,6 +332,8 @@ def export_from_checkpoint(options: ExportOptions) -> str:
                   else export.canonical_model_type(options.model_type))
     _check_format_and_export_dir(options, model_type)  # fail before loading
     saved = _saved_run_settings(options.init_checkpoint)
+    problem_type = _problem_type(model_type, options, saved)
+    _check_threshold(options, problem_type)
     # Without names, a fine-tuning run's own label list (in label-id order) serves.
     label_names = read_label_names(options.label_names, options.labels_file) or \
         saved.get("labels")
@@ -319,8 +345,7 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         return huggingface.export_huggingface(
             model, options.export_dir, vocab_file, options.do_lower_case,
             label_names=signature.get("label_names"),
-            problem_type=_problem_type(model_type, options, saved),
-            overwrite=options.overwrite)
+            problem_type=problem_type, overwrite=options.overwrite)
     if options.export_format == "keras_hub":
         return keras_hub.export_keras_hub(model, options.export_dir, vocab_file,
                                           options.do_lower_case, options.max_seq_length,
@@ -333,11 +358,13 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         return litert.export_litert(
             model, options.export_dir, vocab_file, options.do_lower_case,
             options.max_seq_length, label_names=signature.get("label_names"),
-            quantize=options.quantize, problem_type=_problem_type(model_type, options, saved),
+            quantize=options.quantize, problem_type=problem_type,
             text_pair=options.text_pair, max_query_length=signature.get("max_query_length"),
             overwrite=options.overwrite)
-    if _problem_type(model_type, options, saved) == "multi_label_classification":
-        signature["multi_label"] = True  # sigmoid per label (threshold 0.5)
+    if problem_type == "multi_label_classification":  # sigmoid per label
+        signature["multi_label"] = True
+        if options.multi_label_threshold is not None:
+            signature["multi_label_threshold"] = options.multi_label_threshold
     return export.export_finetuned_model(model, options.export_dir, model_type, vocab_file,
                                          options.do_lower_case, options.max_seq_length,
                                          overwrite=options.overwrite,
