@@ -13,6 +13,7 @@ import tensorflow as tf
 from bert_tf.serving import export
 from bert_tf.serving import signatures as sig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+from bert_tf.text import input_layout_graph
 from bert_tf.text.tokenization import FullTokenizer
 from harness import tiny_config, tiny_model, write_vocab
 
@@ -195,7 +196,7 @@ def test_trim_to_longest_cuts_the_padding_columns_only():
     features = {name: tf.constant([[2, 5, 3, 0, 0, 0], [2, 5, 6, 7, 3, 0]], tf.int32)
                 for name in sig.FEATURE_NAMES}
     features["input_mask"] = tf.constant([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]], tf.int32)
-    trimmed = sig.trim_to_longest(features)
+    trimmed = input_layout_graph.trim_to_longest(features)
     for name in sig.FEATURE_NAMES:
         np.testing.assert_array_equal(trimmed[name], features[name].numpy()[:, :5])
 

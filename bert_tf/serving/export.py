@@ -58,7 +58,7 @@ from absl import logging
 
 from bert_tf.serving import multiple_choice, output_folder
 from bert_tf.serving import signatures as sig
-from bert_tf.text import tokenization, windows
+from bert_tf.text import input_layout_graph, tokenization, windows
 from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertSpanLabeler,
                             BertTokenClassifier)
@@ -214,11 +214,11 @@ def classifier_text_signature(module, label_names, is_regression, text_pair,
     def outputs(text_a, text_b=None):
         if doc_stride is None:  # one input a text, cut to max_seq_length
             features = sig.encode_texts(tokenizer, length, text_a, text_b)  # [B, S]
-            logits = module.logits(sig.trim_to_longest(features))["logits"]  # [B, C]
+            logits = module.logits(input_layout_graph.trim_to_longest(features))["logits"]  # [B, C]
         else:  # every window of a text, their logits pooled per text
             features, document = sig.encode_windowed_texts(tokenizer, length, doc_stride,
                                                            text_a, text_b)
-            logits = module.logits(sig.trim_to_longest(features))["logits"]  # [N, C]
+            logits = module.logits(input_layout_graph.trim_to_longest(features))["logits"]  # [N, C]
             logits = sig.pool_windows(logits, document,
                                       tf.shape(text_a)[0], window_pooling)  # [B, C]
         if is_regression:

@@ -112,17 +112,6 @@ def encode_texts(tokenizer, max_seq_length, text_a, text_b=None):
                                      max_seq_length)
 
 
-def trim_to_longest(features):
-    """Model inputs [B, S] cut to the batch's longest row [B, L], L <= S.
-
-    Padding is masked out of attention, so the outputs at the kept positions (and the
-    pooled output) are those of the padded rows; a batch of short texts then costs what
-    its tokens cost, not what `max_seq_length` costs.
-    """
-    longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
-    return {name: value[:, :longest] for name, value in features.items()}
-
-
 def encode_windowed_texts(tokenizer, max_seq_length, doc_stride, text_a, text_b=None):
     """Raw text [B] (and its pair) -> the model inputs of every window of every text, as
     a long-document classifier was trained (`bert_tf.text.windows`).

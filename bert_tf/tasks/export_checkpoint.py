@@ -299,12 +299,10 @@ def _check_threshold(options, problem_type):
     threshold = options.multi_label_threshold
     if threshold is None:
         return
-    if not 0 < threshold < 1:
-        raise ValueError(f"--multi_label_threshold must be between 0 and 1 (exclusive), "
-                         f"got {threshold}")
+    multi_label.check_threshold(threshold)
     if problem_type != "multi_label_classification":
         raise ValueError(
-            f"--multi_label_threshold={options.multi_label_threshold} applies to the "
+            f"--multi_label_threshold={threshold} applies to the "
             f"classifier of a --multi_label run; {options.init_checkpoint} is not one (its "
             "run_settings.json names another task, or there is none): leave the flag out")
     if options.export_format != "saved_model":

@@ -2,10 +2,13 @@
 
 `truncate_ragged_segments` cuts as `input_layout.truncate_segments` (longest-first pairs) and
 `pack_inputs` lays out and pads as `input_layout.pack_segments`; `bert_tf.serving.signatures`
-builds the SavedModels' text signatures from them.
+builds the SavedModels' text signatures from them. `trim_to_longest` cuts padded batches
+to their longest row (the fine-tuning input pipelines and the served classifier).
 """
 
 import tensorflow as tf
+
+from bert_tf.models.encoder import INPUT_NAMES
 
 
 def truncate_rows(ragged, lengths):
@@ -80,3 +83,17 @@ def pack_inputs(segments, cls_id, sep_id, max_seq_length):
         "input_mask": tf.cast(tf.ones_like(input_ids).to_tensor(0, shape=shape), tf.int32),
         "segment_ids": tf.cast(segment_ids.to_tensor(0, shape=shape), tf.int32),
     }
+
+
+def trim_to_longest(batch, sequence_keys=INPUT_NAMES):
+    """Cuts a batch's padded features [..., S] to its longest `input_mask` row [..., L].
+
+    Padding is masked out of attention, so the outputs at the kept positions (and the
+    pooled output) are those of the padded rows; a batch of short rows then costs what its
+    tokens cost, not what `max_seq_length` costs. Works for [B, S] and [B, C, S] alike;
+    features not in `sequence_keys` pass unchanged.
+    """
+    length = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=-1))
+    length = tf.maximum(length, 1)
+    return {name: value[..., :length] if name in sequence_keys else value
+            for name, value in batch.items()}

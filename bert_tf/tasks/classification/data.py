@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.text import input_layout
+from bert_tf.text import input_layout, input_layout_graph
 from bert_tf.text.windows import window_segments
 from bert_tf.train import finetune_packing
 from bert_tf.train import records
@@ -315,14 +315,6 @@ def write_example_features(examples, label_list, max_seq_length, tokenizer, path
     return len(features)
 
 
-def trim_to_longest(batch: dict, sequence_keys=("input_ids", "input_mask", "segment_ids")):
-    """Cuts a batch's [B, S] features to its longest `input_mask` (less padding computed)."""
-    length = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1))
-    length = tf.maximum(length, 1)
-    return {name: value[:, :length] if name in sequence_keys else value
-            for name, value in batch.items()}
-
-
 def record_lengths(record_path, max_seq_length, is_regression,
                    num_multi_labels=0) -> np.ndarray:
     """Real tokens [N] of each example of a cached record, in order."""
@@ -358,7 +350,7 @@ def classifier_dataset(record_path, max_seq_length, batch_size, is_training, is_
         input_context=input_context, compression="none", seed=seed,
         shuffle_buffer_size=shuffle_buffer_size,
         drop_remainder=is_training if drop_remainder is None else drop_remainder)
-    return dataset.map(trim_to_longest) if trim_padding else dataset
+    return dataset.map(input_layout_graph.trim_to_longest) if trim_padding else dataset
 
 
 def _packed_dataset(record_path, max_seq_length, batch_size, is_regression, seed,

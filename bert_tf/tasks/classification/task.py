@@ -165,9 +165,8 @@ class ClassificationTask(Task):
         if weights_lib.parse_class_weights(options.class_weights) is not None and \
                 self.processor.is_regression:
             raise ValueError("class_weights needs classes; a regression task has none")
-        if options.multi_label and not 0 < options.multi_label_threshold < 1:
-            raise ValueError("multi_label_threshold must be between 0 and 1 (exclusive), "
-                             f"got {options.multi_label_threshold}")
+        if options.multi_label:
+            multi_label.check_threshold(options.multi_label_threshold)
         for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
             if getattr(self.options, flag):
                 for path in self.processor.data_files(self.options.data_dir, split):

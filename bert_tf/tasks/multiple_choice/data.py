@@ -32,7 +32,7 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.tasks import text_files
 from bert_tf.tasks.classification import data as classification_data
-from bert_tf.text import input_layout
+from bert_tf.text import input_layout, input_layout_graph
 from bert_tf.train import records
 
 SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1")  # and ending2, ..., label
@@ -243,13 +243,6 @@ def feature_cache_key(examples, max_seq_length, tokenizer, path) -> dict:
          "layout": "context question | choice"})
 
 
-def trim_to_longest(batch: dict) -> dict:
-    """Cuts a batch's [B, C, S] inputs to its longest row (less padding computed)."""
-    length = tf.maximum(tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=-1)), 1)
-    return {name: value[:, :, :length] if name in FEATURE_NAMES else value
-            for name, value in batch.items()}
-
-
 def choices_dataset(record_path, num_choices, max_seq_length, batch_size, is_training,
                     seed=None, input_context=None, trim_padding=False):
     """Batches of int32 inputs [B, C, S] and `label_ids` [B] from a cached record.
@@ -261,7 +254,7 @@ def choices_dataset(record_path, num_choices, max_seq_length, batch_size, is_tra
         record_path, feature_spec(num_choices, max_seq_length), batch_size, is_training,
         input_context=input_context, compression="none", seed=seed,
         shuffle_buffer_size=10000, drop_remainder=is_training)
-    return dataset.map(trim_to_longest) if trim_padding else dataset
+    return dataset.map(input_layout_graph.trim_to_longest) if trim_padding else dataset
 
 
 def find_data_file(data_dir: Optional[str], split: str, names) -> str:

@@ -27,14 +27,15 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.models import BertTokenClassifier
+from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf.options import option
 from bert_tf.tasks import class_weights as weights_lib
 from bert_tf.tasks import driver, run_context
-from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.options import FinetuneOptions
 from bert_tf.tasks.task import Task, TrainData, plan_packing
+from bert_tf.text import input_layout_graph
 from bert_tf.train import finetune_packing
 
 DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
@@ -125,9 +126,8 @@ def windows_dataset_fn(features: ner_data.NerFeatures, batch_size, is_training, 
                 seed=seed)
         dataset = dataset.batch(per_replica, drop_remainder=is_training)
         if trim:
-            dataset = dataset.map(lambda batch: classification_data.trim_to_longest(
-                batch, ("input_ids", "input_mask", "segment_ids", "label_ids",
-                        "label_weights")))
+            dataset = dataset.map(lambda batch: input_layout_graph.trim_to_longest(
+                batch, INPUT_NAMES + ("label_ids", "label_weights")))
         return dataset.prefetch(tf.data.AUTOTUNE)
     return dataset_fn
 
