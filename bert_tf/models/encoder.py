@@ -188,6 +188,10 @@ class BertEncoder(SavedModelExport, keras.Model):
             (Keras's auto names count up: `bert_encoder_1`, ...).
     """
 
+    # What a head model declares about its heads (see `EncoderHeadModel`): none here.
+    hf_head_names = {}
+    pretrained_heads = ()
+
     def __init__(self, config, name="bert_encoder", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = as_bert_config(config)
@@ -262,9 +266,24 @@ class EncoderHeadModel(SavedModelExport, keras.Model):
     name the model by default (`default_name`, e.g. "bert_classifier"): an explicit
     name keeps the variable paths the same however many models the process built
     (Keras's auto names count up: `bert_classifier_1`, ...).
+
+    What the weights formats need to know of a head, the class says itself (the layer
+    below `bert_tf.serving.registry`, where a model type registers once):
+
+    - `google_head_entries()`: the google-research checkpoint name of every head
+      variable (`bert_tf.models.checkpoint_names`); a variable without one makes every
+      checkpoint format refuse the model, naming it;
+    - `hf_head_names`: google-research name -> Hugging Face name of the head weights
+      that transformers' BERT classes do not name already (`classifier.*`,
+      `qa_outputs.*`, `cls.predictions.*`, `cls.seq_relationship.*` are known);
+    - `pretrained_heads`: (attribute, google-research prefix, title) of the heads a
+      training checkpoint of a previous run may hold and a warm start restores
+      (`bert_tf.train.warm_start`); other heads start fresh.
     """
 
     default_name = None
+    hf_head_names = {}
+    pretrained_heads = ()
 
     def __init__(self, encoder, **kwargs):
         kwargs.setdefault("name", self.default_name)
@@ -283,6 +302,11 @@ class EncoderHeadModel(SavedModelExport, keras.Model):
     def heads(self):
         """The head layers, built after the encoder."""
         raise NotImplementedError
+
+    def google_head_entries(self):
+        """google-research name -> (variable, transposed) of every head variable (see
+        the class docstring); none by default."""
+        return {}
 
     def build(self, input_shape=None):
         if not self.encoder.built:
@@ -307,3 +331,18 @@ class EncoderHeadModel(SavedModelExport, keras.Model):
                    if key != "build_config"}
         config["encoder"] = keras.saving.deserialize_keras_object(encoder)
         return cls(**config)
+
+
+def encoder_of(model):
+    """The `BertEncoder` of a BERT model: the model itself, or its `encoder`.
+
+    Raises:
+        TypeError: for a model that is neither.
+    """
+    if isinstance(model, BertEncoder):
+        return model
+    encoder = getattr(model, "encoder", None)
+    if not isinstance(encoder, BertEncoder):
+        raise TypeError(f"expected a BERT model with a BertEncoder, got "
+                        f"{type(model).__name__}.")
+    return encoder

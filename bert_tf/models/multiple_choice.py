@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.heads import ClassificationHead
+from bert_tf.models.checkpoint_names import output_layer_entries
 from bert_tf.models.encoder import INPUT_NAMES, EncoderHeadModel, assert_inputs_agree
 
 
@@ -46,6 +47,10 @@ class BertMultipleChoice(EncoderHeadModel):
 
     def heads(self):
         return [self.head]
+
+    def google_head_entries(self):
+        """`cls/multiple_choice/output_weights` [1, H] and `.../output_bias`."""
+        return output_layer_entries("cls/multiple_choice", self.head.dense)
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, dict) or "input_ids" not in inputs:

@@ -4,6 +4,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.heads import ClassificationHead, MaskedLMHead
+from bert_tf.models.checkpoint_names import (dense_entries, layer_norm_entries,
+                                             output_layer_entries)
 from bert_tf.models.encoder import INPUT_NAMES, EncoderHeadModel, standardize_inputs
 
 
@@ -32,6 +34,9 @@ class BertPretrainer(EncoderHeadModel):
 
     default_name = "bert_pretrainer"
     export_input_names = INPUT_NAMES + ("masked_lm_positions",)
+    # The heads a previous pre-training run's checkpoint holds (bert_tf.train.warm_start).
+    pretrained_heads = (("masked_lm", "cls/predictions/", "masked-LM head"),
+                        ("next_sentence", "cls/seq_relationship/", "next-sentence head"))
 
     def __init__(self, encoder, next_sentence=True, **kwargs):
         super().__init__(encoder, **kwargs)
@@ -49,6 +54,19 @@ class BertPretrainer(EncoderHeadModel):
 
     def heads(self):
         return [head for head in (self.masked_lm, self.next_sentence) if head is not None]
+
+    def google_head_entries(self):
+        """`cls/predictions/*` (transform, LayerNorm, output_bias; the decoder is the
+        tied word embeddings) and `cls/seq_relationship/*` ([2, H], transposed)."""
+        head = self.masked_lm
+        entries = {**dense_entries("cls/predictions/transform/dense", head.transform),
+                   **layer_norm_entries("cls/predictions/transform/LayerNorm",
+                                        head.transform_layer_norm),
+                   "cls/predictions/output_bias": (head.output_bias, False)}
+        if self.next_sentence is not None:
+            entries.update(output_layer_entries("cls/seq_relationship",
+                                                self.next_sentence.dense))
+        return entries
 
     def call(self, inputs, training=None):
         if "masked_lm_positions" not in inputs:

@@ -3,6 +3,7 @@
 import keras
 
 from bert_tf.layers.heads import ClassificationHead, SpanHead
+from bert_tf.models.checkpoint_names import output_layer_entries
 from bert_tf.models.encoder import EncoderHeadModel
 
 
@@ -26,6 +27,10 @@ class _ClassifierModel(EncoderHeadModel):
 
     def heads(self):
         return [self.head]
+
+    def google_head_entries(self):
+        """run_classifier's names: `output_weights` [C, H] and `output_bias`."""
+        return output_layer_entries("", self.head.dense)
 
     def get_config(self):
         config = super().get_config()
@@ -86,6 +91,10 @@ class BertSpanLabeler(EncoderHeadModel):
 
     def heads(self):
         return [self.head]
+
+    def google_head_entries(self):
+        """run_squad's names: `cls/squad/output_weights` [2, H] and `.../output_bias`."""
+        return output_layer_entries("cls/squad", self.head.dense)
 
     def call(self, inputs, training=None):
         sequence = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]

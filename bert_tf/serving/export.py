@@ -17,8 +17,11 @@ API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
                                          max_seq_length, export_dir, ...)
     path = export.export_finetuned_model(model, export_dir, model_type, vocab_file,
                                          do_lower_case, max_seq_length, **kwargs)
-        # model_type: "classifier" | "span_labeler" | "token_classifier" | "encoder"
-        #             | "multiple_choice" (signatures: bert_tf.serving.multiple_choice)
+        # model_type: a name of `bert_tf.serving.registry` ("classifier", "squad", ...):
+        # its ModelType's exporter (multiple_choice: bert_tf.serving.multiple_choice)
+    path = export.export_signatures(model, vocab_file, do_lower_case, max_seq_length,
+                                    export_dir, make_default=None, ...)
+        # any registered model: the ids signatures, `serving_default` from make_default
 
 Each returns the directory written. Signatures (batch dimension B):
 
@@ -56,7 +59,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.serving import multiple_choice, output_folder
+from bert_tf.serving import multiple_choice, output_folder, registry
 from bert_tf.serving import signatures as sig
 from bert_tf.text import input_layout_graph, tokenization, windows
 from bert_tf.configs import BertConfig
@@ -65,9 +68,6 @@ from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, Ber
 from bert_tf.weights.load_report import name_list
 
 SIGNATURE_NAMES = ("serving_default", "serve_ids", "serve_examples")
-MODEL_CLASSES = {"classifier": BertClassifier, "span_labeler": BertSpanLabeler,
-         "token_classifier": BertTokenClassifier, "encoder": BertEncoder,
-         "multiple_choice": BertMultipleChoice}
 
 
 # ----------------------------------------------------------------------------- checks
@@ -95,8 +95,7 @@ def check_model_and_vocab(model, model_cls, vocab_file, max_seq_length, min_seq_
                          f"max_position_embeddings={config.max_position_embeddings}], "
                          f"got {max_seq_length!r}")
     if not model.built:
-        ids = tf.zeros([1, max_seq_length], tf.int32)
-        model({"input_ids": ids, "input_mask": ids + 1, "segment_ids": ids}, training=False)
+        model.build()  # from its config
     return config
 
 
@@ -188,17 +187,16 @@ class ServingModule(tf.Module):
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="bert_serving")
         object.__setattr__(self, "model", model)  # untracked
+        self.output_names = registry.for_model(model).outputs
         self.model_variables = [tf_variable(variable) for variable in model.variables]
         self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
 
     def logits(self, features):
-        """The model's raw outputs (float32), dropout off."""
+        """The model's raw outputs (float32), dropout off: those its model type serves
+        (`ModelType.outputs`)."""
         outputs = self.model(features, training=False)
-        if isinstance(self.model, BertEncoder):
-            return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
-                    "sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
-        return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+        return {name: tf.cast(outputs[name], tf.float32) for name in self.output_names}
 
 
 def _text_spec(*names):
@@ -284,12 +282,16 @@ def encoder_text_signature(module):
     return serve_text.get_concrete_function()
 
 
-def _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
-            versioned, make_default):
+def export_signatures(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                      make_default=None, overwrite=False, versioned=False):
+    """The SavedModel of any registered model, after `check_model_and_vocab`:
+    `serve_ids`, `serve_examples` and `serving_default` = `make_default(module)` (a
+    concrete function of the `ServingModule`; default `serve_ids`). Returns the folder."""
     target = resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
     module = ServingModule(model, vocab_file, do_lower_case, max_seq_length)
     signatures = sig.id_signatures(module, max_seq_length)
-    signatures["serving_default"] = make_default(module)
+    signatures["serving_default"] = (make_default(module) if make_default
+                                     else signatures["serve_ids"])
     return write_saved_model(module, signatures, target)
 
 
@@ -336,13 +338,11 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
     if is_regression and model.num_classes != 1:
         raise ValueError(f"is_regression needs a 1-class model, got {model.num_classes}")
     names = [] if is_regression else check_label_names(label_names, model.num_classes)
-    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
-                   versioned,
-                   lambda module: classifier_text_signature(module, names, is_regression,
-                                                            text_pair, doc_stride,
-                                                            window_pooling,
-                                                            multi_label_threshold
-                                                            if multi_label else None))
+    threshold = multi_label_threshold if multi_label else None
+    return export_signatures(
+        model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite=overwrite,
+        versioned=versioned, make_default=lambda module: classifier_text_signature(
+            module, names, is_regression, text_pair, doc_stride, window_pooling, threshold))
 
 
 def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export_dir,
@@ -362,9 +362,10 @@ def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export
                          f"{max_seq_length - 4}], got {max_query_length}")
     if max_answer_length < 1:
         raise ValueError(f"max_answer_length must be positive, got {max_answer_length}")
-    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
-                   versioned,
-                   lambda module: span_text_signature(module, max_query_length, max_answer_length))
+    return export_signatures(
+        model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite=overwrite,
+        versioned=versioned, make_default=lambda module: span_text_signature(
+            module, max_query_length, max_answer_length))
 
 
 def export_token_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
@@ -377,16 +378,18 @@ def export_token_classifier(model, vocab_file, do_lower_case, max_seq_length, ex
     """
     check_model_and_vocab(model, BertTokenClassifier, vocab_file, max_seq_length)
     names = check_label_names(label_names, model.num_classes)
-    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
-                   versioned, lambda module: tagger_text_signature(module, names))
+    return export_signatures(
+        model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite=overwrite,
+        versioned=versioned, make_default=lambda module: tagger_text_signature(module, names))
 
 
 def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
                    overwrite=False, versioned=False):
     """Exports a bare `BertEncoder`: `text` in, pooled and sequence output out."""
     check_model_and_vocab(model, BertEncoder, vocab_file, max_seq_length)
-    return _export(model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite,
-                   versioned, encoder_text_signature)
+    return export_signatures(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                             make_default=encoder_text_signature, overwrite=overwrite,
+                             versioned=versioned)
 
 
 def export_multiple_choice(model, vocab_file, do_lower_case, max_seq_length, export_dir,
@@ -394,48 +397,46 @@ def export_multiple_choice(model, vocab_file, do_lower_case, max_seq_length, exp
     """Exports a `BertMultipleChoice` (SWAG): `context`, `question` and `choices` [B, C]
     in, per-choice `probabilities` out (`bert_tf.serving.multiple_choice`). Args as
     `export_classifier`; `max_seq_length` is the length of each choice's row."""
-    if isinstance(model, BertMultipleChoice) and not model.built:
-        model.build()  # from its config: a call would need [B, C, S] inputs
     check_model_and_vocab(model, BertMultipleChoice, vocab_file, max_seq_length)
     target = resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
     module = ServingModule(model, vocab_file, do_lower_case, max_seq_length)
     return write_saved_model(module, multiple_choice.signatures(module), target)
 
 
-_EXPORTERS = {"classifier": export_classifier, "span_labeler": export_span_labeler,
-              "token_classifier": export_token_classifier, "encoder": export_encoder,
-              "multiple_choice": export_multiple_choice}
-
-
-# Other spellings of a model type (--model_type=squad / ner, as the runners are named).
-MODEL_TYPE_ALIASES = {"ner": "token_classifier", "squad": "span_labeler"}
+def check_model_class(model_cls):
+    """Raises ValueError, with the reason, for a model type without SavedModel
+    signatures (`ModelType.saved_model`)."""
+    reason = registry.refusal(model_cls, "saved_model")
+    if reason is not None:
+        raise ValueError(f"a {model_cls.__name__} cannot be exported as a SavedModel: "
+                         f"{reason or 'its model type has no serving signatures'}")
 
 
 def canonical_model_type(model_type):
-    """`model_type` with the aliases resolved ("squad" -> "span_labeler").
+    """The name of the model type `model_type` spells ("squad" -> "span_labeler").
 
     Raises:
         ValueError: for an unknown model type, naming the known ones.
     """
-    model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
-    if model_type not in MODEL_CLASSES:
-        raise ValueError(f"unknown model_type {model_type!r}; expected one of "
-                         f"{sorted(MODEL_CLASSES) + sorted(MODEL_TYPE_ALIASES)}")
-    return model_type
+    return registry.get(model_type).name
 
 
 def export_finetuned_model(model, export_dir, model_type, vocab_file, do_lower_case,
                            max_seq_length, **kwargs):
-    """Dispatches to `export_<model_type>` (see `canonical_model_type`)."""
-    return _EXPORTERS[canonical_model_type(model_type)](
-        model, vocab_file, do_lower_case, max_seq_length, export_dir, **kwargs)
+    """Exports with the SavedModel exporter of `model_type` (a name or alias of
+    `bert_tf.serving.registry`); kwargs are its signature options."""
+    entry = registry.get(model_type)
+    check_model_class(entry.model_class)
+    return entry.saved_model(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                             **kwargs)
 
 
 def keras_model_class(model_type):
     """The model class of a model type (for loaders such as export_model.py)."""
-    return MODEL_CLASSES[canonical_model_type(model_type)]
+    return registry.get(model_type).model_class
 
 
-__all__ = ["export_classifier", "export_encoder", "export_finetuned_model",
-           "export_multiple_choice", "export_span_labeler", "export_token_classifier",
+__all__ = ["canonical_model_type", "check_model_class", "export_classifier",
+           "export_encoder", "export_finetuned_model", "export_multiple_choice",
+           "export_signatures", "export_span_labeler", "export_token_classifier",
            "keras_model_class", "resolve_export_dir", "SIGNATURE_NAMES"]

@@ -17,8 +17,9 @@ The folder holds `config.json` (the BERT fields, `architectures`, `id2label` /
 | BertTokenClassifier | BertForTokenClassification |
 | BertSpanLabeler | BertForQuestionAnswering |
 
-The weight names come from `bert_tf.weights.hugging_face.google_to_hf_name`, the
-inverse of the names the loader reads, so `bert_tf.weights.checkpoints.from_pretrained`
+(each model type's `hf_architecture` in `bert_tf.serving.registry`). The weight names
+come from `bert_tf.weights.hugging_face.google_to_hf_name` (with the model class's own
+`hf_head_names`), the inverse of the names the loader reads, so `bert_tf.weights.checkpoints.from_pretrained`
 reads the folder back (a folder without a pooler leaves this encoder's pooler random,
 which those models' outputs do not use). The tied decoder of the masked-LM head is not
 written: transformers ties it to the word embeddings when it loads.
@@ -31,17 +32,13 @@ import numpy as np
 from absl import logging
 from safetensors.numpy import save_file
 
-from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                            BertTokenClassifier)
-from bert_tf.serving import export, output_folder
+from bert_tf.serving import export, output_folder, registry
 from bert_tf.text.vocab import SPECIAL_TOKENS, VocabFile
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import bert_dict_to_hf_config, google_to_hf_name
 
-ARCHITECTURES = {BertEncoder: "BertModel", BertPretrainer: "BertForPreTraining",
-                 BertClassifier: "BertForSequenceClassification",
-                 BertTokenClassifier: "BertForTokenClassification",
-                 BertSpanLabeler: "BertForQuestionAnswering"}
+# transformers' class without a head: its weight names have no `bert.` prefix.
+BASE_MODEL = "BertModel"
 # transformers' `problem_type` of a sequence classifier.
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 # transformers classes built without the pooler: its weights are not written there.
@@ -54,22 +51,24 @@ _SPECIAL_TOKEN_KEYS = ("pad_token", "unk_token", "cls_token", "sep_token", "mask
 def check_model_class(model_cls):
     """Raises ValueError, with the formats that hold it, for a model class this export
     has no transformers class for."""
-    if model_cls not in ARCHITECTURES:
-        raise ValueError(f"a {model_cls.__name__} has no Hugging Face export; the format "
-                         f"takes {', '.join(c.__name__ for c in ARCHITECTURES)} (export "
-                         "it with export_format=saved_model)")
+    reason = registry.refusal(model_cls, "huggingface")
+    if reason is not None:
+        takes = ", ".join(cls.__name__ for cls in registry.classes_for("huggingface"))
+        formats = registry.other_formats(model_cls, "huggingface") or "saved_model"
+        raise ValueError(f"a {model_cls.__name__} has no Hugging Face export"
+                         f"{': ' + reason if reason else ''}; the format takes {takes} "
+                         f"(export it with export_format={formats})")
 
 
 def architecture(model):
-    """The transformers class name of `model` (see the module docstring).
+    """The transformers class name of `model` (its type's `hf_architecture`).
 
     Raises:
         ValueError: for a model transformers' BERT classes cannot hold.
     """
     check_model_class(type(model))
-    if isinstance(model, BertPretrainer) and model.next_sentence is None:
-        return "BertForMaskedLM"
-    return ARCHITECTURES[type(model)]
+    name = registry.for_model(model).hf_architecture
+    return name(model) if callable(name) else name
 
 
 def hf_state_dict(model):
@@ -81,7 +80,7 @@ def hf_state_dict(model):
         classes that have no pooler (masked LM, token classification, question
         answering) get none, as transformers saves them.
     """
-    base_prefix = "" if isinstance(model, BertEncoder) else "bert."
+    base_prefix = "" if architecture(model) == BASE_MODEL else "bert."
     without_pooler = architecture(model) in _WITHOUT_POOLER
     state = {}
     for name, (variable, transposed) in checkpoints.google_variable_map(model).items():
@@ -89,7 +88,7 @@ def hf_state_dict(model):
             continue
         value = np.asarray(variable.numpy(), np.float32)  # the Keras layout
         value = value.T if transposed else value  # the google-research layout
-        hf_name, transpose = google_to_hf_name(name, base_prefix)
+        hf_name, transpose = google_to_hf_name(name, base_prefix, model.hf_head_names)
         state[hf_name] = np.ascontiguousarray(value.T if transpose else value)
     return state
 
@@ -98,7 +97,19 @@ def hf_config(model, label_names=None, problem_type=None):
     """The `config.json` of `model` (see `export_huggingface` for the arguments)."""
     config = bert_dict_to_hf_config(model.config.to_dict())
     config.update(architectures=[architecture(model)], torch_dtype="float32")
-    if isinstance(model, BertClassifier):
+    config.update(label_config(model, label_names, problem_type))
+    return config
+
+
+def label_config(model, label_names=None, problem_type=None):
+    """The `problem_type` (a sequence classifier's), `id2label` and `label2id` (a head
+    of one output per label) of `model`'s transformers config, checked.
+
+    Raises:
+        ValueError: for labels or a problem type that do not fit the model.
+    """
+    entry, config = registry.for_model(model), {}
+    if entry.hf_problem_type:
         problem_type = problem_type or ("regression" if model.num_classes == 1
                                         else "single_label_classification")
         if problem_type not in PROBLEM_TYPES:
@@ -111,9 +122,11 @@ def hf_config(model, label_names=None, problem_type=None):
         if problem_type == "regression":
             label_names = label_names or ["LABEL_0"]
     elif problem_type is not None:
-        raise ValueError(f"problem_type is for a BertClassifier, not a "
+        classifiers = " or ".join(other.model_class.__name__ for other in registry.types()
+                                  if other.hf_problem_type)
+        raise ValueError(f"problem_type is for a {classifiers}, not a "
                          f"{type(model).__name__}")
-    if isinstance(model, (BertClassifier, BertTokenClassifier)):
+    if entry.labelled:
         names = export.check_label_names(label_names, model.num_classes)
         config["id2label"] = dict(enumerate(names))
         config["label2id"] = {name: index for index, name in enumerate(names)}

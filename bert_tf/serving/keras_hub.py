@@ -17,7 +17,8 @@ classifier `task.json` + `task.weights.h5` (its head).
 
 keras-hub has no BERT task for token classification or question answering, and its
 BertMaskedLM differs from the pre-training heads (no next-sentence head, LayerNorm
-epsilon 1e-5): those models are refused. keras-hub's BertBackbone computes the tanh
+epsilon 1e-5): those models are refused, each model type saying why
+(`bert_tf.serving.registry`). keras-hub's BertBackbone computes the tanh
 approximation of GELU in every layer: a `gelu_tanh` model exports exactly; a `gelu`
 model (exact GELU, as the released BERTs) exports with a warning that gives the largest
 difference the approximation makes on a probe batch; `relu` and `swish` are refused.
@@ -29,23 +30,16 @@ import re
 import numpy as np
 from absl import logging
 
-from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler
-from bert_tf.models import BertTokenClassifier
-from bert_tf.serving import export, output_folder
+from bert_tf.models import encoder_of
+from bert_tf.serving import export, output_folder, registry
 from bert_tf.weights import checkpoints
 
 MISSING_KERAS_HUB = ("keras-hub is not installed: install the keras-hub extra (`pip "
                      "install bert_tf[keras-hub]`, or `pip install -e .[keras-hub]` in a "
                      "checkout)")
-# Why a model of another type has no keras-hub preset.
-REFUSED = {
-    BertTokenClassifier: "keras-hub has no BERT token-classification task",
-    BertSpanLabeler: "keras-hub has no BERT question-answering task",
-    BertPretrainer: "keras-hub's BertMaskedLM has no next-sentence head and normalises "
-                    "its masked-LM head with LayerNorm epsilon 1e-5 (this one 1e-12); "
-                    "export the encoder (model_type=encoder) and start a keras-hub "
-                    "BertMaskedLM from its BertBackbone",
-}
+# What keras-hub's BERT presets hold: a backbone (a model without heads) or a
+# BertTextClassifier (a model with a classification head: `num_classes`, `dropout_rate`).
+PRESETS = "keras-hub's BERT presets hold a BertBackbone or a BertTextClassifier"
 # Activations keras-hub's BertBackbone computes (it has the tanh GELU in every layer):
 # hidden_act -> whether the preset computes exactly what the model does.
 _EXACT = {"gelu_tanh": True, "gelu": False}
@@ -85,13 +79,12 @@ def import_keras_hub():
 
 def check_model_class(model_cls):
     """Raises ValueError, with the reason, for a model class keras-hub cannot hold."""
-    if model_cls in (BertEncoder, BertClassifier):
+    reason = registry.refusal(model_cls, "keras_hub")
+    if reason is None:
         return
-    reason = REFUSED.get(model_cls, "keras-hub's BERT presets hold a BertBackbone or a "
-                                    "BertTextClassifier")
-    formats = "huggingface or saved_model" if model_cls in REFUSED else "saved_model"
+    formats = registry.other_formats(model_cls, "keras_hub")
     raise ValueError(f"a {model_cls.__name__} cannot be exported as a keras-hub preset: "
-                     f"{reason}. Export it with export_format={formats}")
+                     f"{reason or PRESETS}. Export it with export_format={formats}")
 
 
 def check_activation(config):
@@ -131,7 +124,7 @@ def _keras_hub_model(keras_hub, model, vocab_file, do_lower_case, max_seq_length
         intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
         max_sequence_length=config.max_position_embeddings,
         num_segments=config.type_vocab_size, dtype="float32")
-    if isinstance(model, BertClassifier):
+    if encoder_of(model) is not model:  # a classifier
         return keras_hub.models.BertTextClassifier(
             backbone, model.num_classes, preprocessor=preprocessor,
             dropout=model.dropout_rate, dtype="float32"), preprocessor
@@ -176,7 +169,7 @@ def output_difference(model, target, max_seq_length):
                  training=False)
     theirs = target({"token_ids": ids, "padding_mask": mask, "segment_ids": segments},
                     training=False)
-    if isinstance(model, BertClassifier):
+    if encoder_of(model) is not model:  # a classifier's logits
         return float(np.max(np.abs(np.asarray(ours["logits"]) - np.asarray(theirs))))
     pooled = np.abs(np.asarray(ours["pooled_output"]) - np.asarray(theirs["pooled_output"]))
     sequence = np.abs(np.asarray(ours["sequence_output"]) -
@@ -223,7 +216,7 @@ def export_keras_hub(model, export_dir, vocab_file, do_lower_case, max_seq_lengt
 
     def write(folder):
         preset_model.save_to_preset(folder)  # a classifier's holds its preprocessor
-        if isinstance(model, BertEncoder):
+        if encoder_of(model) is model:  # a backbone's preset has none of its own
             preprocessor.save_to_preset(folder)
 
     output_folder.write_folder(target, write)

@@ -22,9 +22,10 @@ The folder holds:
   and read the outputs: `do_lower_case`, `max_seq_length`, the input and output
   names, the special tokens' ids, the layout, the label names and problem type.
 
-A multiple-choice model (its rows are [B, C, S], laid out from the choices in its
-raw-text signature) and a classifier that cuts long texts into windows (`doc_stride`:
-the windows are cut from raw text in the graph) are refused with the reason.
+Each model type says whether it has a LiteRT export, with the layout of its row, or why
+not (`bert_tf.serving.registry`: a multiple-choice model's rows are [B, C, S], laid out
+from the choices in its raw-text signature). A classifier that cuts long texts into
+windows (`doc_stride`: the windows are cut from raw text in the graph) is refused too.
 """
 
 import json
@@ -34,39 +35,19 @@ import shutil
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice,
-                            BertSpanLabeler, BertTokenClassifier)
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf.serving import export, huggingface, output_folder
+from bert_tf.serving import export, huggingface, output_folder, registry
 from bert_tf.text.vocab import SPECIAL_TOKENS, VocabFile
 
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.tflite", "litert_config.json", "vocab.txt"
 QUANTIZATIONS = ("none", "int8")
-# The model types a .tflite holds, and the layout of their one row of ids.
-LAYOUTS = {
-    BertClassifier: "[CLS] text_a [SEP] (text_b [SEP] with text_pair), segment_ids 0 on "
-                    "text_a and its [SEP], 1 on text_b and its [SEP]",
-    BertTokenClassifier: "[CLS] the words' pieces [SEP]; a word's tag is read at its "
-                         "first piece",
-    BertSpanLabeler: "[CLS] question [SEP] context [SEP] (question cut to "
-                     "max_query_length pieces), segment_ids 1 on the context; an answer "
-                     "is the best start <= end span of context positions",
-    BertEncoder: "[CLS] text_a [SEP] (text_b [SEP])",
-}
-REFUSED = {
-    BertMultipleChoice: "a multiple-choice model scores [B, C, S] rows, one per choice, "
-                        "laid out from context, question and choices in its raw-text "
-                        "signature; export it with export_format=saved_model",
-}
-
-
 def check_model_class(model_cls, doc_stride=None):
     """Raises ValueError, with the reason, for a model a .tflite of ids cannot hold."""
-    if model_cls not in LAYOUTS:
-        reason = REFUSED.get(model_cls, "LiteRT exports hold an encoder, a classifier, a "
-                                        "token classifier or a span labeler")
+    reason = registry.refusal(model_cls, "litert")
+    if reason is not None:
+        takes = ", ".join(cls.__name__ for cls in registry.classes_for("litert"))
         raise ValueError(f"a {model_cls.__name__} cannot be exported as a LiteRT model: "
-                         f"{reason}")
+                         f"{reason or 'LiteRT exports hold a ' + takes}")
     if doc_stride is not None:
         raise ValueError("a classifier of long documents (doc_stride) cannot be exported "
                          "as a LiteRT model: its windows are cut from the raw text inside "
@@ -110,24 +91,23 @@ def litert_config(model, vocab_file, do_lower_case, max_seq_length, label_names=
                   quantize=None, problem_type=None, text_pair=False, max_query_length=None):
     """The `litert_config.json` of `model` as a dict (see `export_litert` for the args)."""
     vocab = VocabFile.read(vocab_file).tokens
-    outputs = {BertSpanLabeler: ["start_logits", "end_logits"],
-               BertEncoder: ["pooled_output", "sequence_output"]}.get(type(model), ["logits"])
+    entry = registry.for_model(model)
     config = {"model_file": MODEL_FILE, "vocab_file": VOCAB_FILE,
               "model_type": type(model).__name__, "quantize": quantize or "none",
               "do_lower_case": bool(do_lower_case), "strip_accents": bool(do_lower_case),
               "max_seq_length": max_seq_length, "input_names": list(INPUT_NAMES),
               "input_shape": [1, max_seq_length], "input_dtype": "int32",
-              "output_names": outputs, "layout": LAYOUTS[type(model)],
+              "output_names": list(entry.outputs), "layout": entry.litert_layout,
               "special_tokens": {token: vocab[token] for token in SPECIAL_TOKENS
                                  if token in vocab}}
     # transformers' config of the same model checks the labels and problem type once.
-    checked = huggingface.hf_config(model, label_names, problem_type)
-    if isinstance(model, BertClassifier):
+    checked = huggingface.label_config(model, label_names, problem_type)
+    if entry.hf_problem_type:
         config.update(problem_type=checked["problem_type"], text_pair=bool(text_pair))
-    if isinstance(model, (BertClassifier, BertTokenClassifier)):
+    if entry.labelled:
         config["label_names"] = (None if config.get("problem_type") == "regression" else
                                  [checked["id2label"][i] for i in range(model.num_classes)])
-    if isinstance(model, BertSpanLabeler):
+    if "max_query_length" in entry.signature_options:  # the app cuts the question
         config["max_query_length"] = max_query_length or min(64, (max_seq_length - 3) // 2)
     return config
 

@@ -46,9 +46,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.models import BertEncoder
 from bert_tf.models.encoder import INPUT_NAMES, check_input_shapes
-from bert_tf.serving import export, output_folder
+from bert_tf.serving import export, output_folder, registry
 from bert_tf.serving import signatures as sig
 from bert_tf.text import input_layout_graph
 from bert_tf.text.vocab import VocabFile
@@ -57,16 +56,19 @@ from bert_tf.text.vocab import VocabFile
 HUB_INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 DEFAULT_SEQ_LENGTH = 128
 PREPROCESSOR, ENCODER = "preprocessor", "encoder"
+# Why a model with heads has no TF Hub export.
+INTERFACE = ("TF Hub's BERT interface is a preprocessor and an encoder (pooled and "
+             "sequence output) without task heads")
 
 
 def check_model_class(model_cls):
     """Raises ValueError, with the reason, for a model TF Hub's BERT interface cannot hold."""
-    if model_cls is not BertEncoder:
+    reason = registry.refusal(model_cls, "tfhub")
+    if reason is not None:
+        formats = registry.other_formats(model_cls, "tfhub")
         raise ValueError(f"a {model_cls.__name__} cannot be exported as a TF Hub encoder: "
-                         "TF Hub's BERT interface is a preprocessor and an encoder "
-                         "(pooled and sequence output) without task heads. Export an "
-                         "encoder (model_type=encoder), or this model with "
-                         "export_format=saved_model or huggingface")
+                         f"{reason or INTERFACE}. Export an encoder (model_type=encoder), "
+                         f"or this model with export_format={formats}")
 
 
 def word_pieces(ids, continues_word):
@@ -226,7 +228,7 @@ def export_tfhub(model, export_dir, vocab_file, do_lower_case,
             length or folder at fault, before anything is written.
     """
     check_model_class(type(model))
-    export.check_model_and_vocab(model, BertEncoder, vocab_file, seq_length)
+    export.check_model_and_vocab(model, type(model), vocab_file, seq_length)
     target = output_folder.check_output_folder(export_dir, overwrite)
     preprocessor = HubPreprocessor(vocab_file, do_lower_case, seq_length)
     encoder = HubEncoder(model, vocab_file, do_lower_case)

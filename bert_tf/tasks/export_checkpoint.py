@@ -26,23 +26,21 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import options as options_lib
-from bert_tf.models import BertEncoder, BertPretrainer
+from bert_tf.models import BertEncoder, EncoderHeadModel
 from bert_tf.options import option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
+from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import run_context
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.options import EncoderSourceOptions
 from bert_tf.text import tokenization, windows
 from bert_tf.text.vocab import VocabFile
-from bert_tf.train import loop, warm_start
+from bert_tf.train import loop
 from bert_tf.weights import checkpoints
-from bert_tf.weights.load_report import name_list
 
-# The pre-training heads: exported to Hugging Face (BertForPreTraining) only.
-PRETRAINER = "pretrainer"
-# Spellings of --model_type (squad and ner are aliases, see export.canonical_model_type).
-MODEL_TYPES = tuple(export.MODEL_CLASSES) + tuple(export.MODEL_TYPE_ALIASES) + (PRETRAINER,)
-EXPORT_FORMATS = ("saved_model", "huggingface", "keras_hub", "tfhub", "litert")
+# Spellings of --model_type: the registered model types and their aliases (squad, ner).
+MODEL_TYPES = model_registry.names()
+EXPORT_FORMATS = model_registry.FORMATS
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -121,7 +119,8 @@ def read_label_names(label_names, labels_file):
 
 def load_model(model_type, options, head_kwargs=None):
     """Builds the Keras model of `model_type` and loads its weights from
-    `options.init_checkpoint` (a run's whole model; an encoder from any checkpoint).
+    `options.init_checkpoint` (a run's whole model; an encoder from any checkpoint; a
+    model type with its own loader, `ModelType.load`, loads itself).
 
     Raises:
         FileNotFoundError / ValueError: naming the checkpoint or config at fault.
@@ -132,11 +131,15 @@ def load_model(model_type, options, head_kwargs=None):
         raise ValueError("--init_checkpoint is required")
     run_context.check_init_checkpoint(init_checkpoint)
     config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
-    if model_type == PRETRAINER:
-        return _load_pretrainer(init_checkpoint, config_file)
-    model_cls = export.keras_model_class(model_type)
+    entry = model_registry.get(model_type)
+    if entry.load is not None:
+        if not config_file or not os.path.isfile(config_file):
+            raise FileNotFoundError(f"no bert_config.json in or beside {init_checkpoint}; "
+                                    "pass --bert_config_file")
+        return entry.load(init_checkpoint, checkpoints.load_config(config_file))
+    model_cls = entry.model_class
     prefix = checkpoints.training_checkpoint(init_checkpoint)
-    if prefix is None or model_cls is BertEncoder:  # the encoder of any checkpoint
+    if prefix is None or not issubclass(model_cls, EncoderHeadModel):  # any encoder's
         return checkpoints.from_pretrained(
             model_cls, init_checkpoint, config=config_file,
             allow_random_encoder=options.allow_random_encoder, **head_kwargs)
@@ -149,37 +152,6 @@ def load_model(model_type, options, head_kwargs=None):
     model.build()
     loop.restore_model(model, prefix)
     logging.info("Loaded %s from training checkpoint %s", model_cls.__name__, prefix)
-    return model
-
-
-def _pretrainer_with_heads(config, init_checkpoint, next_sentence):
-    """(BertPretrainer loaded from `init_checkpoint`, its head weights left random)."""
-    model = BertPretrainer(BertEncoder(config), next_sentence=next_sentence)
-    model.build()
-    report = warm_start.start_from(model, None, init_checkpoint)
-    return model, [name for name in report.newly_initialized if name.startswith("cls/")]
-
-
-def _load_pretrainer(init_checkpoint, config_file):
-    """The pre-training model of `init_checkpoint` (a pre-training run, a released or
-    Hugging Face folder) with the heads it holds: without a next-sentence head when it
-    has none (a --next_sentence=false run, a masked-LM checkpoint).
-
-    Raises:
-        ValueError: when it holds no masked-LM head (a fine-tuned model), naming it.
-    """
-    if not config_file or not os.path.isfile(config_file):
-        raise FileNotFoundError(f"no bert_config.json in or beside {init_checkpoint}; pass "
-                                "--bert_config_file")
-    config = checkpoints.load_config(config_file)
-    model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=True)
-    if fresh and all(name.startswith("cls/seq_relationship/") for name in fresh):
-        model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=False)
-    if fresh:
-        raise ValueError(f"{init_checkpoint} holds no masked-LM head ({name_list(fresh)} "
-                         "would start random): --model_type=pretrainer exports a "
-                         "pre-trained model's heads; pass --model_type=encoder for its "
-                         "encoder")
     return model
 
 
@@ -226,9 +198,11 @@ def _check_run_settings(init_checkpoint, saved, model_type, label_names):
 
 
 def _head_and_signature_options(model_type, options, label_names):
-    """(head kwargs of the model class, kwargs of the exporter) for `model_type`."""
+    """(head kwargs of the model class, kwargs of the exporter) for `model_type`: the
+    number of labels of a labelled head, and its type's `signature_options`."""
+    entry = model_registry.get(model_type)
     head, signature = {}, {}
-    if model_type in ("classifier", "token_classifier"):
+    if entry.labelled:
         if options.is_regression:
             head["num_classes"] = 1
         elif not label_names:
@@ -237,13 +211,7 @@ def _head_and_signature_options(model_type, options, label_names):
         else:
             head["num_classes"] = len(label_names)
         signature["label_names"] = None if options.is_regression else label_names
-    if model_type == "classifier":
-        signature.update(is_regression=options.is_regression, text_pair=options.text_pair,
-                         doc_stride=options.doc_stride,
-                         window_pooling=options.window_pooling)
-    if model_type == "span_labeler":
-        signature.update(max_query_length=options.max_query_length,
-                         max_answer_length=options.max_answer_length)
+    signature.update((name, getattr(options, name)) for name in entry.signature_options)
     return head, signature
 
 
@@ -255,11 +223,9 @@ def _check_format_and_export_dir(options, model_type):
         raise ValueError(f"--quantize={options.quantize} quantizes a LiteRT model "
                          f"(--export_format=litert); --export_format={options.export_format} "
                          "writes float32 weights: leave --quantize out")
+    model_cls = model_registry.get(model_type).model_class
     if options.export_format == "saved_model":
-        if model_type == PRETRAINER:
-            raise ValueError("--model_type=pretrainer exports with --export_format="
-                             "huggingface (BertForPreTraining); a SavedModel serves the "
-                             "encoder and the fine-tuned heads")
+        export.check_model_class(model_cls)
         export.resolve_export_dir(options.export_dir, options.overwrite, options.versioned,
                                   hint=f"{replace}, or --versioned to write the next "
                                        "version beside it")
@@ -268,8 +234,6 @@ def _check_format_and_export_dir(options, model_type):
         raise ValueError(f"--versioned writes the next version of a TF Serving model base "
                          f"path (--export_format=saved_model); --export_format="
                          f"{options.export_format} writes --export_dir itself")
-    model_cls = (BertPretrainer if model_type == PRETRAINER
-                 else export.keras_model_class(model_type))
     if options.export_format == "keras_hub":
         keras_hub.check_model_class(model_cls)
         keras_hub.import_keras_hub()
@@ -285,7 +249,7 @@ def _check_format_and_export_dir(options, model_type):
 def _problem_type(model_type, options, saved):
     """transformers' problem_type of a classifier: regression, multi-label (as the run in
     init_checkpoint was) or None (one label of several)."""
-    if model_type != "classifier":
+    if not model_registry.get(model_type).hf_problem_type:
         return None
     if options.is_regression:
         return "regression"
@@ -326,8 +290,7 @@ def export_from_checkpoint(options: ExportOptions) -> str:
     if not options.allow_case_mismatch:
         tokenization.check_case_matches(options.do_lower_case, VocabFile.read(vocab_file).tokens,
                                         vocab_file, options.init_checkpoint)
-    model_type = (PRETRAINER if options.model_type == PRETRAINER
-                  else export.canonical_model_type(options.model_type))
+    model_type = model_registry.get(options.model_type).name
     _check_format_and_export_dir(options, model_type)  # fail before loading
     saved = _saved_run_settings(options.init_checkpoint)
     problem_type = _problem_type(model_type, options, saved)

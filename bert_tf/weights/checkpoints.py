@@ -3,7 +3,9 @@
 Variables are matched by the google-research names (`bert/embeddings/word_embeddings`,
 `bert/encoder/layer_3/attention/self/query/kernel`, `cls/predictions/output_bias`, ...)
 through a fixed table built from the model's structure (`google_variable_map`), not
-from Keras variable paths. Hugging Face names are first translated to those names.
+from Keras variable paths: the encoder's names here, the head's from the model class
+(`EncoderHeadModel.google_head_entries`). Hugging Face names are first translated to
+those names (with the class's `hf_head_names`).
 
 Public API:
     load_google_checkpoint(model, ckpt_prefix) -> LoadReport
@@ -30,8 +32,8 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
-                            BertSpanLabeler, BertTokenClassifier)
+from bert_tf.models import BertEncoder, encoder_of
+from bert_tf.models.checkpoint_names import dense_entries, layer_norm_entries
 from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_to_google_name,
                                           read_safetensors)
 from bert_tf.weights.load_report import LoadReport, check_encoder, name_list
@@ -42,30 +44,10 @@ BEST_DIR = "best"
 _SKIPPED_PATTERN = re.compile(
     r"(^|/)(global_step|_CHECKPOINTABLE_OBJECT_GRAPH|good_steps|loss_scale)$"
     r"|/(adam_m|adam_v|Adam|Adam_1|lamb_m|lamb_v|Momentum|ExponentialMovingAverage)$")
-
-
-def _encoder_of(model):
-    if isinstance(model, BertEncoder):
-        return model
-    encoder = getattr(model, "encoder", None)
-    if not isinstance(encoder, BertEncoder):
-        raise TypeError(f"expected a BERT model with a BertEncoder, got "
-                        f"{type(model).__name__}.")
-    return encoder
-
-
-def _dense_entries(prefix, projection, transposed_name=None):
-    """kernel/bias of a Projection; `transposed_name` stores the kernel as [out, in]."""
-    if transposed_name:
-        return {f"{prefix}/{transposed_name}": (projection.kernel, True),
-                f"{prefix}/output_bias": (projection.bias, False)}
-    return {f"{prefix}/kernel": (projection.kernel, False),
-            f"{prefix}/bias": (projection.bias, False)}
-
-
-def _layer_norm_entries(prefix, layer_norm):
-    return {f"{prefix}/gamma": (layer_norm.gamma, False),
-            f"{prefix}/beta": (layer_norm.beta, False)}
+# What a model whose variables have no checkpoint name lacks.
+UNNAMED_HINT = ("a head model names its head's variables in `google_head_entries()` "
+                "(bert_tf.models.EncoderHeadModel) and registers its model type once with "
+                "bert_tf.serving.registry.register(ModelType(...))")
 
 
 def _encoder_entries(encoder):
@@ -77,22 +59,22 @@ def _encoder_entries(encoder):
         "bert/embeddings/position_embeddings": (
             embeddings.position_embeddings.embeddings, False),
     }
-    entries.update(_layer_norm_entries("bert/embeddings/LayerNorm", embeddings.layer_norm))
+    entries.update(layer_norm_entries("bert/embeddings/LayerNorm", embeddings.layer_norm))
     for index, block in enumerate(encoder.transformer_layers):
         prefix = f"bert/encoder/layer_{index}"
         attention = block.self_attention
         for name in ("query", "key", "value"):
-            entries.update(_dense_entries(f"{prefix}/attention/self/{name}",
+            entries.update(dense_entries(f"{prefix}/attention/self/{name}",
                                           getattr(attention, name)))
-        entries.update(_dense_entries(f"{prefix}/attention/output/dense",
+        entries.update(dense_entries(f"{prefix}/attention/output/dense",
                                       block.attention_output))
-        entries.update(_layer_norm_entries(f"{prefix}/attention/output/LayerNorm",
+        entries.update(layer_norm_entries(f"{prefix}/attention/output/LayerNorm",
                                            block.attention_layer_norm))
-        entries.update(_dense_entries(f"{prefix}/intermediate/dense", block.intermediate))
-        entries.update(_dense_entries(f"{prefix}/output/dense", block.output_dense))
-        entries.update(_layer_norm_entries(f"{prefix}/output/LayerNorm",
+        entries.update(dense_entries(f"{prefix}/intermediate/dense", block.intermediate))
+        entries.update(dense_entries(f"{prefix}/output/dense", block.output_dense))
+        entries.update(layer_norm_entries(f"{prefix}/output/LayerNorm",
                                            block.output_layer_norm))
-    entries.update(_dense_entries("bert/pooler/dense", encoder.pooler.dense))
+    entries.update(dense_entries("bert/pooler/dense", encoder.pooler.dense))
     return entries
 
 
@@ -101,33 +83,23 @@ def google_variable_map(model):
 
     `transposed` means the checkpoint stores the kernel as [out, in]
     (`cls/seq_relationship/output_weights` and the fine-tuning heads of
-    run_classifier / run_squad).
+    run_classifier / run_squad). The encoder's names are the same in every model; a
+    head model's class names its head (`google_head_entries`).
+
+    Raises:
+        ValueError: naming the variables that have no name (and how to give them one).
     """
     if not model.built:
         model.build()
-    entries = _encoder_entries(_encoder_of(model))
-    if isinstance(model, BertPretrainer):
-        head = model.masked_lm
-        entries.update(_dense_entries("cls/predictions/transform/dense", head.transform))
-        entries.update(_layer_norm_entries("cls/predictions/transform/LayerNorm",
-                                           head.transform_layer_norm))
-        entries["cls/predictions/output_bias"] = (head.output_bias, False)
-        if model.next_sentence is not None:
-            entries.update(_dense_entries("cls/seq_relationship", model.next_sentence.dense,
-                                          transposed_name="output_weights"))
-    elif isinstance(model, (BertClassifier, BertTokenClassifier)):
-        entries.update(_dense_entries("", model.head.dense, "output_weights"))
-        entries = {name.lstrip("/"): value for name, value in entries.items()}
-    elif isinstance(model, BertSpanLabeler):
-        entries.update(_dense_entries("cls/squad", model.head.dense, "output_weights"))
-    elif isinstance(model, BertMultipleChoice):
-        entries.update(_dense_entries("cls/multiple_choice", model.head.dense,
-                                      "output_weights"))
+    encoder = encoder_of(model)
+    entries = _encoder_entries(encoder)
+    if model is not encoder:
+        entries.update(model.google_head_entries())
     covered = {id(variable) for variable, _ in entries.values()}
     missing = [v.path for v in model.weights if id(v) not in covered]
     if missing:
         raise ValueError(f"{type(model).__name__}: variables without a checkpoint name: "
-                         f"{name_list(missing)}.")
+                         f"{name_list(missing)}; {UNNAMED_HINT}.")
     return entries
 
 
@@ -216,7 +188,7 @@ def save_google_checkpoint(model, prefix, write_config=False):
     tf.io.gfile.rename(tmp_prefix + data_suffix, prefix + data_suffix, overwrite=True)
     tf.io.gfile.rename(tmp_prefix + ".index", prefix + ".index", overwrite=True)
     if write_config:
-        _encoder_of(model).config.to_json_file(os.path.join(directory, "bert_config.json"))
+        encoder_of(model).config.to_json_file(os.path.join(directory, "bert_config.json"))
     logging.info("Wrote %d variables to %s", len(names), prefix)
 
 
@@ -235,7 +207,7 @@ def load_hf_weights(model, path):
     hf_tensors = read_safetensors(file_path)
     values, unmatched, skipped = {}, [], []
     for hf_name, value in hf_tensors.items():
-        google_name, transpose, skip = hf_to_google_name(hf_name)
+        google_name, transpose, skip = hf_to_google_name(hf_name, model.hf_head_names)
         if skip:
             skipped.append(hf_name)
         elif google_name is None:
@@ -309,7 +281,7 @@ def load_training_checkpoint(model, prefix):
     Raises:
         ValueError: when an encoder variable's shape differs or it is missing.
     """
-    encoder = _encoder_of(model)
+    encoder = encoder_of(model)
     status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(prefix)
     try:
         status.assert_existing_objects_matched()

@@ -6,14 +6,16 @@ Hugging Face names are translated to the google-research names
 (`checkpoints.google_variable_map`) matches every format. Both directions live here:
 
     hf_config_to_bert_dict(hf_config) -> bert_config.json fields   (loading)
-    hf_to_google_name(hf_name) -> (google_name, transpose, skip)   (loading)
+    hf_to_google_name(hf_name, head_names) -> (google_name, transpose, skip)   (loading)
     bert_dict_to_hf_config(bert_dict) -> config.json fields        (exporting)
-    google_to_hf_name(google_name, base_prefix) -> (hf_name, transpose)   (exporting)
+    google_to_hf_name(google_name, base_prefix, head_names) -> (hf_name, transpose)
 
-The task heads are named as transformers names them: `classifier.*`
-(BertForSequenceClassification / BertForTokenClassification; google-research
-`output_weights`, `output_bias`) and `qa_outputs.*` (BertForQuestionAnswering;
-`cls/squad/*`).
+The heads of transformers' BERT classes are named as transformers names them:
+`classifier.*` (BertForSequenceClassification / BertForTokenClassification;
+google-research `output_weights`, `output_bias`), `qa_outputs.*`
+(BertForQuestionAnswering; `cls/squad/*`) and `cls.*` (BertForPreTraining). A head of
+another model type gives its own names: `head_names`, its class's `hf_head_names`
+(google-research name -> Hugging Face name, the same [out, in] layout).
 """
 
 import re
@@ -31,7 +33,8 @@ _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh":
 # bert_config.json `hidden_act` -> the Hugging Face name of the same function.
 _BERT_TO_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu",
                            "swish": "silu"}
-# google-research names of the heads -> Hugging Face names (the same [out, in] layout).
+# The heads of transformers' BERT classes: google-research name -> Hugging Face name
+# (the same [out, in] layout). A model type with another head names it on its class.
 _HEAD_NAMES = {"cls/predictions/output_bias": "cls.predictions.bias",
                "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
                "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
@@ -72,8 +75,13 @@ def hf_config_to_bert_dict(hf_config, source="config.json"):
     return fields
 
 
-def hf_to_google_name(hf_name):
+def hf_to_google_name(hf_name, head_names=None):
     """Translates a Hugging Face BERT weight name to the google-research name.
+
+    Args:
+        hf_name: A weight name of a transformers BERT folder.
+        head_names: google-research name -> Hugging Face name of a model's own head
+            weights (its class's `hf_head_names`), beside transformers' heads.
 
     Returns:
         (google_name or None, transpose, skip): `transpose` when HF stores a torch
@@ -82,8 +90,9 @@ def hf_to_google_name(hf_name):
     name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
     if name in _HF_SKIPPED or hf_name in _HF_SKIPPED:
         return None, False, True
-    if hf_name in _HF_HEAD_NAMES:
-        return _HF_HEAD_NAMES[hf_name], False, False
+    own = {hf: google for google, hf in (head_names or {}).items()}
+    if hf_name in own or hf_name in _HF_HEAD_NAMES:
+        return own.get(hf_name) or _HF_HEAD_NAMES[hf_name], False, False
     if hf_name.startswith("cls.predictions.transform."):
         scope, rest = "cls/predictions/transform", hf_name[len("cls.predictions.transform."):]
     elif name.startswith(("embeddings.", "encoder.", "pooler.")):
@@ -117,7 +126,7 @@ def bert_dict_to_hf_config(bert_dict):
     return config
 
 
-def google_to_hf_name(google_name, base_prefix="bert."):
+def google_to_hf_name(google_name, base_prefix="bert.", head_names=None):
     """Translates a google-research weight name to the Hugging Face name (the inverse of
     `hf_to_google_name`).
 
@@ -126,6 +135,7 @@ def google_to_hf_name(google_name, base_prefix="bert."):
         base_prefix: What precedes the encoder's names: "bert." in the models with a
             head (BertForPreTraining, BertForSequenceClassification, ...), "" in a bare
             BertModel.
+        head_names: A model's own head names (see `hf_to_google_name`).
 
     Returns:
         (hf_name, transpose): `transpose` when Hugging Face stores the value as a torch
@@ -133,8 +143,9 @@ def google_to_hf_name(google_name, base_prefix="bert."):
     Raises:
         ValueError: for a name Hugging Face BERT has no place for.
     """
-    if google_name in _HEAD_NAMES:
-        return _HEAD_NAMES[google_name], False
+    heads = {**_HEAD_NAMES, **(head_names or {})}
+    if google_name in heads:
+        return heads[google_name], False
     if google_name.startswith("bert/"):
         scope, rest = base_prefix, google_name[len("bert/"):]
     elif google_name.startswith("cls/predictions/transform/"):

@@ -1,0 +1,72 @@
+"""The built-in model types, each registered once (`bert_tf.serving.registry`).
+
+Importing `bert_tf.serving` runs this module. The google-research and Hugging Face
+names of each head are its model class's (`google_head_entries`, `hf_head_names`).
+"""
+
+from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
+                            BertSpanLabeler, BertTokenClassifier)
+from bert_tf.serving import export, registry
+from bert_tf.serving.registry import ModelType
+from bert_tf.train import warm_start
+
+
+def _pretraining_architecture(model):
+    """transformers' class of a BertPretrainer: BertForMaskedLM without its
+    next-sentence head."""
+    return "BertForPreTraining" if model.next_sentence is not None else "BertForMaskedLM"
+
+
+registry.register(ModelType(
+    name="encoder", model_class=BertEncoder,
+    formats=("saved_model", "huggingface", "keras_hub", "tfhub", "litert"),
+    saved_model=export.export_encoder, outputs=("pooled_output", "sequence_output"),
+    hf_architecture="BertModel", litert_layout="[CLS] text_a [SEP] (text_b [SEP])"))
+
+registry.register(ModelType(
+    name="pretrainer", model_class=BertPretrainer, formats=("huggingface",),
+    refused={
+        "saved_model": "--model_type=pretrainer exports with --export_format=huggingface "
+                       "(BertForPreTraining); a SavedModel serves the encoder and the "
+                       "fine-tuned heads",
+        "keras_hub": "keras-hub's BertMaskedLM has no next-sentence head and normalises "
+                     "its masked-LM head with LayerNorm epsilon 1e-5 (this one 1e-12); "
+                     "export the encoder (model_type=encoder) and start a keras-hub "
+                     "BertMaskedLM from its BertBackbone"},
+    outputs=("masked_lm_logits", "next_sentence_logits"),
+    hf_architecture=_pretraining_architecture, load=warm_start.pretrainer_from))
+
+registry.register(ModelType(
+    name="classifier", model_class=BertClassifier,
+    formats=("saved_model", "huggingface", "keras_hub", "litert"),
+    saved_model=export.export_classifier,
+    signature_options=("is_regression", "text_pair", "doc_stride", "window_pooling"),
+    labelled=True, hf_architecture="BertForSequenceClassification", hf_problem_type=True,
+    litert_layout="[CLS] text_a [SEP] (text_b [SEP] with text_pair), segment_ids 0 on "
+                  "text_a and its [SEP], 1 on text_b and its [SEP]"))
+
+registry.register(ModelType(
+    name="token_classifier", model_class=BertTokenClassifier, aliases=("ner",),
+    formats=("saved_model", "huggingface", "litert"),
+    refused={"keras_hub": "keras-hub has no BERT token-classification task"},
+    saved_model=export.export_token_classifier, labelled=True,
+    hf_architecture="BertForTokenClassification",
+    litert_layout="[CLS] the words' pieces [SEP]; a word's tag is read at its first piece"))
+
+registry.register(ModelType(
+    name="span_labeler", model_class=BertSpanLabeler, aliases=("squad",),
+    formats=("saved_model", "huggingface", "litert"),
+    refused={"keras_hub": "keras-hub has no BERT question-answering task"},
+    saved_model=export.export_span_labeler,
+    signature_options=("max_query_length", "max_answer_length"),
+    outputs=("start_logits", "end_logits"), hf_architecture="BertForQuestionAnswering",
+    litert_layout="[CLS] question [SEP] context [SEP] (question cut to max_query_length "
+                  "pieces), segment_ids 1 on the context; an answer is the best start <= "
+                  "end span of context positions"))
+
+registry.register(ModelType(
+    name="multiple_choice", model_class=BertMultipleChoice,
+    refused={"litert": "a multiple-choice model scores [B, C, S] rows, one per choice, "
+                       "laid out from context, question and choices in its raw-text "
+                       "signature; export it with export_format=saved_model"},
+    saved_model=export.export_multiple_choice))
