@@ -9,9 +9,16 @@ Only `bert_tf.cli` and `data_prep` import this module; the library never reads f
     run_command(sys.modules[__name__], run, ("output_dir",), ClassifierOptions)
     # defines the flags, parses them; `run` then builds its options:
     options = options_from_flags(ClassifierOptions)
+
+Every command with an options class takes `--config=FILE`: a JSON file of options (a
+run's `output_dir/config.json`, whose options are under "options", or a hand-written
+{name: value} object). The options start from the command's defaults, take the file's
+values, then every flag given on the command line (its aliases and switches too), so
+the command line wins.
 """
 
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -33,6 +40,10 @@ USER_ERRORS = (ValueError, OSError)
 _TENSORFLOW_USER_ERRORS = ("DataLossError", "ResourceExhaustedError", "NotFoundError",
                            "PermissionDeniedError")
 
+CONFIG_FLAG = "config"
+CONFIG_HELP = ("Run from a config file: a run's output_dir/config.json, or one written by "
+               "hand; flags given on the command line override its values.")
+
 _DEFINERS = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
              float: flags.DEFINE_float, str: flags.DEFINE_string, list: flags.DEFINE_list}
 
@@ -49,7 +60,8 @@ def _define(spec, flag_values, module_name):
 
 
 def define_flags(options_class, module_name, flag_values=flags.FLAGS):
-    """Defines one flag per option of `options_class`, with its aliases and switches.
+    """Defines one flag per option of `options_class`, with its aliases and switches,
+    and `--config` (a file of option values, see `options_from_flags`).
 
     Args:
       options_class: A dataclass whose fields are declared with `options.option`.
@@ -68,18 +80,70 @@ def define_flags(options_class, module_name, flag_values=flags.FLAGS):
             flags.DEFINE_bool(switch, False, f"Original flag: the same as "
                               f"--{spec.name}={value}.", flag_values=flag_values,
                               module_name=module_name)
+    if CONFIG_FLAG not in flag_values:
+        flags.DEFINE_string(CONFIG_FLAG, None, CONFIG_HELP, flag_values=flag_values,
+                            module_name=module_name)
+
+
+def read_config_options(path: str) -> dict:
+    """The {option: value} of config file `path`: its "options" (a run's config.json,
+    whose other keys are not options), else the whole object (written by hand).
+
+    Raises:
+      OSError / ValueError: naming the file, when it cannot be read or is not a JSON
+        object of options.
+    """
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = json.load(file)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--config={path}: not valid JSON ({error})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"--config={path}: not UTF-8 text ({error})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"--config={path}: expected a JSON object (a run's config.json, "
+                         f"or {{option: value}}), got {type(config).__name__}")
+    return config["options"] if "options" in config else config
+
+
+def _given(flag_values, spec) -> bool:
+    """Whether the option of `spec` was set on the command line (any spelling)."""
+    return any(flag_values[name].present for name in (spec.name,) + spec.aliases) or any(
+        flag_values[switch].present and flag_values[switch].value for switch in spec.switches)
 
 
 def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
-    """`options_class` built from parsed flags (see `define_flags`); `overrides` win."""
+    """`options_class` built from parsed flags (see `define_flags`): the defaults, the
+    values of `--config`'s file when given, then the flags given on the command line;
+    `overrides` win.
+
+    Raises:
+      OSError / ValueError: a `--config` file that cannot be read, or that names an
+        unknown option or a value of the wrong type (naming the file and the option).
+    """
+    config = flag_values[CONFIG_FLAG].value if CONFIG_FLAG in flag_values else None
     kwargs = {}
+    if config:
+        kwargs = options_lib.options_to_dict(options_lib.options_from_dict(
+            options_class, read_config_options(config), f"--config={config}"))
     for spec in options_lib.option_specs(options_class):
+        if config and not _given(flag_values, spec):
+            continue
         kwargs[spec.name] = flag_values[spec.name].value
         for switch, value in spec.switches.items():
             if flag_values[switch].value:
                 kwargs[spec.name] = value
     kwargs.update(overrides)
     return options_class(**kwargs)
+
+
+def _missing(required, options_class) -> list:
+    """The `required` flags neither the command line nor its `--config` file sets."""
+    missing = [name for name in required if getattr(flags.FLAGS, name) in (None, "")]
+    if missing and options_class is not None and flags.FLAGS[CONFIG_FLAG].value:
+        options = options_from_flags(options_class)
+        missing = [name for name in missing if getattr(options, name) in (None, "")]
+    return missing
 
 
 def command(module_name, options_class, run_fn, required=()):
@@ -179,7 +243,8 @@ def run_command(module, run_fn, required=(), options_class=None):
     Args:
       module: the command's module (`sys.modules[__name__]`).
       run_fn: does the work, reading the parsed flags.
-      required: names of flags that must be set.
+      required: names of flags that must be set (on the command line or, for a command
+        with `options_class`, by its `--config` file).
       options_class: the options dataclass whose flags the command takes (defined here,
         not at import, so that importing several commands never clashes).
     """
@@ -200,7 +265,7 @@ def run_command(module, run_fn, required=(), options_class=None):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; flags are written "
                                  "--name=value")
-        missing = [name for name in required if getattr(flags.FLAGS, name) in (None, "")]
+        missing = _missing(required, options_class)
         if missing:
             raise app.UsageError(", ".join(f"--{name}" for name in missing) +
                                  (" is" if len(missing) == 1 else " are") + " required")

@@ -37,7 +37,7 @@ from absl import logging
 
 from bert_tf import command_line
 from bert_tf import fileio
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, compose, option
 from bert_tf.text import tokenization
 from data_prep import create_pretraining_data
 from data_prep import pretraining_instances
@@ -61,11 +61,9 @@ MISSING_BEAM = ("apache-beam is not installed: install the beam extra "
                 "(`pip install bert_tf[beam]`, or `pip install -e .[beam]` in a checkout)")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CreatePretrainingDataBeamOptions(create_pretraining_data.CreatePretrainingDataOptions,
-                                       tool_options.SplitOptions):
-    """Every option of bert-create-pretraining-data-beam: the local tool's, how the input
-    is split, and whether the chunks are reshuffled."""
+@dataclasses.dataclass(kw_only=True)
+class ChunkSpreading(OptionGroup):
+    """Whether the Beam pipeline reshuffles its chunks over the workers."""
     reshuffle_chunks: bool = option(
         True, "Spread the chunks over the workers with a shuffle (balances the work when "
         "the input has few splits; the runner moves the raw text). false: each split's "
@@ -74,15 +72,9 @@ class CreatePretrainingDataBeamOptions(create_pretraining_data.CreatePretraining
         "The output does not depend on it.")
 
 
-def define_flags(flag_values=flags.FLAGS):
-    """The local tool's flags plus the Beam-only ones."""
-    command_line.define_flags(CreatePretrainingDataBeamOptions,
-                              __name__, flag_values)
-
-
-def settings_from_options(options: CreatePretrainingDataBeamOptions):
-    """BeamSettings of the tool's options; bad values and empty globs are refused here."""
-    instance_options = options.instance_options()
+def check_beam_output(options) -> None:
+    """Refuses what the Beam pipeline cannot do: word boundary files, a list of output
+    files, a negative shard count."""
     if options.word_boundaries_file:
         raise app.UsageError(
             f"--word_boundaries_file={options.word_boundaries_file}: its lines pair with "
@@ -96,7 +88,24 @@ def settings_from_options(options: CreatePretrainingDataBeamOptions):
     if options.num_output_shards < 0:
         raise app.UsageError(f"--num_output_shards={options.num_output_shards}: expected "
                              ">= 0 (0: one shard per bundle, as the runner cuts them)")
-    options.check_splits()
+
+
+CreatePretrainingDataBeamOptions = compose(
+    "CreatePretrainingDataBeamOptions", create_pretraining_data.CreatePretrainingDataOptions,
+    tool_options.SplitOptions, ChunkSpreading, checks=(check_beam_output,),
+    doc="Every option of bert-create-pretraining-data-beam: the local tool's, how the "
+        "input is split, and whether the chunks are reshuffled.")
+
+
+def define_flags(flag_values=flags.FLAGS):
+    """The local tool's flags plus the Beam-only ones."""
+    command_line.define_flags(CreatePretrainingDataBeamOptions,
+                              __name__, flag_values)
+
+
+def settings_from_options(options: CreatePretrainingDataBeamOptions):
+    """BeamSettings of the tool's options; bad values and empty globs are refused here."""
+    instance_options = options.instance_options()  # every option checked first
     vocab_bytes, vocab_ids = read_vocab(options.vocab_file, options.do_lower_case)
     return beam_chunks.BeamSettings(
         input_files=tuple(beam_inputs.match_input_files(options.input_file)),

@@ -30,7 +30,7 @@ from absl import logging
 
 from bert_tf import command_line
 from bert_tf import fileio
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, compose, option
 from data_prep import beam_pipeline
 from data_prep import build_vocab
 from data_prep import tool_options
@@ -48,13 +48,29 @@ except ModuleNotFoundError as import_error:
     beam = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BuildVocabBeamOptions(build_vocab.BuildVocabOptions, tool_options.SplitOptions):
-    """Every option of bert-build-vocab-beam: bert-build-vocab's, how the input is split,
-    and the rare words dropped before learning."""
+@dataclasses.dataclass(kw_only=True)
+class RareWords(OptionGroup):
+    """The rare words a Beam vocab build drops before learning."""
     min_word_count: int = option(
         1, "Drop words seen fewer times before learning (1: none; the vocab is then the "
         "local builder's).")
+
+    def check(self) -> None:
+        if self.min_word_count < 1:
+            raise app.UsageError(f"--min_word_count={self.min_word_count}: expected >= 1")
+
+
+def _all_sentences(options) -> None:
+    """Beam counts every sentence: --max_sentences is refused."""
+    if options.max_sentences:
+        raise app.UsageError("--max_sentences: not supported on Beam (all sentences count)")
+
+
+BuildVocabBeamOptions = compose(
+    "BuildVocabBeamOptions", build_vocab.BuildVocabOptions, tool_options.SplitOptions,
+    RareWords, checks=(_all_sentences,),
+    doc="Every option of bert-build-vocab-beam: bert-build-vocab's, how the input is "
+        "split, and the rare words dropped before learning.")
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -104,12 +120,7 @@ def run(flag_values, pipeline_args) -> dict:
     if beam is None:
         raise app.UsageError(beam_pipeline.MISSING_BEAM)
     options = command_line.options_from_flags(BuildVocabBeamOptions, flag_values)
-    options.check()  # bert-build-vocab's checks, before the pipeline reads anything
-    if options.max_sentences:
-        raise app.UsageError("--max_sentences: not supported on Beam (all sentences count)")
-    if options.min_word_count < 1:
-        raise app.UsageError(f"--min_word_count={options.min_word_count}: expected >= 1")
-    options.check_splits()
+    options.check()  # every group's checks, before the pipeline reads anything
     if not beam_inputs.is_remote(options.output_file):
         fileio.check_output_path(options.output_file, parent_must_exist=False)
     input_files = beam_inputs.match_input_files(options.input_file)

@@ -19,14 +19,14 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Optional
 
 from absl import flags
 from absl import logging
 
 from bert_tf import command_line
 from bert_tf import fileio
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, compose, option
+from bert_tf.tasks import option_groups
 from bert_tf.text import tokenization
 from data_prep import tool_options
 from data_prep import wikipedia
@@ -38,10 +38,9 @@ MIN_LEARNED_TOKENS = 100
 _LOG_EVERY_SENTENCES = 100_000
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BuildVocabOptions(tool_options.CorpusOptions):
-    """Every option of bert-build-vocab."""
-    output_file: Optional[str] = option(None, "Where to write vocab.txt.")
+@dataclasses.dataclass(kw_only=True)
+class VocabLearning(OptionGroup):
+    """The vocab's size and reserved slots, and the learner's settings."""
     vocab_size: int = option(30522, "Number of lines of vocab.txt.")
     num_unused: int = option(100, "Number of [unusedN] slots after the special tokens.")
     max_unique_chars: int = option(
@@ -52,23 +51,24 @@ class BuildVocabOptions(tool_options.CorpusOptions):
         10, "Lowest word count the learner's threshold search starts from (lower it for a "
         "small corpus).")
     num_iterations: int = option(4, "Learner iterations.")
-    max_sentences: int = option(0, "Read at most this many sentences (0: all).")
 
-    def check(self):
-        """Refuses, before the corpus is read, values that cannot work.
+    def check(self) -> None:
+        """Refuses, before the corpus is read, sizes that cannot work.
 
         Raises:
-          app.UsageError: a missing --input_file or --output_file.
           ValueError: naming the option and the values it accepts.
         """
-        self.require("input_file", "output_file")
-        self.check_corpus()
         check_vocab_size(self.vocab_size, self.num_unused)
         for name in ("max_unique_chars", "max_token_length", "num_iterations"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name}={getattr(self, name)}: expected >= 1")
-        if self.max_sentences < 0:
-            raise ValueError(f"--max_sentences={self.max_sentences}: expected >= 0 (0: all)")
+
+
+BuildVocabOptions = compose(
+    "BuildVocabOptions", tool_options.CORPUS, option_groups.OutputFile, VocabLearning,
+    tool_options.MaxSentences,
+    helps=dict(tool_options.CORPUS_HELPS, output_file="Where to write vocab.txt."),
+    doc="Every option of bert-build-vocab.")
 
 
 def define_flags(flag_values=flags.FLAGS):

@@ -15,14 +15,14 @@ output, or a MediaWiki XML dump (see data_prep/wikipedia.py). Writes the shards,
 
 import dataclasses
 import sys
-from typing import Optional
 
 from absl import app
 from absl import flags
 from absl import logging
 
 from bert_tf import command_line
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, compose, option
+from bert_tf.tasks import option_groups
 from bert_tf.text import cached_tokenizer
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
@@ -33,15 +33,9 @@ from data_prep import word_segmentation
 _CONFIG = pretraining_pipeline.PipelineConfig  # its defaults are the flags'
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CreatePretrainingDataOptions(tool_options.CorpusOptions,
-                                   pretraining_instances.InstanceFields):
-    """Every option of bert-create-pretraining-data (the instance-shaping ones are
-    `pretraining_instances.InstanceFields`)."""
-    output_file: Optional[str] = option(
-        None, "Output TFRecord file(s): comma-separated, or one name that "
-        "--num_output_shards expands to NAME-00000-of-0000N.")
-    vocab_file: Optional[str] = option(None, "The vocabulary file of the BERT model.")
+@dataclasses.dataclass(kw_only=True)
+class RecordOutput(OptionGroup):
+    """The seed and the workers that make the records, and how they are written."""
     random_seed: int = option(_CONFIG.random_seed, "Random seed for data generation.")
     num_workers: int = option(
         _CONFIG.num_workers, "Processes that build instances (1: all in this process). "
@@ -53,18 +47,35 @@ class CreatePretrainingDataOptions(tool_options.CorpusOptions,
         _CONFIG.chunk_chars, "Characters of text per chunk: documents are shuffled and "
         "paired within a chunk. Part of the seed: changing it changes the output.")
 
-    def instance_options(self) -> pretraining_instances.InstanceOptions:
-        """The instance options, checked; the files every run needs are required,
-        --input_format and --language are checked, and the word segmenter is loaded (a
-        missing package names the extra to install)."""
-        self.require("input_file", "output_file", "vocab_file")
-        self.check_corpus()
-        instance_options = pretraining_instances.InstanceOptions.of(self)
-        try:
-            word_segmentation.load_segmenter(self.word_segmenter)
-        except ImportError as error:
-            raise app.UsageError(f"--word_segmenter={self.word_segmenter}: {error}") from None
-        return instance_options
+    def check(self) -> None:
+        if self.num_workers < 1:
+            raise app.UsageError(f"--num_workers={self.num_workers}: expected >= 1")
+
+
+def _instance_options(self) -> pretraining_instances.InstanceOptions:
+    """The instance options, checked (every option of the tool is, first), and the word
+    segmenter loaded (a missing package names the extra to install)."""
+    self.check()
+    instance_options = pretraining_instances.InstanceOptions.of(self)
+    try:
+        word_segmentation.load_segmenter(self.word_segmenter)
+    except ImportError as error:
+        raise app.UsageError(f"--word_segmenter={self.word_segmenter}: {error}") from None
+    return instance_options
+
+
+CreatePretrainingDataOptions = compose(
+    "CreatePretrainingDataOptions", tool_options.CORPUS,
+    pretraining_instances.INSTANCE_GROUPS, option_groups.OutputFile, option_groups.Vocab,
+    RecordOutput,
+    helps=dict(tool_options.CORPUS_HELPS, **pretraining_instances.INSTANCE_HELPS,
+               output_file="Output TFRecord file(s): comma-separated, or one name that "
+               "--num_output_shards expands to NAME-00000-of-0000N.",
+               vocab_file="The vocabulary file of the BERT model."),
+    checks=(tool_options.require("vocab_file"), pretraining_instances.check_instance_rules),
+    namespace={"instance_options": _instance_options},
+    doc="Every option of bert-create-pretraining-data (the instance-shaping ones are "
+        "`pretraining_instances.INSTANCE_GROUPS`).")
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -87,8 +98,6 @@ def load_vocab(options: CreatePretrainingDataOptions):
 def create(options: CreatePretrainingDataOptions):
     """Runs the tool with its options; returns the stats dict."""
     instance_options = options.instance_options()
-    if options.num_workers < 1:
-        raise app.UsageError(f"--num_workers={options.num_workers}: expected >= 1")
     input_files = wikipedia.resolve_input_files(options.input_file)
     output_files = pretraining_pipeline.resolve_output_files(
         options.output_file, options.num_output_shards)

@@ -34,14 +34,14 @@ import json
 import os
 import shutil
 import sys
-from typing import Optional
 
 from absl import flags
 from absl import logging
 
 from bert_tf import command_line
 from bert_tf import fileio
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, compose, option
+from bert_tf.tasks import option_groups
 from bert_tf.text import vocab as vocab_lib
 from data_prep import build_vocab
 from data_prep import tool_options
@@ -53,18 +53,9 @@ SUMMARY_FILE = "extend_vocab_summary.json"
 REPORT_COLUMNS = ("token", "id", "frequency", "old_piece_count", "old_pieces", "score")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ExtendVocabOptions(tool_options.CorpusOptions):
-    """Every option of bert-extend-vocab."""
-    do_lower_case: Optional[bool] = option(
-        None, "Lower case the input and strip accents; default: the model's case (true "
-        "for a vocab without capitals, false for a cased one; true when the vocab is too "
-        "small to tell).")
-    init_checkpoint: Optional[str] = option(
-        None, "The model folder to extend (google-research layout: vocab.txt, "
-        "bert_config.json, bert_model.ckpt.*).")
-    output_dir: Optional[str] = option(
-        None, "The new model folder; must not exist or be empty (see --overwrite).")
+@dataclasses.dataclass(kw_only=True)
+class VocabExtension(OptionGroup):
+    """Which words are added, and where in the vocab."""
     mode: str = option(
         "unused", "unused: the new words take the [unusedN] lines (no shape change); "
         "append: new lines after the last (the embedding matrix and vocab_size grow).",
@@ -73,21 +64,13 @@ class ExtendVocabOptions(tool_options.CorpusOptions):
         0, "Most words to add (0: every free [unusedN] slot in unused mode; required "
         "with --mode=append).")
     min_frequency: int = option(5, "Words seen fewer times in the corpus are not added.")
-    max_sentences: int = option(0, "Read at most this many sentences (0: all).")
-    overwrite: bool = option(False, "Replace a non-empty --output_dir.")
-    allow_case_mismatch: bool = option(
-        False, "Run even when --do_lower_case does not fit the model's vocab or its "
-        "released folder name (uncased / cased).")
 
-    def check(self):
+    def check(self) -> None:
         """Refuses, before any file is read, values that cannot work.
 
         Raises:
-          app.UsageError: a missing --input_file, --init_checkpoint or --output_dir.
           ValueError: naming the option and the values it accepts.
         """
-        self.require("input_file", "init_checkpoint", "output_dir")
-        self.check_corpus()
         if self.max_new_tokens < 0:
             raise ValueError(f"--max_new_tokens={self.max_new_tokens}: expected >= 0")
         if self.mode == "append" and self.max_new_tokens == 0:
@@ -95,8 +78,25 @@ class ExtendVocabOptions(tool_options.CorpusOptions):
                              "rows the vocab and the embedding matrix grow by")
         if self.min_frequency < 1:
             raise ValueError(f"--min_frequency={self.min_frequency}: expected >= 1")
-        if self.max_sentences < 0:
-            raise ValueError(f"--max_sentences={self.max_sentences}: expected >= 0 (0: all)")
+
+
+ExtendVocabOptions = compose(
+    "ExtendVocabOptions", tool_options.CORPUS, option_groups.InitCheckpoint,
+    option_groups.OutputDir, VocabExtension, tool_options.MaxSentences,
+    option_groups.Overwrite, option_groups.CaseCheck,
+    defaults={"do_lower_case": None},
+    helps={"do_lower_case": "Lower case the input and strip accents; default: the model's "
+           "case (true for a vocab without capitals, false for a cased one; true when the "
+           "vocab is too small to tell).",
+           "init_checkpoint": "The model folder to extend (google-research layout: "
+           "vocab.txt, bert_config.json, bert_model.ckpt.*).",
+           "output_dir": "The new model folder; must not exist or be empty (see "
+           "--overwrite).",
+           "overwrite": "Replace a non-empty --output_dir.",
+           "allow_case_mismatch": "Run even when --do_lower_case does not fit the model's "
+           "vocab or its released folder name (uncased / cased)."},
+    checks=(tool_options.require("init_checkpoint", "output_dir"),),
+    doc="Every option of bert-extend-vocab.")
 
 
 def define_flags(flag_values=flags.FLAGS):

@@ -29,76 +29,79 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, compose, option
+from bert_tf.tasks import option_groups
 from data_prep import word_segmentation
 
 MASKING_MODES = ("static", "none")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class InstanceFields(word_segmentation.WordSegmentationFields):
-    """The instance-shaping options of create_pretraining_data, declared once: the data
-    tools' flags are generated from these fields (`InstanceOptions` checks them); the
-    words of unspaced text are `word_segmentation.WordSegmentationFields`'."""
-    max_seq_length: int = option(128, "Maximum sequence length.")
-    max_predictions_per_seq: int = option(
-        20, "Maximum number of masked LM predictions per sequence.")
-    masked_lm_prob: float = option(0.15, "Masked LM probability.")
+@dataclasses.dataclass(kw_only=True)
+class InstanceShape(OptionGroup):
+    """How many copies of the corpus are made, how many rows are short, and whether
+    masks are drawn here."""
     short_seq_prob: float = option(
         0.1, "Probability of creating sequences shorter than the maximum length.")
     dupe_factor: int = option(
         10, "Number of times to duplicate the input data (with different masks).")
-    whole_word_masking: bool = option(
-        False, "Mask all the WordPieces of a word together.",
-        aliases=("do_whole_word_mask",))  # the original's flag
     masking: str = option(
         "static", "static: masks drawn here, one set per --dupe_factor copy (the "
         "original). none: rows without masked_lm_* features, one copy (--dupe_factor=1), "
         "for run_pretraining --dynamic_masking, which draws new masks every epoch.",
         choices=MASKING_MODES)
-    next_sentence: bool = option(
-        True, "true: [CLS] A [SEP] B [SEP] pairs with next_sentence_labels (the "
-        "original). false: RoBERTa's full-sentence rows, [CLS] sentences [SEP] filled to "
-        "--max_seq_length across documents ([SEP] between documents), segment ids 0, no "
-        "next_sentence_labels; train with run_pretraining --next_sentence=false.")
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class InstanceOptions(InstanceFields):
-    """The instance-shaping options of create_pretraining_data.py, checked."""
-
-    @classmethod
-    def of(cls, fields: InstanceFields) -> "InstanceOptions":
-        """The InstanceFields part of `fields` (a tool's options object), checked."""
-        return cls(**{field.name: getattr(fields, field.name)
-                      for field in dataclasses.fields(InstanceFields)})
-
-    def __post_init__(self):
-        if self.masking not in MASKING_MODES:
-            raise ValueError(f"masking={self.masking!r}: expected one of {MASKING_MODES}")
+    def check(self) -> None:
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob={self.short_seq_prob}: expected a value in [0, 1]")
+        if self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor={self.dupe_factor}: expected >= 1")
         if self.masking == "none" and self.dupe_factor != 1:
             raise ValueError(
                 f"dupe_factor={self.dupe_factor} with masking='none': the copies would be "
                 "identical (no masks to vary); write one copy, --dupe_factor=1, and let "
                 "run_pretraining --dynamic_masking draw new masks every epoch")
-        if self.max_seq_length < 5:
-            raise ValueError(
-                f"max_seq_length={self.max_seq_length}: expected at least 5 "
-                "([CLS] A [SEP] B [SEP] needs 3 special tokens and one token per segment)")
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ValueError(f"masked_lm_prob={self.masked_lm_prob}: expected a value in (0, 1)")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"short_seq_prob={self.short_seq_prob}: expected a value in [0, 1]")
-        if self.max_predictions_per_seq < 1:
-            raise ValueError(
-                f"max_predictions_per_seq={self.max_predictions_per_seq}: expected >= 1")
-        if self.max_predictions_per_seq > self.max_seq_length:
-            raise ValueError(
-                f"max_predictions_per_seq={self.max_predictions_per_seq}: expected at most "
-                f"max_seq_length={self.max_seq_length}")
-        if self.dupe_factor < 1:
-            raise ValueError(f"dupe_factor={self.dupe_factor}: expected >= 1")
-        self.check_segmentation(self.masking, self.whole_word_masking)
+
+
+def check_instance_rules(options) -> None:
+    """Refuses rows too short for a pair, more masks than tokens, and word boundaries
+    the masks would not use."""
+    if options.max_seq_length < 5:
+        raise ValueError(
+            f"max_seq_length={options.max_seq_length}: expected at least 5 "
+            "([CLS] A [SEP] B [SEP] needs 3 special tokens and one token per segment)")
+    if options.max_predictions_per_seq > options.max_seq_length:
+        raise ValueError(
+            f"max_predictions_per_seq={options.max_predictions_per_seq}: expected at most "
+            f"max_seq_length={options.max_seq_length}")
+    options.check_segmentation(options.masking, options.whole_word_masking)
+
+
+# The instance-shaping options of create_pretraining_data; its flags' helps (the
+# original's wording) where they differ from run_pretraining's.
+INSTANCE_GROUPS = (option_groups.SequenceLength, option_groups.MaskedLm, InstanceShape,
+                   word_segmentation.WordSegmentationFields)
+INSTANCE_HELPS = {
+    "max_seq_length": "Maximum sequence length.",
+    "max_predictions_per_seq": "Maximum number of masked LM predictions per sequence.",
+    "masked_lm_prob": "Masked LM probability.",
+    "whole_word_masking": "Mask all the WordPieces of a word together.",
+    "next_sentence": "true: [CLS] A [SEP] B [SEP] pairs with next_sentence_labels (the "
+    "original). false: RoBERTa's full-sentence rows, [CLS] sentences [SEP] filled to "
+    "--max_seq_length across documents ([SEP] between documents), segment ids 0, no "
+    "next_sentence_labels; train with run_pretraining --next_sentence=false."}
+
+
+def _of(cls, fields) -> "InstanceOptions":
+    """The instance options part of `fields` (a tool's options object), checked."""
+    return cls(**{field.name: getattr(fields, field.name)
+                  for field in dataclasses.fields(cls)})
+
+
+InstanceOptions = compose(
+    "InstanceOptions", INSTANCE_GROUPS, helps=INSTANCE_HELPS,
+    checks=(check_instance_rules,),
+    namespace={"__post_init__": lambda self: self.check(), "of": classmethod(_of)},
+    doc="The instance-shaping options of create_pretraining_data.py, checked when made.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tup
 
 import numpy as np
 
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, option
 from bert_tf.text import rules
 
 SEGMENTERS = ("none", "jieba")
@@ -42,8 +42,8 @@ Segmenter = Callable[[str], List[str]]  # a sentence -> its words, which join to
 _LOADED = {}  # segmenter name -> callable, once per process
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WordSegmentationFields:
+@dataclasses.dataclass(kw_only=True)
+class WordSegmentationFields(OptionGroup):
     """How the words of unspaced text are found (part of the instance options)."""
     word_segmenter: str = option(
         "none", "Word segmenter for unspaced text (Chinese), so that whole-word masking "
@@ -64,19 +64,23 @@ class WordSegmentationFields:
         """Whether tokens carry word marks (a segmenter or a boundaries file)."""
         return self.word_segmenter != "none" or bool(self.word_boundaries_file)
 
-    def check_segmentation(self, masking: str, whole_word_masking: bool):
-        """Refuses segmentation options that cannot work or would do nothing.
+    def check(self) -> None:
+        """Refuses two sources of word boundaries.
 
         Raises:
           ValueError: naming the options.
         """
-        if self.word_segmenter not in SEGMENTERS:
-            raise ValueError(f"word_segmenter={self.word_segmenter!r}: expected one of "
-                             f"{SEGMENTERS}")
         if self.word_segmenter != "none" and self.word_boundaries_file:
             raise ValueError(f"word_segmenter={self.word_segmenter!r} and "
                              f"word_boundaries_file={self.word_boundaries_file!r}: give "
                              "one source of word boundaries")
+
+    def check_segmentation(self, masking: str, whole_word_masking: bool):
+        """Refuses word boundaries that the masks would not use.
+
+        Raises:
+          ValueError: naming the options.
+        """
         if self.segments_words and masking != "none" and not whole_word_masking:
             source = ("word_boundaries_file" if self.word_boundaries_file
                       else f"word_segmenter={self.word_segmenter}")

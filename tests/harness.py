@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
-from bert_tf.train import loop, optimization
+from bert_tf.train import loop, optimization, warm_start
 from bert_tf.weights import checkpoints
 
 # ------------------------------------------------------------------------ tiny config
@@ -329,7 +329,9 @@ def train_tiny(output_dir, num_steps, save_steps, sleep_seconds=0.0, **kwargs):
         tf.distribute.get_strategy(), TinyRegressor, loss_fn, dataset_fn_factory(8),
         optimizer_fn=optimizer_fn(), settings=loop.LoopSettings(
             output_dir=output_dir, num_train_steps=num_steps, global_batch_size=8,
-            save_checkpoints_steps=save_steps, **kwargs), init_checkpoint=init_checkpoint)
+            save_checkpoints_steps=save_steps, **kwargs),
+        initialize=init_checkpoint and (lambda model, optimizer: warm_start.start_from(
+            model, optimizer, init_checkpoint)))
 
 
 def kill_once_checkpointed(command, checkpoint_dir, step, timeout, env):

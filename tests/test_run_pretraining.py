@@ -16,7 +16,6 @@ from bert_tf.weights import checkpoints
 from bert_tf.train import distribute
 from bert_tf.train import records
 from bert_tf.configs import BertConfig
-from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, kill_once_checkpointed, tiny_config,
                      tiny_model, write_bad_record_file, write_records,
@@ -160,7 +159,9 @@ def test_packed_dynamic_masked_run_without_next_sentence_learns_and_restores(tmp
     model = result["train"].model
     assert model.next_sentence is None
     # The unused pooler is frozen at its initial weights (not decayed towards 0).
-    initial = pretraining.PretrainingTask(options).build_model(BertEncoder(options.bert_config))
+    task = pretraining.PretrainingTask(options)
+    task.context = types.SimpleNamespace(config=options.bert_config)
+    initial = task.create_model()  # seeded as the run's
     initial.build()
     assert not any("pooler" in v.path for v in model.trainable_variables)
     np.testing.assert_array_equal(model.encoder.pooler.dense.kernel.numpy(),

@@ -162,12 +162,19 @@ def test_predict_file_without_answers_is_not_evaluated(tmp_path):
 @pytest.mark.parametrize("change, message", [
     (dict(n_best_size=0), "n_best_size must be at least 1"),
     (dict(max_answer_length=0), "max_answer_length must be at least 1"),
-    (dict(pack_sequences=True), "pack_sequences is not available for SQuAD"),
 ])
 def test_settings_that_cannot_work_are_refused(tmp_path, change, message):
     dev_file = write_squad(tmp_path / "dev.json", 3, seed=1)
     with pytest.raises(ValueError, match=message):
         squad_task.run(options(tmp_path, do_predict=True, predict_file=dev_file, **change))
+
+
+@pytest.mark.parametrize("name", ["pack_sequences", "do_eval", "dropout_rate"])
+def test_options_squad_does_not_take_are_not_options(tmp_path, name):
+    # Packing (its start/end softmax covers the whole row, padding included), a dev-data
+    # step (do_predict scores predict_file) and head dropout are not run_squad's.
+    with pytest.raises(TypeError, match=name):
+        options(tmp_path, do_predict=True, **{name: True})
 
 
 def write_tiny_inputs(tmp_path):

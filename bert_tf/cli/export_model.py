@@ -37,7 +37,7 @@ from bert_tf import command_line
 from bert_tf.tasks import export_checkpoint
 
 OPTIONS = export_checkpoint.ExportOptions
-REQUIRED = ("model_type", "init_checkpoint", "export_dir")
+REQUIRED = ("init_checkpoint", "export_dir")
 
 
 def export(options):

@@ -23,13 +23,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, option
 
 BALANCED = "balanced"
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassWeightOptions:
+class ClassWeightOptions(OptionGroup):
     """The option of the tasks whose loss takes class weights (classifier, NER)."""
     class_weights: Optional[str] = option(
         None, "Weights of the classes (NER: tags) in the training loss: 'balanced' "
@@ -38,6 +38,10 @@ class ClassWeightOptions:
         "is sum(w_i * loss_i) / sum(w_i) as torch's CrossEntropyLoss(weight=...); with "
         "--multi_label the weight of each label's positive term (torch's pos_weight; "
         "balanced: negatives / positives). Logged and written into eval_results.")
+
+    def check(self) -> None:
+        """Refuses a --class_weights value that does not parse, naming the pair."""
+        parse_class_weights(self.class_weights)
 
 
 def parse_class_weights(text: Optional[str]) -> Union[None, str, dict]:

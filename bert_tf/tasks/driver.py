@@ -13,6 +13,7 @@ and export then use (`bert_tf.tasks.best_checkpoint`).
 
 import contextlib
 import dataclasses
+import os
 
 import keras
 import numpy as np
@@ -20,13 +21,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.models import BertEncoder
 from bert_tf.options import option_specs
 from bert_tf.serving import export
-from bert_tf.tasks import best_checkpoint
+from bert_tf.tasks import best_checkpoint, run_config
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
-from bert_tf.train import distribute, loop, optimization
+from bert_tf.train import distribute, loop, optimization, step_hook
 from bert_tf.weights import checkpoints
 from bert_tf.weights.load_report import name_list
 
@@ -68,13 +68,19 @@ def execute(task, strategy=None) -> Outcome:
 def _execute_steps(task, context) -> Outcome:
     """Setup, then training, the scored splits and the export the options ask for."""
     options = context.options
-    if options.seed is not None:
+    if options.seed is not None:  # data order; the model is seeded again as it is built
         keras.utils.set_random_seed(options.seed)
     task.setup(context)
     runner = ModelRunner(context, task)
     hook = best_checkpoint.training_evaluation(task, runner)  # refuses bad flags first
     if task.records_run_settings:
         context.check_run_settings(task.model_type, task.name, task.labels)
+    if options.do_train or not os.path.exists(os.path.join(options.output_dir,
+                                                           run_config.CONFIG_FILE)):
+        if distribute.is_chief(context.strategy):  # an eval-only run keeps the trained one
+            run_config.write(options.output_dir, run_config.describe(task, context))
+    if options.do_train and distribute.is_chief(context.strategy):
+        context.write_model_files()
     if options.do_train:
         runner.train(hook)
     results, written = {}, []
@@ -87,11 +93,12 @@ def _execute_steps(task, context) -> Outcome:
                     written.append(task_lib.write_results(
                         options.output_dir, task.result_names[split], scores))
             results.update(scores)
-    if getattr(options, "export_dir", None) and runner.model is not None:
+    export_dir = getattr(options, "export_dir", None)
+    if export_dir and runner.model is not None:
         logging.info("Exporting the model of global_step %d%s", runner.global_step,
                      f" (the best checkpoint, {runner.best})" if runner.best else "")
         written.append(export.export_finetuned_model(
-            runner.model, options.export_dir, task.model_type, context.vocab.path,
+            runner.model, export_dir, task.model_type, context.vocab.path,
             options.do_lower_case, options.max_seq_length, **task.export_options()))
     logging.info("Done: %s at global_step %d in %s%s", task.name, runner.global_step,
                  options.output_dir, "; wrote " + ", ".join(written) if written else "")
@@ -127,17 +134,16 @@ class ModelRunner:
         self.model, self.global_step, self.train_result = None, 0, None
         self.best = None  # the best checkpoint (output_dir/best/) the model was read from
 
-    def _model_fn(self, load_init, reports=None):
+    def _model_fn(self, start=False, reports=None):
+        """Builds the task's model; with `start`, also initializes it from
+        init_checkpoint (evaluation without training; a training run starts in the loop,
+        once its optimizer exists)."""
         def model_fn():
-            model = self.task.build_model(BertEncoder(self.context.config))
+            model = self.task.create_model()
             model.build()
-            init_checkpoint = self.context.options.init_checkpoint
-            if load_init and init_checkpoint:
-                # The loader logs its report (loaded / newly initialised / unmatched).
-                report = checkpoints.load_pretrained_weights(
-                    model, init_checkpoint,
-                    allow_random_encoder=self.context.options.allow_random_encoder)
-                if reports is not None:
+            if start:
+                report = self.task.initialize(model)
+                if reports is not None and report is not None:
                     reports.append(report)
             return model
         return model_fn
@@ -152,12 +158,10 @@ class ModelRunner:
         logging.info("Training: %s%d steps (%d warm-up) of %d rows",
                      f"{data.num_examples} examples, " if data.num_examples else "",
                      num_steps, num_warmup, data.rows_per_batch)
-        fresh = self.context.latest_checkpoint() is None
-        strict = task.strict_init
         try:
             result = loop.train(
-                self.context.strategy, self._model_fn(load_init=fresh and not strict),
-                task.loss, data.dataset_fn, optimizer_fn=lambda: optimization.create_optimizer(
+                self.context.strategy, self._model_fn(), task.loss, data.dataset_fn,
+                optimizer_fn=lambda: optimization.create_optimizer(
                     options.learning_rate, num_steps, num_warmup,
                     optimizer_type=options.optimizer,
                     weight_decay_rate=options.weight_decay_rate,
@@ -165,10 +169,8 @@ class ModelRunner:
                     adam_bias_correction=options.adam_bias_correction),
                 settings=loop.LoopSettings.from_options(options, num_steps,
                                                         data.rows_per_batch),
-                init_checkpoint=options.init_checkpoint if strict else None,
-                google_checkpoint_prefix=getattr(task, "google_checkpoint_prefix", None),
-                restore_optimizer_state=getattr(options, "restore_optimizer_state", False),
-                hook=hook)
+                initialize=task.initialize,
+                hook=step_hook.StepHooks([hook] + task.hooks()))
         except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
             task.explain_bad_input(error)
             raise

@@ -27,13 +27,13 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf import options as options_lib
 from bert_tf.models import BertEncoder, EncoderHeadModel
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import run_context
 from bert_tf.tasks.classification import multi_label
-from bert_tf.tasks.options import EncoderSourceOptions
-from bert_tf.text import tokenization, windows
+from bert_tf.tasks import option_groups as groups
+from bert_tf.text import tokenization
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import loop
 from bert_tf.weights import checkpoints
@@ -44,8 +44,8 @@ EXPORT_FORMATS = model_registry.FORMATS
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExportOptions(EncoderSourceOptions):
-    """What bert-export-model exports (see each field's help)."""
+class ExportModel(OptionGroup):
+    """What is exported, in which format, with which labels, into which folder."""
     model_type: Optional[str] = option(
         None, "What to export (squad = span_labeler, ner = token_classifier; pretrainer: "
         "the masked-LM and next-sentence heads, --export_format=huggingface only).",
@@ -63,45 +63,47 @@ class ExportOptions(EncoderSourceOptions):
         "none", "--export_format=litert: int8 is dynamic-range quantization (int8 weights, "
         "float32 inputs and outputs), about a quarter of the float32 model's size.",
         choices=litert.QUANTIZATIONS)
-    init_checkpoint: Optional[str] = option(
-        None, "Fine-tuning output_dir / training checkpoint, google-research checkpoint "
-        "(folder or prefix) or Hugging Face folder.")
-    bert_config_file: Optional[str] = option(
-        None, "bert_config.json (default: the one in or beside init_checkpoint).")
-    vocab_file: Optional[str] = option(
-        None, "vocab.txt the model was trained with (default: in init_checkpoint).")
-    do_lower_case: bool = option(True, "Uncased model: lowercase and strip accents.")
-    max_seq_length: int = option(128, "Sequence length of the signatures (tfhub: the "
-                                 "preprocessor's default; litert: the model's one row).")
     label_names: Optional[list] = option(
         None, "Class / tag names in label-id order (default: the label list of a "
         "fine-tuning output_dir; other names for its ids are fine, its labels in another "
         "order are refused).")
     labels_file: Optional[str] = option(None, "Class / tag names, one per line, in id order.")
-    is_regression: bool = option(False, "classifier: one output `score`.")
     text_pair: bool = option(False, "classifier: serving_default takes text_a and text_b.")
-    doc_stride: Optional[int] = option(
-        None, "classifier: judge a long text on all of it, in windows this many tokens "
-        "apart with their logits pooled, as a run with --long_document=windows and this "
-        "--doc_stride (default: cut to max_seq_length).")
-    window_pooling: str = option("mean", "classifier with --doc_stride: how the windows' "
-                                 "logits combine (as the run's --window_pooling).",
-                                 choices=windows.POOLINGS)
-    multi_label_threshold: Optional[float] = option(
-        None, "classifier of a --multi_label run, SavedModel: a label is predicted when "
-        "its probability is at least this, as the run's --multi_label_threshold "
-        "(default 0.5).")
-    max_query_length: int = option(64, "squad: question tokens kept.")
-    max_answer_length: int = option(30, "squad: longest answer in tokens.")
-    export_dir: Optional[str] = option(None, "SavedModel folder or TF Serving model base "
-                                             "path (other formats: the folder to write).")
-    overwrite: bool = option(False, "Replace an existing SavedModel at export_dir (other "
-                                    "formats: a folder that is not empty).")
     versioned: bool = option(False, "Write export_dir/<next version number>.")
-    allow_case_mismatch: bool = option(
-        False, "Export even when do_lower_case does not fit the vocab or the released "
-        "folder name (uncased / cased).")
 
+
+ExportOptions = compose(
+    "ExportOptions", ExportModel, groups.MODEL_SOURCE, groups.TOKENIZER,
+    groups.SequenceLength, groups.Regression, groups.DocStride, groups.WindowPooling,
+    groups.MultiLabelThreshold, groups.QuestionLengths, groups.ExportDir, groups.Overwrite,
+    defaults={"window_pooling": "mean", "multi_label_threshold": None},
+    helps={
+        "init_checkpoint": "Fine-tuning output_dir / training checkpoint, google-research "
+                           "checkpoint (folder or prefix) or Hugging Face folder.",
+        "bert_config_file": "bert_config.json (default: the one in or beside "
+                            "init_checkpoint).",
+        "vocab_file": "vocab.txt the model was trained with (default: in init_checkpoint).",
+        "allow_case_mismatch": "Export even when do_lower_case does not fit the vocab or "
+                               "the released folder name (uncased / cased).",
+        "max_seq_length": "Sequence length of the signatures (tfhub: the preprocessor's "
+                          "default; litert: the model's one row).",
+        "is_regression": "classifier: one output `score`.",
+        "doc_stride": "classifier: judge a long text on all of it, in windows this many "
+                      "tokens apart with their logits pooled, as a run with "
+                      "--long_document=windows and this --doc_stride (default: cut to "
+                      "max_seq_length).",
+        "window_pooling": "classifier with --doc_stride: how the windows' logits combine "
+                          "(as the run's --window_pooling).",
+        "multi_label_threshold": "classifier of a --multi_label run, SavedModel: a label "
+                                 "is predicted when its probability is at least this, as "
+                                 "the run's --multi_label_threshold (default 0.5).",
+        "max_query_length": "squad: question tokens kept.",
+        "max_answer_length": "squad: longest answer in tokens.",
+        "export_dir": "SavedModel folder or TF Serving model base path (other formats: "
+                      "the folder to write).",
+        "overwrite": "Replace an existing SavedModel at export_dir (other formats: a "
+                     "folder that is not empty)."},
+    doc="What bert-export-model exports (see each field's help).")
 
 
 def read_label_names(label_names, labels_file):

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import time
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -23,30 +22,32 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.models import BertEncoder
-from bert_tf.options import option
+from bert_tf.options import OptionGroup, check_integer, compose, option
+from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks import run_context
-from bert_tf.tasks.options import EncoderSourceOptions
 from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
 from bert_tf.weights import from_pretrained
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExtractOptions(EncoderSourceOptions):
-    """What bert-extract-features reads and writes (see each field's help)."""
-    input_file: Optional[str] = option(None, "Text file: one text or `text_a ||| text_b` "
-                                             "a line.")
-    output_file: Optional[str] = option(None, "JSON lines output.")
+class ExtractLayers(OptionGroup):
+    """Which layers are written, and how many sequences a model call takes."""
     layers: str = option("-1,-2,-3,-4", "Comma-separated Transformer block indexes.")
-    bert_config_file: Optional[str] = option(
-        None, "bert_config.json (default: the one in init_checkpoint).")
-    init_checkpoint: Optional[str] = option(
-        None, "Released checkpoint folder, checkpoint prefix or Hugging Face folder.")
-    vocab_file: Optional[str] = option(None, "vocab.txt (default: the one in "
-                                             "init_checkpoint).")
-    do_lower_case: bool = option(True, "Uncased model: lowercase and strip accents.")
-    max_seq_length: int = option(128, "Tokens per sequence ([CLS] and [SEP] included).")
     batch_size: int = option(32, "Sequences per model call.")
+
+    def check(self) -> None:
+        check_integer(self, "batch_size")
+
+
+ExtractOptions = compose(
+    "ExtractOptions", groups.InputFile, groups.OutputFile, ExtractLayers,
+    groups.MODEL_SOURCE, groups.Vocab, groups.Case, groups.SequenceLength,
+    helps={"input_file": "Text file: one text or `text_a ||| text_b` a line.",
+           "output_file": "JSON lines output.",
+           "init_checkpoint": "Released checkpoint folder, checkpoint prefix or Hugging "
+                              "Face folder."},
+    doc="What bert-extract-features reads and writes (see each field's help).")
 
 
 def run(options: ExtractOptions) -> int:

@@ -18,75 +18,69 @@ import dataclasses
 import os
 from typing import Optional
 
-import keras
 import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
-from bert_tf.models import BertPretrainer, next_sentence_weights, pretraining_losses
-from bert_tf.options import option
+from bert_tf.models import (BertEncoder, BertPretrainer, next_sentence_weights,
+                            pretraining_losses)
+from bert_tf import options as options_lib
+from bert_tf.options import OptionGroup, check_integer, compose, option
 from bert_tf.tasks import driver
-from bert_tf.tasks.options import TrainingOptions
+from bert_tf.tasks import option_groups as groups
+from bert_tf.tasks.options import Packing, TrainingOptions
 from bert_tf.tasks.task import Task, TrainData
-from bert_tf.train import (distribute, loop, masking, optimization, records, sequence_packing,
+from bert_tf.train import (distribute, loop, masking, optimization, records, step_hook,
                            warm_start)
+from bert_tf.weights import checkpoints
 
 
 @dataclasses.dataclass(kw_only=True)
-class PretrainingOptions(TrainingOptions):
-    """Everything `run_pretraining` needs (see each field's help)."""
+class StepSchedule(OptionGroup):
+    """How long pre-training trains and warms up, in optimizer steps."""
+    num_train_steps: int = option(100000, "Optimizer steps.")
+    num_warmup_steps: int = option(10000, "Linear warm-up steps.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainingData(OptionGroup):
+    """The model config of the Python API, how the records are read and evaluated."""
     bert_config: Optional[BertConfig] = option(
         None, "The model's BertConfig (Python API; the command reads bert_config_file).",
         flag=False)
-    input_file: Optional[str] = option(
-        None, "Input TFRecord files (comma-separated globs; gzip or not).")
-    do_eval: bool = option(False, "Evaluate on input_file (at most max_eval_steps batches); "
-                                  "writes eval_results.txt and .json.")
-    max_predictions_per_seq: int = option(20, "Masked positions per record.")
-    num_train_steps: int = option(100000, "Optimizer steps.")
-    num_warmup_steps: int = option(10000, "Linear warm-up steps.")
-    steps_per_loop: int = option(1000, "Steps per compiled loop call (progress is logged "
-                                       "per loop).", aliases=("iterations_per_loop",))
     max_eval_steps: int = option(100, "Maximum eval batches.")
     input_compression: str = option(
         "auto", "Compression of the input files; auto: gzip when the file starts with the "
         "gzip magic bytes.", choices=records.COMPRESSION_TYPES)
-    pack_sequences: bool = option(
-        False, "Pack up to --max_sequences_per_row instances into each row of "
-        "--max_seq_length (best-fit bin packing over windows of instances): less padding, "
-        "the same losses. Each instance attends only to itself, its position ids restart "
-        "at 0 and the next-sentence head reads its own [CLS]. --train_batch_size then "
-        "counts rows.")
-    max_sequences_per_row: int = option(
-        3, "With --pack_sequences: at most this many instances share a row (>= 1). A row "
-        "has --max_predictions_per_seq + max_sequences_per_row - 1 masked-LM slots; an "
-        "instance that would overflow them (or the row's tokens) goes to another row.")
     packing_window: int = option(1024, "With --pack_sequences: instances bin-packed "
                                        "together (a window of the shuffled input).")
+
+    def check(self) -> None:
+        for name in ("max_eval_steps", "packing_window"):
+            check_integer(self, name)
+
+
+@dataclasses.dataclass(kw_only=True)
+class DynamicMasking(OptionGroup):
+    """Masks drawn while training instead of at data time."""
     dynamic_masking: bool = option(
         False, "Draw the masks in the input pipeline, anew each epoch, with the original's "
         "rules (--masked_lm_prob, 80% [MASK] / 10% kept / 10% random, at most "
         "--max_predictions_per_seq, never [CLS]/[SEP]/[PAD]). Needs records without masks "
         "(create_pretraining_data --masking=none) and --vocab_file.")
-    vocab_file: Optional[str] = option(
-        None, "vocab.txt of the model: with --dynamic_masking, the ids of [MASK], the "
-        "special tokens and the ## word pieces.")
-    masked_lm_prob: float = option(0.15, "With --dynamic_masking: share of the tokens of "
-                                         "each instance to mask.")
-    whole_word_masking: bool = option(
-        False, "With --dynamic_masking: mask all the word pieces of a word together, and "
-        "the characters of a segmented word when the records carry word_starts "
-        "(create_pretraining_data --masking=none --word_segmenter / "
-        "--word_boundaries_file).",
-        aliases=("do_whole_word_mask",))
     max_ngram_size: int = option(
         1, "With --dynamic_masking and --whole_word_masking: mask spans of up to this many "
         "whole words, span length n drawn with weight 1/n (tensorflow/models' n-gram "
         "masking). 1: single words.")
-    next_sentence: bool = option(
-        True, "Train the next-sentence head on next_sentence_labels. false: masked LM only "
-        "(RoBERTa; records of create_pretraining_data --next_sentence=false), the model "
-        "has no next-sentence head.")
+
+    def check(self) -> None:
+        if not options_lib.is_integer(self.max_ngram_size) or self.max_ngram_size < 1:
+            raise ValueError(f"max_ngram_size={self.max_ngram_size}: expected >= 1")
+
+
+@dataclasses.dataclass(kw_only=True)
+class OptimizerState(OptionGroup):
+    """Phase 2 of a two-phase pre-training."""
     restore_optimizer_state: bool = option(
         False, "Phase 2 of a two-phase pre-training: with --init_checkpoint=<the output_dir "
         "of the previous bert-run-pretraining run>, start from its optimizer moments "
@@ -96,18 +90,56 @@ class PretrainingOptions(TrainingOptions):
         "state (a released model).")
 
 
+def check_schedule(options) -> None:
+    """Refuses a training schedule that cannot work (steps, warm-up, learning rate)."""
+    if options.do_train:
+        optimization.validate_schedule(options.learning_rate, options.num_train_steps,
+                                       options.num_warmup_steps)
+
+
+def check_masking_flags(options) -> None:
+    """Refuses the flags of masks drawn in training without --dynamic_masking."""
+    if options.dynamic_masking:
+        return
+    for flag, value, default in (("whole_word_masking", options.whole_word_masking, False),
+                                 ("max_ngram_size", options.max_ngram_size, 1)):
+        if value != default:
+            raise ValueError(f"--{flag} applies to masks drawn in training: it needs "
+                             "--dynamic_masking (records without masks)")
+
+
+PretrainingOptions = compose(
+    "PretrainingOptions", TrainingOptions, groups.InputFile, groups.Vocab, groups.MaskedLm,
+    Packing, StepSchedule, PretrainingData, DynamicMasking, OptimizerState,
+    defaults={"steps_per_loop": 1000},
+    helps={"input_file": "Input TFRecord files (comma-separated globs; gzip or not).",
+           "do_eval": "Evaluate on input_file (at most max_eval_steps batches); writes "
+                      "eval_results.txt and .json.",
+           "steps_per_loop": "Steps per compiled loop call (progress is logged per loop).",
+           "pack_sequences": "Pack up to --max_sequences_per_row instances into each row "
+           "of --max_seq_length (best-fit bin packing over windows of instances): less "
+           "padding, the same losses. Each instance attends only to itself, its position "
+           "ids restart at 0 and the next-sentence head reads its own [CLS]. "
+           "--train_batch_size then counts rows.",
+           "max_sequences_per_row": "With --pack_sequences: at most this many instances "
+           "share a row (>= 1). A row has --max_predictions_per_seq + "
+           "max_sequences_per_row - 1 masked-LM slots; an instance that would overflow "
+           "them (or the row's tokens) goes to another row.",
+           "vocab_file": "vocab.txt of the model: with --dynamic_masking, the ids of "
+                         "[MASK], the special tokens and the ## word pieces."},
+    checks=(check_schedule, check_masking_flags),
+    doc="Everything `run_pretraining` needs (see each field's help).")
+
+
 def check_options(options, context):
-    """Rejects options that cannot work, naming the flag, before anything runs.
+    """Rejects what the options cannot do with this run's strategy, config and records,
+    naming the flag, before anything runs (the options' own values: `options.check()`).
 
     Returns:
       The `MaskingOptions` of --dynamic_masking (None without it), built once.
     """
     strategy = context.strategy
-    if not options.input_file:
-        raise ValueError("--input_file is required")
     if options.do_train:
-        optimization.validate_schedule(options.learning_rate, options.num_train_steps,
-                                       options.num_warmup_steps)
         distribute.check_global_batch_size(
             options.train_batch_size, strategy, "train_batch_size",
             micro_batches=options.gradient_accumulation_steps)
@@ -123,11 +155,6 @@ def check_options(options, context):
         raise ValueError(f"--input_file={options.input_file}: the {len(input_files)} "
                          "file(s) it names are empty (no records); write records with "
                          "create_pretraining_data first")
-    if options.pack_sequences:
-        try:
-            sequence_packing.check_max_sequences_per_row(options.max_sequences_per_row)
-        except ValueError as error:
-            raise ValueError(f"--{error}") from None
     return _check_masking_options(options, context.vocab)
 
 
@@ -146,11 +173,6 @@ def _check_masking_options(options, vocab):
             "create_pretraining_data --masking=none); add --dynamic_masking and "
             "--vocab_file to draw them during training")
     if not options.dynamic_masking:
-        for flag, value, default in (("whole_word_masking", options.whole_word_masking, False),
-                                     ("max_ngram_size", options.max_ngram_size, 1)):
-            if value != default:
-                raise ValueError(f"--{flag} applies to masks drawn in training: it needs "
-                                 "--dynamic_masking (records without masks)")
         return None
     if vocab is None:
         raise ValueError("--dynamic_masking needs --vocab_file (the ids of [MASK], the "
@@ -271,8 +293,8 @@ def dataset_fn_for(options, is_training, mask_options=None):
 class PretrainingTask(Task):
     """Masked LM (+ next-sentence prediction) on TFRecords of create_pretraining_data."""
     name = "pretraining"
+    command = "pretraining"
     model_type = "pretrainer"
-    strict_init = True  # the encoder must load whole; the heads may start fresh
     needs_pretrained_encoder = False  # pre-training from scratch is the usual start
     needs_vocab = False
     records_run_settings = False  # restoring a checkpoint checks that it fits
@@ -280,8 +302,6 @@ class PretrainingTask(Task):
     def __init__(self, options: PretrainingOptions):
         super().__init__(options)
         self.mask_options = None
-        self.google_checkpoint_prefix = os.path.join(options.output_dir or "",
-                                                     "bert_model.ckpt")
 
     def setup(self, context):
         super().setup(context)
@@ -290,16 +310,30 @@ class PretrainingTask(Task):
     def schedule(self, num_examples):
         return self.options.num_train_steps, self.options.num_warmup_steps
 
-    def build_model(self, encoder):
-        if self.options.seed is not None:
-            keras.utils.set_random_seed(self.options.seed)
-            encoder = type(encoder)(encoder.config)  # built after the seed, as before
+    def build_model(self):
+        encoder = BertEncoder(self.context.config)
         if not self.options.next_sentence:
             # No head reads the pooler: frozen, it keeps its initial (or loaded) weights
             # instead of shrinking under weight decay with zero gradients.
             encoder.pooler.trainable = False
         return BertPretrainer(encoder, next_sentence=self.options.next_sentence,
                               name="bert_pretrainer")
+
+    def initialize(self, model, optimizer=None):
+        """The whole encoder must load; the heads when init_checkpoint has them, and the
+        optimizer moments with `restore_optimizer_state` (`bert_tf.train.warm_start`)."""
+        if not self.options.init_checkpoint:
+            return None
+        return warm_start.start_from(
+            model, optimizer, self.options.init_checkpoint,
+            self.options.restore_optimizer_state and optimizer is not None)
+
+    def hooks(self):
+        """The trained model is also written in the google-research layout (chief)."""
+        if not distribute.is_chief(self.context.strategy):
+            return []
+        return [GoogleCheckpointAtEnd(os.path.join(self.options.output_dir,
+                                                   "bert_model.ckpt"))]
 
     def loss(self, features, outputs):
         return pretraining_losses_and_accuracy(features, outputs)
@@ -326,6 +360,17 @@ class PretrainingTask(Task):
                                 pretraining_metrics, num_steps=self.options.max_eval_steps)
         results.pop("eval_steps")
         return results
+
+
+class GoogleCheckpointAtEnd(step_hook.StepHook):
+    """Writes the trained model as `bert_model.ckpt.*` + `bert_config.json` at the end
+    (a valid `--init_checkpoint` of the original's scripts and every runner)."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def end(self, model) -> None:
+        checkpoints.save_google_checkpoint(model, self.prefix, write_config=True)
 
 
 def run_pretraining(options, strategy=None):

@@ -152,9 +152,8 @@ class RunContext:
                                  "remove that one to start over")
         elif self.options.do_train:
             fileio.write_text_atomic(path, json.dumps(settings, indent=1, sort_keys=True))
-            self._write_model_files()
 
-    def _write_model_files(self) -> None:
+    def write_model_files(self) -> None:
         """`bert_config.json` and `vocab.txt` beside the run's checkpoints, so that its
         output_dir is a model folder (an init_checkpoint of a next run, extraction,
         export) without further flags. Files already there are kept."""
@@ -162,7 +161,11 @@ class RunContext:
         if not os.path.exists(config_path):
             self.config.to_json_file(config_path)
         vocab_path = os.path.join(self.output_dir, "vocab.txt")
-        if self.vocab is not None and not os.path.exists(vocab_path):
+        if self.vocab is None and not os.path.exists(vocab_path):
+            logging.warning("No vocab.txt in %s: pass --vocab_file (the vocab of the "
+                            "training records) so that the run folder is a complete model "
+                            "for fine-tuning and export", self.output_dir)
+        elif self.vocab is not None and not os.path.exists(vocab_path):
             fileio.write_text_atomic(vocab_path, "".join(t + "\n" for t in self.vocab.tokens))
 
 

@@ -3,8 +3,8 @@ build its model, its data per split, its loss, how to score and what to write an
 export. `bert_tf.tasks.driver.run` runs train / eval / predict / export for any task.
 
     class MyTask(Task):
-        name, model_type = "my_task", "classifier"
-        def build_model(self, encoder): ...             # encoder -> head model
+        name, command, model_type = "my_task", "my_task", "classifier"
+        def build_model(self): ...                      # the whole model (seeded before)
         def loss(self, features, outputs): ...          # scalar or {"total_loss": ...}
         def train_data(self): ...                       # TrainData
         def evaluate(self, split, runner): ...          # metrics dict ({}: no gold)
@@ -16,10 +16,13 @@ import json
 import os
 from typing import Callable, Optional
 
+import keras
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.train import finetune_packing
+from bert_tf.tasks import run_config
+from bert_tf.train import finetune_packing, loop
+from bert_tf.weights import checkpoints
 
 
 @dataclasses.dataclass
@@ -40,16 +43,16 @@ class TrainData:
 
 class Task:
     """The base every task extends; the driver calls these methods in this order:
-    `check_inputs`, `setup` (with the run context), `train_data` / `loss` /
-    `build_model` when training, `evaluate` per split, `export_options` when exporting.
+    `check_inputs`, `setup` (with the run context), `create_model` and `initialize`
+    whenever a model is needed, `train_data` / `loss` / `hooks` when training,
+    `evaluate` per split, `export_options` when exporting.
 
     Attributes:
-      name: The task's name in run_settings.json ("classification/mrpc", "ner", ...).
+      name: The task's name in the run's config.json ("classification/mrpc", "ner", ...).
+      command: Its name in the task registry (`bert-train --task=...`).
       model_type: The export kind: "classifier", "token_classifier", "span_labeler",
         or "pretrainer" (not exported).
       result_names: The results file of each scored split (`<name>_results.txt`).
-      strict_init: init_checkpoint must hold every encoder weight (pre-training);
-        otherwise the report of what was loaded is logged (fine-tuning heads are new).
       needs_pretrained_encoder: Training starts from init_checkpoint; without one (and
         without a checkpoint to resume) the run needs allow_random_encoder.
       needs_vocab: The task tokenizes (the run context then requires a vocab).
@@ -58,10 +61,10 @@ class Task:
         the dev data of do_eval (SQuAD: "predict", its predict_file is the dev set).
     """
     name = "task"
-    model_type = "classifier"
+    command = "task"
+    model_type = None
     result_names = {"eval": "eval", "predict": "test"}
     train_eval_split = "eval"
-    strict_init = False
     needs_pretrained_encoder = True
     needs_vocab = True
     records_run_settings = True  # run_settings.json guards the output_dir
@@ -89,9 +92,45 @@ class Task:
         steps = max(1, int(num_examples / options.train_batch_size * options.num_train_epochs))
         return steps, int(steps * options.warmup_proportion)
 
-    def build_model(self, encoder):
-        """The task's model on `encoder` (a `BertEncoder` of the run's config)."""
+    def create_model(self):
+        """The task's whole model, built right after seeding with `options.seed`, so that
+        one seed gives the same encoder weights whatever the task (not overridden)."""
+        if self.options.seed is not None:
+            keras.utils.set_random_seed(self.options.seed)
+        return self.build_model()
+
+    def build_model(self):
+        """The task's whole model (encoder and head) on `self.context.config`."""
         raise NotImplementedError
+
+    def initialize(self, model, optimizer=None):
+        """Starts a fresh `model` from `init_checkpoint`: whole (head too) when it is a
+        checkpoint of a run of this very model (`run_config.same_model`), else its
+        pre-trained encoder. Pre-training overrides this (strict, optimizer moments).
+
+        Returns:
+          The `LoadReport` of a pre-trained encoder (None when restored whole or when
+          there is no init_checkpoint).
+        """
+        del optimizer  # fine-tuning starts a new optimizer
+        options = self.options
+        if not options.init_checkpoint:
+            return None
+        saved = run_config.read(options.init_checkpoint)
+        prefix = checkpoints.training_checkpoint(options.init_checkpoint)
+        if prefix and run_config.same_model(saved, self.model_type, self.name, self.labels):
+            step = loop.restore_model(model, prefix)
+            logging.info("Started from %s (global_step %d), a run of this task: its %s "
+                         "head too", prefix, step, self.model_type)
+            return None
+        # The loader logs its report (loaded / newly initialised / unmatched).
+        return checkpoints.load_pretrained_weights(
+            model, options.init_checkpoint,
+            allow_random_encoder=options.allow_random_encoder)
+
+    def hooks(self) -> list:
+        """`StepHook`s of the training loop that the task adds (end-of-run work)."""
+        return []
 
     def loss(self, features, outputs):
         """Scalar loss, or a dict with "total_loss" and other scalars to log."""

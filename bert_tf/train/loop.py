@@ -12,13 +12,11 @@ data)::
                                        #   feature dicts, batched per replica
         optimizer_fn=lambda: optimization.create_optimizer(...),  # in strategy.scope()
         settings=LoopSettings(output_dir=..., num_train_steps=..., global_batch_size=...),
-        init_checkpoint=None,          # google-research folder/prefix, HF folder or a run's
-                                       #   output_dir; used on a fresh start only, checked
-                                       #   against the model (bert_tf.train.warm_start)
-        google_checkpoint_prefix=None, # final model also in the TF1 layout (+ config)
-        restore_optimizer_state=False, # also the optimizer moments of init_checkpoint
+        initialize=None,               # (model, optimizer) -> None: starts a fresh run
+                                       #   (no checkpoint in output_dir) from its weights
         hook=None)                     # a step_hook.StepHook: called between loops, may
-                                       #   stop the run (evaluation while training)
+                                       #   stop the run (evaluation while training), and
+                                       #   at the end (a task's end-of-run work)
     result.model, result.global_step, result.losses, result.history, result.stopped_early
 
     metrics = loop.evaluate(strategy, model, eval_dataset_fn, metrics_fn,
@@ -56,21 +54,20 @@ import contextlib
 import dataclasses
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import keras
 import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
+from bert_tf import options as options_lib
 from bert_tf.train import distribute
 from bert_tf.train import optimization
 from bert_tf.train import preemption
 from bert_tf.train import progress
 from bert_tf.train import step_hook as step_hook_lib
 from bert_tf.train import steps
-from bert_tf.train import warm_start
-from bert_tf.weights import checkpoints
 
 MIXED_PRECISION = (None, "none", "bfloat16", "float16")
 
@@ -114,12 +111,12 @@ class LoopSettings:
                    mixed_precision=options.mixed_precision, use_xla=options.use_xla)
 
     def check(self, strategy):
-        """Raises ValueError for settings that cannot work, naming the setting."""
+        """Raises ValueError for settings that cannot work, naming the setting (the
+        loop's own guard for callers of `train`; a command's options were refused
+        earlier, by the same rule, in their groups: `bert_tf.tasks.options`)."""
         for name in ("num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max",
                      "steps_per_loop", "gradient_accumulation_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            options_lib.check_integer(self, name)
         if self.mixed_precision not in MIXED_PRECISION:
             raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION[1:]}, "
                              f"got {self.mixed_precision!r}")
@@ -253,14 +250,15 @@ def _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_wr
 
 
 def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
-          settings: LoopSettings, init_checkpoint=None, google_checkpoint_prefix=None,
-          restore_optimizer_state=False, hook: Optional[step_hook_lib.StepHook] = None):
+          settings: LoopSettings, initialize: Optional[Callable] = None,
+          hook: Optional[step_hook_lib.StepHook] = None):
     """Trains (or resumes training) to `settings.num_train_steps`; see the module docstring.
 
-    A fresh run starts from `init_checkpoint` (`bert_tf.train.warm_start`), with its
-    optimizer moments too when `restore_optimizer_state`. `hook` (`step_hook.StepHook`)
-    is called between loops of steps; when it asks to stop, a checkpoint is saved at the
-    step reached and the result says `stopped_early`.
+    A fresh run (no checkpoint in `settings.output_dir`) calls `initialize(model,
+    optimizer)` once both are built: the task's own start (pre-trained weights, optimizer
+    moments). `hook` (`step_hook.StepHook`) is called between loops of steps; when it
+    asks to stop, a checkpoint is saved at the step reached and the result says
+    `stopped_early`. Its `end(model)` is called after the last step.
 
     Returns:
         A `TrainResult`.
@@ -294,8 +292,8 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
     if latest and not preemption.restore_latest(tracked, latest):  # the input changed
         iterator = tracked["iterator"] = _make_train_iterator(
             strategy, train_dataset_fn, checkpoint_input_iterator)[0]
-    elif not latest and init_checkpoint:
-        warm_start.start_from(model, optimizer, init_checkpoint, restore_optimizer_state)
+    elif not latest and initialize is not None:
+        initialize(model, optimizer)
     checkpoint_dir = distribute.worker_checkpoint_dir(strategy, output_dir)
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(**tracked), checkpoint_dir, settings.keep_checkpoint_max,
@@ -304,17 +302,16 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         strategy, model, loss_fn, optimizer, global_step, names,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         use_xla=settings.use_xla, host_iterator=host_iterator)
+    hook = hook or step_hook_lib.StepHook()
     with preemption.StopRequests() as stop:  # SIGINT, SIGTERM: save, then stop
         result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
                             _summary_writer(strategy, output_dir), settings, stop,
-                            hook or step_hook_lib.StepHook(), model)
+                            hook, model)
     if stop.requested:
         raise stop.interrupted(result.global_step, result.checkpoint)
     result.model = model
     distribute.cleanup_worker_dir(strategy, checkpoint_dir)
-    if google_checkpoint_prefix and distribute.is_chief(strategy):
-        checkpoints.save_google_checkpoint(model, google_checkpoint_prefix,
-                                           write_config=True)
+    hook.end(model)
     return result
 
 

@@ -54,3 +54,34 @@ class StepHook:
         """Steps from `step` to the next multiple of `every_steps` (None: no limit)."""
         every = self.every_steps
         return (step // every + 1) * every - step if every else None
+
+    def end(self, model) -> None:
+        """Called once when training has reached its last step (not when stopped by a
+        signal), with the trained model: a task's end-of-run work (e.g. pre-training
+        writes the model in the google-research layout)."""
+        del model
+
+
+class StepHooks(StepHook):
+    """Several hooks as one (the loop takes one): those due at a step are called, and
+    the run stops when any of them asks; loops end at the finest `every_steps` set."""
+
+    def __init__(self, hooks):
+        self.hooks = [hook for hook in hooks if hook is not None]
+        everies = [hook.every_steps for hook in self.hooks if hook.every_steps]
+        self.every_steps = min(everies) if everies else 0
+        self._due = []  # the hooks `is_due` found due at the step it was asked about
+
+    def begin(self, step: int) -> bool:
+        return any([hook.begin(step) for hook in self.hooks])  # every hook begins
+
+    def is_due(self, step: int, num_train_steps: int) -> bool:
+        self._due = [hook for hook in self.hooks if hook.is_due(step, num_train_steps)]
+        return bool(self._due)
+
+    def after_steps(self, step: int, model) -> bool:
+        return any([hook.after_steps(step, model) for hook in self._due])
+
+    def end(self, model) -> None:
+        for hook in self.hooks:
+            hook.end(model)

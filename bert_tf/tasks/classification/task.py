@@ -25,10 +25,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.models import BertClassifier
-from bert_tf.options import option
+from bert_tf.models import BertClassifier, BertEncoder
+from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import class_weights as weights_lib
-from bert_tf.tasks import driver, run_context
+from bert_tf.tasks import option_groups as groups
+from bert_tf.tasks import driver, run_config, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
 from bert_tf.tasks.classification import metrics, multi_label
@@ -38,19 +39,17 @@ from bert_tf.train import finetune_packing
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassifierOptions(FinetuneOptions, weights_lib.ClassWeightOptions):
-    """FinetuneOptions plus the task and, for the generic task, its columns."""
+class ClassifierData(OptionGroup):
+    """The task and, for the generic task, its columns, labels and long texts."""
     task_name: str = option(
         "", f"One of: {', '.join(classification_data.TASK_NAMES)} (generic: your own "
         "train/dev/test .tsv/.csv/.jsonl files).")
-    data_dir: str = option("", "Folder with the task's files.")
     text_column: str = option("text", "generic task: column of the text.")
     text_pair_column: Optional[str] = option(None, "generic task: column of the second text.")
     label_column: str = option("label", "generic task: column of the label.")
     id_column: Optional[str] = option(None, "generic task: column of the example id.")
     labels: Optional[list] = option(None, "generic task: class names in id order (default: "
                                     "the sorted labels of the train file).")
-    is_regression: bool = option(False, "generic task: the label is a number.")
     multi_label: bool = option(
         False, "generic task: each row holds a set of labels (none, one or several): "
         "one sigmoid output per label, binary cross-entropy, micro / macro F1 and subset "
@@ -58,9 +57,6 @@ class ClassifierOptions(FinetuneOptions, weights_lib.ClassWeightOptions):
         "gives a list; an empty cell is no label.")
     label_separator: str = option(",", "--multi_label: what separates the labels of a "
                                        "TSV/CSV cell.")
-    multi_label_threshold: float = option(
-        0.5, "--multi_label: a label is predicted when its probability is at least this "
-        "(between 0 and 1; also in the export).")
     xnli_language: str = option("zh", "xnli task: language of train/dev/test.")
     long_document: str = option(
         "truncate", "A text longer than max_seq_length: truncate (the original: its first "
@@ -68,27 +64,37 @@ class ClassifierOptions(FinetuneOptions, weights_lib.ClassWeightOptions):
         "the document's label; eval, predict and the export pool the windows' logits per "
         "document, see --window_pooling). Of a pair, the second text is windowed and the "
         "first repeated in every window.", choices=long_documents.LONG_DOCUMENT_MODES)
-    doc_stride: Optional[int] = option(
-        None, "--long_document=windows: tokens between the starts of consecutive windows, "
-        "below a window's capacity (max_seq_length - 2 tokens; for pairs, those the "
-        "second text gets when the first takes up to half; default: half the capacity).")
-    window_pooling: Optional[str] = option(
-        None, "--long_document=windows: how a document's window logits combine into its "
-        "own: mean (the default) or max.", choices=long_documents.POOLINGS)
+
+    def check(self) -> None:
+        if not self.label_separator:
+            raise ValueError("label_separator must not be empty: it separates the labels "
+                             "of a TSV/CSV cell")
+
+
+ClassifierOptions = compose(
+    "ClassifierOptions", FinetuneOptions, ClassifierData, groups.DataDir, groups.DocStride,
+    groups.WindowPooling, groups.Regression, groups.MultiLabelThreshold,
+    weights_lib.ClassWeightOptions,
+    defaults={"data_dir": ""},
+    helps={"doc_stride": "--long_document=windows: tokens between the starts of "
+           "consecutive windows, below a window's capacity (max_seq_length - 2 tokens; for "
+           "pairs, those the second text gets when the first takes up to half; default: "
+           "half the capacity)."},
+    doc="FinetuneOptions plus the task and, for the generic task, its columns.")
 
 
 def make_processor(options: ClassifierOptions):
-    """The task's processor; a generic task without labels reuses the saved label list."""
+    """The task's processor; a generic task without labels that does not train uses
+    those of its trained run: output_dir's, else init_checkpoint's (a run's folder or
+    checkpoint)."""
     name = options.task_name.strip().lower()
     if options.multi_label and name not in ("generic", "csv", "tsv", "jsonl"):
         raise ValueError(f"multi_label needs task_name=generic (your own files); task "
                          f"{options.task_name!r} has one label per example")
     if name in ("generic", "csv", "tsv", "jsonl"):
         labels, origin = options.labels, None
-        if not labels and not options.is_regression and not options.do_train and \
-                os.path.isfile(os.path.join(options.output_dir, run_context.LABEL_LIST_FILE)):
-            labels = run_context.read_label_list(options.output_dir)
-            origin = f"the labels of the trained run in {options.output_dir}"
+        if not labels and not options.is_regression and not options.do_train:
+            labels, origin = _trained_labels(options)
         columns = dict(text_column=options.text_column, labels=labels,
                        text_pair_column=options.text_pair_column,
                        label_column=options.label_column, id_column=options.id_column,
@@ -99,6 +105,17 @@ def make_processor(options: ClassifierOptions):
     if name == "xnli":
         return classification_data.get_processor(name, language=options.xnli_language)
     return classification_data.get_processor(name)
+
+
+def _trained_labels(options):
+    """(labels, where from) of the run a predict- or eval-only run uses; (None, None)."""
+    if os.path.isfile(os.path.join(options.output_dir, run_context.LABEL_LIST_FILE)):
+        return (run_context.read_label_list(options.output_dir),
+                f"the labels of the trained run in {options.output_dir}")
+    saved = run_config.read(options.init_checkpoint)
+    if saved.get("labels"):
+        return saved["labels"], f"the labels of the run in {saved['path']}"
+    return None, None
 
 
 def classifier_loss_fn(is_regression, class_weights=None):
@@ -138,6 +155,7 @@ def _has_pairs(processor) -> bool:
 
 class ClassificationTask(Task):
     """Sentence(-pair) classification or regression: GLUE, XNLI or your own files."""
+    command = "classification"
     model_type = "classifier"
 
     def __init__(self, options: ClassifierOptions):
@@ -158,15 +176,13 @@ class ClassificationTask(Task):
         return self.label_list is None
 
     def check_inputs(self):
-        """A missing data file, malformed class_weights or a threshold outside (0, 1)
-        stop the run before any work."""
+        """A missing data file, windows or class_weights the task's examples cannot take
+        stop the run before any work (the options' own values: `options.check()`)."""
         options = self.options
         long_documents.check_options(options, _has_pairs(self.processor))
         if weights_lib.parse_class_weights(options.class_weights) is not None and \
                 self.processor.is_regression:
             raise ValueError("class_weights needs classes; a regression task has none")
-        if options.multi_label:
-            multi_label.check_threshold(options.multi_label_threshold)
         for flag, split in (("do_train", "train"), ("do_eval", "dev"), ("do_predict", "test")):
             if getattr(self.options, flag):
                 for path in self.processor.data_files(self.options.data_dir, split):
@@ -222,7 +238,8 @@ class ClassificationTask(Task):
             classification_data.text_files.check_unique_ids(examples)
         return examples
 
-    def build_model(self, encoder):
+    def build_model(self):
+        encoder = BertEncoder(self.context.config)
         return BertClassifier(encoder, 1 if self.is_regression else len(self.label_list),
                               dropout_rate=self.options.dropout_rate,
                               head_initializer=self.options.head_initializer)

@@ -18,9 +18,7 @@ checkpoints (a rerun resumes), `eval_results.txt` / `.json` (`eval_accuracy`,
 the predict file has labels, `test_results.txt` / `.json`.
 """
 
-import dataclasses
 import os
-from typing import Optional
 
 import keras
 import numpy as np
@@ -28,39 +26,36 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.models import BertMultipleChoice
-from bert_tf.options import option
+from bert_tf.models import BertMultipleChoice, BertEncoder
+from bert_tf.options import compose
 from bert_tf.tasks import driver
+from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.classification.metrics import accuracy
 from bert_tf.tasks.classification.task import softmax
 from bert_tf.tasks.multiple_choice import data as choice_data
-from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, EvalStep, HeadDropout,
+                                  TrainStep, check_micro_batches)
 from bert_tf.tasks.task import Task, TrainData, cached_features
 
-_NO_FLAG = "Not a run_multiple_choice option (set by code only)."
 SPLITS = ("train", "eval", "predict")
 DEFAULT_FILES = {"train": ("train.csv", "train.jsonl"),
                  "eval": ("val.csv", "dev.csv", "val.jsonl", "dev.jsonl"),
                  "predict": ("test.csv", "test.jsonl")}
 
-
-@dataclasses.dataclass(kw_only=True)
-class MultipleChoiceOptions(FinetuneOptions):
-    """FinetuneOptions plus the data files. No packing: an example is C rows already."""
-    pack_sequences: bool = option(False, _NO_FLAG, flag=False)
-    max_sequences_per_row: int = option(3, _NO_FLAG, flag=False)
-    max_seq_length: int = option(
-        128, "Sub-tokens of each choice's row, [CLS] context question [SEP] choice [SEP].")
-    data_dir: Optional[str] = option(
-        None, "Folder with SWAG's train.csv / val.csv / test.csv, or train / dev (or "
-        "val) / test .jsonl files.")
-    train_file: Optional[str] = option(None, "Training file, .csv or .jsonl (overrides "
-                                             "data_dir).")
-    eval_file: Optional[str] = option(None, "Evaluation file, labelled (overrides "
-                                            "data_dir).")
-    predict_file: Optional[str] = option(
-        None, "File to predict (overrides data_dir); with labels its scores are "
-        "written too.")
+# No packing: an example is C rows already.
+MultipleChoiceOptions = compose(
+    "MultipleChoiceOptions", RUN, TrainStep, EvalStep, TRAINING_LOOP, FINETUNING,
+    HeadDropout, groups.DataDir, groups.SplitFiles, groups.EvalFile,
+    helps={"max_seq_length": "Sub-tokens of each choice's row, [CLS] context question "
+                             "[SEP] choice [SEP].",
+           "data_dir": "Folder with SWAG's train.csv / val.csv / test.csv, or train / dev "
+                       "(or val) / test .jsonl files.",
+           "train_file": "Training file, .csv or .jsonl (overrides data_dir).",
+           "eval_file": "Evaluation file, labelled (overrides data_dir).",
+           "predict_file": "File to predict (overrides data_dir); with labels its scores "
+                           "are written too."},
+    checks=(check_micro_batches,),
+    doc="The fine-tuning options plus the data files.")
 
 
 def data_file(options: MultipleChoiceOptions, split: str) -> str:
@@ -100,6 +95,7 @@ def write_predictions(path, examples, probabilities) -> None:
 class MultipleChoiceTask(Task):
     """Multiple choice: SWAG's CSV files or questions with choices in JSONL."""
     name = "multiple_choice"
+    command = "multiple_choice"
     model_type = "multiple_choice"
 
     def __init__(self, options: MultipleChoiceOptions):
@@ -107,10 +103,7 @@ class MultipleChoiceTask(Task):
         self.data = {}  # split -> (path, examples)
 
     def check_inputs(self):
-        """Refuses packing and a missing data file, before any work."""
-        if self.options.pack_sequences:
-            raise ValueError("pack_sequences is not available for multiple choice: every "
-                             "example is already one row per choice; leave it off")
+        """Refuses a missing data file, before any work."""
         for split in SPLITS:
             if getattr(self.options, f"do_{split}"):
                 data_file(self.options, split)
@@ -130,7 +123,8 @@ class MultipleChoiceTask(Task):
                              len(examples[0].choices), path)
                 self.data[split] = (path, examples)
 
-    def build_model(self, encoder):
+    def build_model(self):
+        encoder = BertEncoder(self.context.config)
         return BertMultipleChoice(encoder, dropout_rate=self.options.dropout_rate,
                                   head_initializer=self.options.head_initializer)
 

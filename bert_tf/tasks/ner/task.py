@@ -18,7 +18,6 @@ balanced: counted over the train file's words, IOB2 tags).
 import collections
 import dataclasses
 import os
-from typing import Optional
 
 import keras
 import numpy as np
@@ -26,11 +25,13 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.models import BertTokenClassifier
+from bert_tf.models import BertTokenClassifier, BertEncoder
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf.options import option
+from bert_tf import options as options_lib
+from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import class_weights as weights_lib
 from bert_tf.tasks import driver, run_context
+from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.options import FinetuneOptions
@@ -44,18 +45,29 @@ DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
 
 
 @dataclasses.dataclass(kw_only=True)
-class NerOptions(FinetuneOptions, weights_lib.ClassWeightOptions):
-    """FinetuneOptions plus the data files and their columns."""
-    data_dir: Optional[str] = option(None, "Folder with eng.train/eng.testa/eng.testb (or "
-                                           "train.txt/valid.txt/test.txt).")
-    train_file: Optional[str] = option(None, "Training file (overrides data_dir).")
-    eval_file: Optional[str] = option(None, "Evaluation file (overrides data_dir).")
-    predict_file: Optional[str] = option(None, "File to tag (overrides data_dir); with gold "
-                                               "tags its scores are written too.")
+class NerData(OptionGroup):
+    """The columns of a token-per-line file."""
     tag_column: int = option(-1, "Column of the tag (negative: from the end).")
     word_column: int = option(0, "Column of the word.")
-    doc_stride: int = option(64, "Sub-tokens between the starts of the overlapping windows "
-                                 "of a sentence longer than max_seq_length.")
+
+    def check(self) -> None:
+        for name in ("tag_column", "word_column"):
+            if not options_lib.is_integer(getattr(self, name)):
+                raise ValueError(f"{name} must be an integer (negative: from the end), "
+                                 f"got {getattr(self, name)!r}")
+
+
+NerOptions = compose(
+    "NerOptions", FinetuneOptions, groups.DataDir, groups.SplitFiles, groups.EvalFile,
+    NerData, groups.DocStride, weights_lib.ClassWeightOptions,
+    defaults={"doc_stride": 64},
+    helps={"data_dir": "Folder with eng.train/eng.testa/eng.testb (or "
+                       "train.txt/valid.txt/test.txt).",
+           "predict_file": "File to tag (overrides data_dir); with gold tags its scores "
+                           "are written too.",
+           "doc_stride": "Sub-tokens between the starts of the overlapping windows of a "
+                         "sentence longer than max_seq_length."},
+    doc="FinetuneOptions plus the data files and their columns.")
 
 
 def data_file(options: NerOptions, split: str) -> str:
@@ -166,6 +178,7 @@ def _score(sentences, predicted, path, scheme):
 class NerTask(Task):
     """Token tagging (NER) on CoNLL-2003 or any token-per-line file."""
     name = "ner"
+    command = "ner"
     model_type = "token_classifier"
 
     def __init__(self, options: NerOptions):
@@ -179,9 +192,7 @@ class NerTask(Task):
         return self.label_list
 
     def check_inputs(self):
-        weights_lib.parse_class_weights(self.options.class_weights)  # refuses bad syntax
-        if self.options.doc_stride < 1:
-            raise ValueError(f"doc_stride must be at least 1, got {self.options.doc_stride}")
+        """Refuses a missing data file (the options' own values: `options.check()`)."""
         for split in ("train", "eval", "predict"):
             if getattr(self.options, f"do_{split}"):
                 data_file(self.options, split)
@@ -219,7 +230,8 @@ class NerTask(Task):
             f"the train file {data_file(self.options, 'train')}" if self.options.do_train
             else "")
 
-    def build_model(self, encoder):
+    def build_model(self):
+        encoder = BertEncoder(self.context.config)
         return BertTokenClassifier(encoder, len(self.label_list),
                                    dropout_rate=self.options.dropout_rate,
                                    head_initializer=self.options.head_initializer)

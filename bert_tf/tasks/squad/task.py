@@ -25,51 +25,30 @@ import json
 import os
 import random
 import time
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.models import BertSpanLabeler
-from bert_tf.options import option
+from bert_tf.models import BertSpanLabeler, BertEncoder
+from bert_tf import options as options_lib
+from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import driver
-from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.tasks import option_groups as groups
+from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, TrainStep,
+                                  check_micro_batches)
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.task import Task, TrainData, cached_features
 from bert_tf.train import records
 
-_NO_FLAG = "Not a run_squad option (set by code only)."
-
-
 @dataclasses.dataclass(kw_only=True)
-class SquadOptions(FinetuneOptions):
-    """FinetuneOptions plus the SQuAD flags of the original run_squad.py.
-
-    SQuAD has no do_eval step (do_predict scores predict_file when it has answers), no
-    dropout option for its head and no packing: those fields are not flags here.
-    """
-    do_eval: bool = option(False, _NO_FLAG, flag=False)
-    eval_batch_size: int = option(8, _NO_FLAG, flag=False)
-    dropout_rate: float = option(0.1, _NO_FLAG, flag=False)
-    pack_sequences: bool = option(False, _NO_FLAG, flag=False)
-    max_sequences_per_row: int = option(3, _NO_FLAG, flag=False)
-    max_seq_length: int = option(384, "Sub-tokens per window, question and [CLS]/[SEP] "
-                                      "included.")
-    train_file: Optional[str] = option(None, "SQuAD JSON for training, e.g. "
-                                             "train-v1.1.json.")
-    predict_file: Optional[str] = option(None, "SQuAD JSON for predictions, e.g. "
-                                               "dev-v1.1.json or test-v1.1.json.")
-    doc_stride: int = option(128, "When splitting up a long document into chunks, how much "
-                                  "stride to take between chunks.")
-    max_query_length: int = option(64, "Question tokens kept (longer questions are "
-                                       "truncated).")
+class SquadData(OptionGroup):
+    """The SQuAD version and how predictions are decoded and logged."""
     n_best_size: int = option(20, "Total number of n-best predictions to generate in "
                                   "nbest_predictions.json.")
-    max_answer_length: int = option(30, "Longest answer, in sub-tokens.")
     version_2_with_negative: bool = option(False, "SQuAD 2.0: some questions have no "
                                                   "answer.")
     null_score_diff_threshold: float = option(
@@ -77,43 +56,55 @@ class SquadOptions(FinetuneOptions):
     verbose_logging: bool = option(False, "Log answers whose text could not be mapped back "
                                           "onto the context.")
 
+    def check(self) -> None:
+        if not options_lib.is_integer(self.n_best_size) or self.n_best_size < 1:
+            raise ValueError(f"n_best_size must be at least 1, got {self.n_best_size}: "
+                             "with none, every answer would be empty")
+
+
+def check_squad_flags(options) -> None:
+    """Refuses a step without its file, and windows without room for the context; warns
+    when consecutive windows would not overlap."""
+    if options.do_train and not options.train_file:
+        raise ValueError("do_train needs train_file")
+    if options.do_predict and not options.predict_file:
+        raise ValueError("do_predict needs predict_file")
+    squad_data.check_lengths(options.max_seq_length, options.max_query_length)
+    room = options.max_seq_length - options.max_query_length - 3
+    if options.doc_stride > room:
+        logging.warning("doc_stride %d exceeds the context room of a window (%d): "
+                        "consecutive windows will start one window apart (no text is "
+                        "skipped, none overlaps)", options.doc_stride, room)
+
+
+# SQuAD has no do_eval step (do_predict scores predict_file when it has answers), no
+# dropout option for its head and no packing (its start/end softmax covers the whole
+# row, padding included, so packed windows would train on another loss).
+SquadOptions = compose(
+    "SquadOptions", RUN, TrainStep, TRAINING_LOOP, FINETUNING, groups.SplitFiles,
+    groups.DocStride, groups.QuestionLengths, SquadData,
+    defaults={"max_seq_length": 384, "doc_stride": 128},
+    helps={"max_seq_length": "Sub-tokens per window, question and [CLS]/[SEP] included.",
+           "train_file": "SQuAD JSON for training, e.g. train-v1.1.json.",
+           "predict_file": "SQuAD JSON for predictions, e.g. dev-v1.1.json or "
+                           "test-v1.1.json.",
+           "doc_stride": "When splitting up a long document into chunks, how much stride "
+                         "to take between chunks."},
+    checks=(check_micro_batches, check_squad_flags),
+    doc="The fine-tuning options plus the SQuAD flags of the original run_squad.py.")
+
 
 TRAIN_RECORD = "train.tf_record"
 EXAMPLE_SHUFFLE_SEED = 12345
 
 
 def check_squad_options(options: SquadOptions) -> None:
-    """Rejects flag combinations that cannot work, naming the flag."""
-    if options.do_eval:
-        raise ValueError("run_squad has no do_eval: do_predict evaluates the predict_file "
-                         "when it has answers")
-    if options.do_train and not options.train_file:
-        raise ValueError("do_train needs train_file")
-    if options.do_predict and not options.predict_file:
-        raise ValueError("do_predict needs predict_file")
+    """Refuses a train_file or predict_file that the run needs and that is missing."""
     for name in ("train_file", "predict_file"):
         path = getattr(options, name)
         if path and (options.do_train if name == "train_file" else options.do_predict) \
                 and not os.path.isfile(path):
             raise FileNotFoundError(f"{name} not found: {path}")
-    squad_data.check_lengths(options.max_seq_length, options.max_query_length)
-    for name in ("n_best_size", "max_answer_length"):
-        if options.do_predict and getattr(options, name) < 1:
-            raise ValueError(f"{name} must be at least 1, got {getattr(options, name)}: "
-                             "with none, every answer would be empty")
-    if options.doc_stride <= 0:
-        raise ValueError(f"doc_stride must be positive, got {options.doc_stride}")
-    if options.pack_sequences:
-        # The span loss is a softmax over the whole row, padding included (as the
-        # original): an example packed with others cannot have the loss it has alone.
-        raise ValueError("pack_sequences is not available for SQuAD: its start/end "
-                         "softmax covers the whole row, padding included, so packed "
-                         "windows would train on another loss; leave it off")
-    if options.doc_stride > options.max_seq_length - options.max_query_length - 3:
-        logging.warning("doc_stride %d exceeds the context room of a window (%d): "
-                        "consecutive windows will start one window apart (no text is "
-                        "skipped, none overlaps)", options.doc_stride,
-                        options.max_seq_length - options.max_query_length - 3)
 
 
 def span_loss(features, outputs):
@@ -293,6 +284,7 @@ def evaluate_predictions(predict_file, predictions, null_odds):
 
 class SquadTask(Task):
     """SQuAD v1.1 / v2.0: answer spans, scored with the official evaluation scripts."""
+    command = "squad"
     model_type = "span_labeler"
     # predict_file is the dev set: its scores are the run's evaluation (as the original,
     # run_squad has no do_eval), also while training.
@@ -324,7 +316,8 @@ class SquadTask(Task):
                 raise ValueError(f"predict_file {options.predict_file}: no questions; "
                                  "there is nothing to predict")
 
-    def build_model(self, encoder):
+    def build_model(self):
+        encoder = BertEncoder(self.context.config)
         return BertSpanLabeler(encoder, head_initializer=self.options.head_initializer)
 
     def loss(self, features, outputs):

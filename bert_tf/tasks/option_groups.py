@@ -1,0 +1,225 @@
+"""The option groups that several commands share, each option declared once here (the
+runners, extraction, export and the data tools compose them; `bert_tf.options`).
+
+    model source       InitCheckpoint, EncoderSource
+    tokenizer and case Vocab, Case, CaseCheck
+    sequence layout    SequenceLength, DocStride, WindowPooling
+    task files         DataDir, SplitFiles, EvalFile, InputFile, OutputFile, OutputDir
+    serving settings   Regression, MultiLabelThreshold, QuestionLengths (a task's head,
+                       the same in its run and its export)
+    export             ExportDir, Overwrite
+    masked LM          MaskedLm (run_pretraining and create_pretraining_data)
+
+A command whose default or help differs for one of them says so where it composes the
+group (`compose(..., defaults=..., helps=...)`). This module imports no TensorFlow: the
+data tools compose it too.
+"""
+
+import dataclasses
+from typing import Optional
+
+from bert_tf import options as options_lib
+from bert_tf.options import OptionGroup, check_integer, option
+from bert_tf.text import windows
+
+
+@dataclasses.dataclass(kw_only=True)
+class InitCheckpoint(OptionGroup):
+    """The weights a command starts from."""
+    init_checkpoint: Optional[str] = option(
+        None, "Initial weights: a released google-research folder, a TF1 checkpoint prefix "
+        "or a Hugging Face folder; used only when output_dir has no checkpoint.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class EncoderSource(OptionGroup):
+    """The model's config, and whether a partly random encoder is accepted."""
+    bert_config_file: Optional[str] = option(
+        None, "bert_config.json of the model (default: the one in init_checkpoint).")
+    allow_random_encoder: bool = option(
+        False, "Use an encoder that starts partly or wholly random: fine-tuning without "
+        "init_checkpoint, or a checkpoint whose encoder weights do not all load (another "
+        "model, another num_hidden_layers). Refused by default.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class Vocab(OptionGroup):
+    """The WordPiece vocabulary."""
+    vocab_file: Optional[str] = option(
+        None, "WordPiece vocab.txt (default: the one in init_checkpoint).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class Case(OptionGroup):
+    """Whether the text is lower-cased."""
+    do_lower_case: bool = option(
+        True, "Lower-case the input and strip accents (uncased models).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class CaseCheck(OptionGroup):
+    """Whether a case that does not fit the model is accepted."""
+    allow_case_mismatch: bool = option(
+        False, "Run even when do_lower_case does not fit the model (an uncased vocab or "
+        "an uncased_* folder with do_lower_case=false, or a cased one with true).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SequenceLength(OptionGroup):
+    """The length of a model row."""
+    max_seq_length: int = option(128, "Sub-tokens per sequence, [CLS]/[SEP] included.")
+
+    def check(self) -> None:
+        """Refuses a row too short for [CLS], a token and [SEP]."""
+        check_integer(self, "max_seq_length", 3, " ([CLS], a token, [SEP])")
+
+
+@dataclasses.dataclass(kw_only=True)
+class DocStride(OptionGroup):
+    """How far apart the windows of a long text start."""
+    doc_stride: Optional[int] = option(
+        None, "Sub-tokens between the starts of consecutive windows of a text longer "
+        "than max_seq_length.")
+
+    def check(self) -> None:
+        """Refuses a stride that would never advance."""
+        if self.doc_stride is not None:
+            check_integer(self, "doc_stride")
+
+
+@dataclasses.dataclass(kw_only=True)
+class WindowPooling(OptionGroup):
+    """How the windows of a long text combine."""
+    window_pooling: Optional[str] = option(
+        None, "--long_document=windows: how a document's window logits combine into its "
+        "own: mean (the default) or max.", choices=windows.POOLINGS)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Regression(OptionGroup):
+    """A classifier of one score instead of classes."""
+    is_regression: bool = option(False, "generic task: the label is a number.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class MultiLabelThreshold(OptionGroup):
+    """When a multi-label classifier predicts a label."""
+    multi_label_threshold: float = option(
+        0.5, "--multi_label: a label is predicted when its probability is at least this "
+        "(between 0 and 1; also in the export).")
+
+    def check(self) -> None:
+        """Refuses a threshold outside (0, 1)."""
+        # One rule for the runs and the export (it imports TensorFlow: not at import).
+        from bert_tf.tasks.classification import multi_label  # pylint: disable=import-outside-toplevel
+        if self.multi_label_threshold is not None:
+            multi_label.check_threshold(self.multi_label_threshold)
+
+
+@dataclasses.dataclass(kw_only=True)
+class QuestionLengths(OptionGroup):
+    """The question and answer lengths of a span labeler (SQuAD)."""
+    max_query_length: int = option(64, "Question tokens kept (longer questions are "
+                                       "truncated).")
+    max_answer_length: int = option(30, "Longest answer, in sub-tokens.")
+
+    def check(self) -> None:
+        """Refuses empty questions or answers."""
+        for name, what in (("max_query_length", "question"), ("max_answer_length", "answer")):
+            value = getattr(self, name)
+            if not options_lib.is_integer(value) or value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}: with none, "
+                                 f"every {what} would be empty")
+
+
+@dataclasses.dataclass(kw_only=True)
+class DataDir(OptionGroup):
+    """The folder a task finds its files in."""
+    data_dir: Optional[str] = option(None, "Folder with the task's files.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SplitFiles(OptionGroup):
+    """The training and prediction files of a task."""
+    train_file: Optional[str] = option(None, "Training file (overrides data_dir).")
+    predict_file: Optional[str] = option(None, "File to predict (overrides data_dir).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class EvalFile(OptionGroup):
+    """The evaluation file of a task."""
+    eval_file: Optional[str] = option(None, "Evaluation file (overrides data_dir).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class InputFile(OptionGroup):
+    """What a command reads."""
+    input_file: Optional[str] = option(
+        None, "Input corpus files: comma-separated paths or globs.")
+
+    def check(self) -> None:
+        """Refuses a command without input."""
+        if not self.input_file:
+            raise ValueError("--input_file is required")
+
+
+@dataclasses.dataclass(kw_only=True)
+class OutputFile(OptionGroup):
+    """What a command writes."""
+    output_file: Optional[str] = option(None, "The file to write.")
+
+    def check(self) -> None:
+        """Refuses a command without output."""
+        if not self.output_file:
+            raise ValueError("--output_file is required")
+
+
+@dataclasses.dataclass(kw_only=True)
+class OutputDir(OptionGroup):
+    """The folder a command writes to."""
+    output_dir: Optional[str] = option(
+        None, "Folder for checkpoints, summaries, cached features and results.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExportDir(OptionGroup):
+    """Where a model is exported."""
+    export_dir: Optional[str] = option(None, "Also export a SavedModel for TF Serving here.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class Overwrite(OptionGroup):
+    """Whether a folder that holds files is replaced."""
+    overwrite: bool = option(False, "Replace an output folder that is not empty.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class MaskedLm(OptionGroup):
+    """How many tokens are masked, and how (data time or training time)."""
+    max_predictions_per_seq: int = option(20, "Masked positions per record.")
+    masked_lm_prob: float = option(0.15, "With --dynamic_masking: share of the tokens of "
+                                         "each instance to mask.")
+    whole_word_masking: bool = option(
+        False, "With --dynamic_masking: mask all the word pieces of a word together, and "
+        "the characters of a segmented word when the records carry word_starts "
+        "(create_pretraining_data --masking=none --word_segmenter / "
+        "--word_boundaries_file).",
+        aliases=("do_whole_word_mask",))  # the original's flag
+    next_sentence: bool = option(
+        True, "Train the next-sentence head on next_sentence_labels. false: masked LM only "
+        "(RoBERTa; records of create_pretraining_data --next_sentence=false), the model "
+        "has no next-sentence head.")
+
+    def check(self) -> None:
+        """Refuses no masked position, or a share of tokens outside (0, 1)."""
+        if not options_lib.is_integer(self.max_predictions_per_seq) or \
+                self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq}: "
+                             "expected >= 1")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ValueError(f"masked_lm_prob={self.masked_lm_prob}: expected a value in "
+                             "(0, 1)")
+
+
+MODEL_SOURCE = (InitCheckpoint, EncoderSource)
+TOKENIZER = (Vocab, Case, CaseCheck)

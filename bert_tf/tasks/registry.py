@@ -1,0 +1,75 @@
+"""The tasks by name: what `bert-train --task=NAME` runs, and what a run's config.json
+names as its "command" (so `bert-train --config=<output_dir>/config.json` needs no
+`--task`).
+
+    entry = registry.get("classification")
+    results = registry.run("classification", entry.options_class(...))
+
+A new task is one folder (its options, data, task class) plus one `TaskEntry` in
+`TASKS` below; the driver, the loop, the run config and the command line need no change.
+"""
+
+import dataclasses
+
+from bert_tf.tasks import driver
+from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
+from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions, MultipleChoiceTask
+from bert_tf.tasks.ner.task import NerOptions, NerTask
+from bert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+from bert_tf.tasks.squad.task import SquadOptions, SquadTask
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskEntry:
+    """One task of the registry.
+
+    Attributes:
+      name: Its `--task` name, equal to the task class's `command`.
+      options_class: The options dataclass its flags come from.
+      task_class: The `Task` subclass, built from those options.
+      required: Flags a run must set.
+      summary: One line for `bert-train --help`.
+    """
+    name: str
+    options_class: type
+    task_class: type
+    required: tuple
+    summary: str
+
+
+TASKS = {entry.name: entry for entry in (
+    TaskEntry("pretraining", PretrainingOptions, PretrainingTask, ("input_file", "output_dir"),
+              "masked LM (+ next-sentence prediction) on create_pretraining_data's "
+              "records (bert-run-pretraining)"),
+    TaskEntry("classification", ClassifierOptions, ClassificationTask,
+              ("task_name", "data_dir", "output_dir"),
+              "sentence(-pair) classification: GLUE, XNLI or your own files "
+              "(bert-run-classifier)"),
+    TaskEntry("ner", NerOptions, NerTask, ("output_dir",),
+              "named-entity recognition on CoNLL-style files (bert-run-ner)"),
+    TaskEntry("squad", SquadOptions, SquadTask, ("output_dir",),
+              "SQuAD v1.1 / v2.0 question answering (bert-run-squad)"),
+    TaskEntry("multiple_choice", MultipleChoiceOptions, MultipleChoiceTask, ("output_dir",),
+              "SWAG or your questions with choices (bert-run-multiple-choice)"),
+)}
+
+
+def names() -> list:
+    """The `--task` names, sorted."""
+    return sorted(TASKS)
+
+
+def get(name: str) -> TaskEntry:
+    """The entry of `name`.
+
+    Raises:
+      ValueError: naming the task and listing the registered ones.
+    """
+    if name not in TASKS:
+        raise ValueError(f"--task={name} is not a task; the tasks are: {', '.join(names())}")
+    return TASKS[name]
+
+
+def run(name: str, options, strategy=None) -> dict:
+    """Runs task `name` with `options`; returns the scored splits' results."""
+    return driver.run(get(name).task_class(options), strategy)

@@ -1,0 +1,203 @@
+"""A run's config.json: written by every run, read by everything that reads the run
+folder (export, prediction from a checkpoint, the next run), and the driver and loop
+that name no task."""
+
+import ast
+import json
+import pathlib
+import re
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import test_run_classifier
+import test_run_multiple_choice
+import test_run_ner
+import test_run_squad
+from bert_tf.tasks import export_checkpoint, registry, run_config
+from bert_tf.tasks.export_checkpoint import ExportOptions
+from harness import write_tsv
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
+TASK_MODULES = {"classification": test_run_classifier, "ner": test_run_ner,
+                "squad": test_run_squad, "multiple_choice": test_run_multiple_choice}
+
+
+def write_pairs(folder):
+    """MRPC-like pairs of a generic task (label 1 iff the first text says "good")."""
+    rows = test_run_classifier.sentiment_rows(32, 0)
+    pairs = [(a, b, x) for (a, x), (b, _) in zip(rows, rows[1:] + rows[:1])]
+    for split in ("train", "dev"):
+        write_tsv(folder / f"{split}.tsv", [("text", "text_b", "label")] + pairs)
+
+
+def pair_run(tmp_path):
+    """A trained classifier of pairs (run_classifier on the generic task)."""
+    write_pairs(tmp_path / "data")
+    options = test_run_classifier.options(
+        tmp_path, task_name="generic", text_pair_column="text_b", do_train=True,
+        num_train_epochs=1.0, max_seq_length=14)
+    registry.run("classification", options)
+    return options
+
+
+def test_a_run_writes_its_whole_config(tmp_path):
+    options = pair_run(tmp_path)
+    saved = run_config.read(str(tmp_path / "out"))
+    assert saved["command"] == "classification" and saved["task"] == "classification/generic"
+    assert saved["model_type"] == "classifier" and saved["labels"] == ["0", "1"]
+    assert saved["options"]["max_seq_length"] == 14 == options.max_seq_length
+    assert saved["options"]["text_pair_column"] == "text_b"
+    assert saved["export"]["text_pair"] is True
+    assert saved["model"]["hidden_size"] == 32 and saved["vocab"]["do_lower_case"] is True
+    # A checkpoint prefix, or one in best/, belongs to the same run.
+    prefix = tf.train.latest_checkpoint(str(tmp_path / "out"))
+    assert run_config.read(prefix)["path"] == saved["path"]
+
+
+def test_exporting_a_pair_run_serves_pairs_at_its_length(tmp_path):
+    # bert-export-model with the run folder alone: model type, labels, pairs, length and
+    # case all come from the run (before, this served text_a only, at 128 tokens).
+    pair_run(tmp_path)
+    path = export_checkpoint.export_from_checkpoint(ExportOptions(
+        init_checkpoint=str(tmp_path / "out"), export_dir=str(tmp_path / "e")))
+    serving = tf.saved_model.load(path).signatures["serving_default"]
+    assert sorted(serving.structured_input_signature[1]) == ["text_a", "text_b"]
+    ids = tf.saved_model.load(path).signatures["serve_ids"]
+    assert ids.structured_input_signature[1]["input_ids"].shape[-1] == 14
+    served = serving(text_a=tf.constant(["good film"]), text_b=tf.constant(["bad plot"]))
+    assert served["labels"].numpy()[0].decode() in ("0", "1")
+
+
+def test_a_flag_that_contradicts_the_run_is_refused_naming_both(tmp_path):
+    pair_run(tmp_path)
+    with pytest.raises(ValueError, match=r"--text_pair=False contradicts the run in "
+                                         r".*config.json, trained with text_pair=True"):
+        export_checkpoint.export_from_checkpoint(ExportOptions(
+            init_checkpoint=str(tmp_path / "out"), export_dir=str(tmp_path / "e"),
+            text_pair=False))
+    # A serving choice may differ from the run's.
+    path = export_checkpoint.export_from_checkpoint(ExportOptions(
+        init_checkpoint=str(tmp_path / "out"), export_dir=str(tmp_path / "e"),
+        max_seq_length=16))
+    ids = tf.saved_model.load(path).signatures["serve_ids"]
+    assert ids.structured_input_signature[1]["input_ids"].shape[-1] == 16
+
+
+def test_predicting_from_a_checkpoint_into_a_new_folder(tmp_path):
+    # The original's recipe: --do_predict --init_checkpoint=<run>/ckpt-N into a new
+    # output_dir serves the trained head (it was refused as "the head would be random").
+    options = pair_run(tmp_path)
+    write_tsv(tmp_path / "data" / "test.tsv",
+              [("text", "text_b")] + [("good film", "good plot"), ("bad film", "good")])
+    registry.run("classification", test_run_classifier.options(
+        tmp_path, task_name="generic", text_pair_column="text_b", do_predict=True,
+        max_seq_length=14))
+    expected = np.loadtxt(tmp_path / "out" / "test_results.tsv", delimiter="\t")
+    prefix = tf.train.latest_checkpoint(str(tmp_path / "out"))
+    registry.run("classification", test_run_classifier.options(
+        tmp_path, task_name="generic", text_pair_column="text_b", do_predict=True,
+        max_seq_length=14, init_checkpoint=prefix, output_dir=str(tmp_path / "new"),
+        allow_random_encoder=False))
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "new" / "test_results.tsv",
+                                          delimiter="\t"), expected, atol=1e-6)
+    assert options.do_train
+
+
+@pytest.mark.parametrize("name", sorted(TASK_MODULES))
+def test_every_task_exports_its_run_folder_without_task_flags(name, tmp_path):
+    module = TASK_MODULES[name]
+    module.write_tiny_inputs(tmp_path)
+    options = module.tiny_options(tmp_path)
+    registry.run(name, options)
+    saved = run_config.read(options.output_dir)
+    assert saved["command"] == name
+    path = export_checkpoint.export_from_checkpoint(ExportOptions(
+        init_checkpoint=options.output_dir, export_dir=str(tmp_path / "e")))
+    signatures = tf.saved_model.load(path).signatures
+    length = signatures["serve_ids"].structured_input_signature[1]["input_ids"].shape[-1]
+    assert length == options.max_seq_length
+
+
+def test_seeding_gives_the_same_encoder_whatever_the_task(tmp_path):
+    # The task seeds right before it builds: its encoder starts the same (from scratch)
+    # whatever the head, and a head does not shift the encoder's random draws.
+    config = test_run_classifier.BertConfig.from_json_file(
+        test_run_classifier.tiny_model_files(tmp_path)[1])
+    encoders = []
+    for name in ("squad", "multiple_choice", "squad"):
+        module = TASK_MODULES[name]
+        task = registry.get(name).task_class(module.tiny_options(tmp_path / name, seed=7))
+        task.context = types.SimpleNamespace(config=config)
+        model = task.create_model()
+        model.build()
+        encoders.append({v.path.split("/", 1)[1]: v.numpy() for v in model.encoder.weights})
+        np.random.default_rng().random()  # draws between builds change nothing
+        tf.random.uniform([3])
+    assert encoders[0].keys() == encoders[1].keys()
+    for one, other in zip(encoders[0].values(), encoders[1].values()):
+        np.testing.assert_array_equal(one, other)
+    other_seed = registry.get("squad").task_class(
+        test_run_squad.tiny_options(tmp_path / "other", seed=8))
+    other_seed.context = types.SimpleNamespace(config=config)
+    model = other_seed.create_model()
+    model.build()
+    assert not np.array_equal(model.encoder.weights[0].numpy(),
+                              next(iter(encoders[0].values())))
+
+
+def test_registry_names_match_the_task_classes():
+    for name in registry.names():
+        assert registry.get(name).task_class.command == name
+    with pytest.raises(ValueError, match="--task=nope is not a task; the tasks are: "):
+        registry.get("nope")
+
+
+# Modules that must work for any task: they may not name one, nor a head or model type
+# (docstrings and comments may, as examples).
+GENERIC = ["tasks/driver.py", "tasks/run_context.py", "tasks/run_config.py",
+           "tasks/task.py"] + [str(path.relative_to(PACKAGE))
+                               for path in sorted((PACKAGE / "train").glob("*.py"))]
+TASK_WORDS = {"classifier", "classification", "squad", "ner", "labeler", "tagger", "multiple",
+              "pretrainer", "glue", "mrpc", "conll"}
+MODEL_CLASSES = {"BertClassifier", "BertSpanLabeler", "BertTokenClassifier",
+                 "BertMultipleChoice", "BertPretrainer", "BertEncoder"}
+
+
+def _code_names(path):
+    """Every identifier, attribute, import and string constant of the module's code
+    (docstrings excluded)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, ast.alias):
+            yield node.name
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings:
+            yield node.value
+
+
+def _words(name):
+    """The lower-case words of an identifier or text: snake_case, CamelCase, a/b."""
+    return {word.lower() for word in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)}
+
+
+@pytest.mark.parametrize("module", GENERIC)
+def test_the_driver_and_loop_name_no_task(module):
+    names = set(_code_names(PACKAGE / module))
+    found = sorted(name for name in names
+                   if _words(name) & TASK_WORDS or name in MODEL_CLASSES)
+    assert not found, f"{module} names tasks, heads or model types: {found}"
+
+
+def test_the_layout_check_finds_a_task_name():
+    assert _words("self.task_name == 'classification/mrpc'") & TASK_WORDS
+    assert not _words("runner.train(hook)") & TASK_WORDS
