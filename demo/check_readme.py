@@ -158,6 +158,10 @@ def write_fixtures(demo_dir, work_dir):
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v1.1.json"), v2=False)
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v2.0.json"), v2=True)
     _write_swag(documents, os.path.join(work_dir, "swagaf", "data"))
+    # docs/writing_a_task.md runs its example task module from the work folder.
+    examples = os.path.join(REPO_ROOT, DOCS_DIR, "examples")
+    for name in sorted(os.listdir(examples)) if os.path.isdir(examples) else []:
+        shutil.copy(os.path.join(examples, name), work_dir)
     # bert-build-vocab's example reads a one-sentence-per-line corpus.
     shutil.copy(os.path.join(DATA_DIR, "corpus.txt"), os.path.join(work_dir, "corpus.txt"))
     with open(os.path.join(work_dir, "input.txt"), "w", encoding="utf-8") as f:

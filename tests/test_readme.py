@@ -43,6 +43,9 @@ def _beam_scripts():
 
 
 BEAM_SCRIPT_MODULES = _beam_scripts()
+# bert-train takes the flags of the task it names: one listing per registered task.
+TRAIN_TASKS = [f"bert_tf.cli.train:{name}" for name in re.findall(
+    r'TaskEntry\("(\w+)"', (REPO_ROOT / "bert_tf" / "tasks" / "registry.py").read_text())]
 HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
 if HAVE_BEAM:  # without the extra their flags cannot be listed; `make install-extras`
     SCRIPT_MODULES.update(BEAM_SCRIPT_MODULES)
@@ -57,8 +60,10 @@ FLAGS = flags.FLAGS
 builtin = set(FLAGS)
 result = {}
 for module_name in sys.argv[1:]:
-    module = importlib.import_module(module_name)
-    if hasattr(module, "define_flags"):
+    module = importlib.import_module(module_name.split(":")[0])
+    if ":" in module_name:  # bert-train: the flags of the task it names
+        module.define_flags(module_name.split(":")[1])
+    elif hasattr(module, "define_flags"):
         module.define_flags()
     elif hasattr(module, "OPTIONS"):
         from bert_tf import command_line
@@ -236,7 +241,8 @@ def test_run_all_labels_pages_and_runs_a_repeated_command_once(tmp_path, capsys)
 def test_readme_programs_exist_and_take_the_flags_shown():
     commands = [c for c in readme_commands() if c.split()[0] in SCRIPT_MODULES]
     assert len(commands) >= 6, "the pages should show the runners' commands"
-    modules = sorted({SCRIPT_MODULES[c.split()[0]] for c in commands})
+    modules = sorted(({SCRIPT_MODULES[c.split()[0]] for c in commands}
+                      - {SCRIPT_MODULES["bert-train"]}) | set(TRAIN_TASKS))
     listing = subprocess.run([sys.executable, "-c", LIST_FLAGS, *modules], cwd=REPO_ROOT,
                              capture_output=True, text=True, timeout=300)
     assert listing.returncode == 0, listing.stderr[-3000:]
@@ -250,7 +256,12 @@ def test_readme_programs_exist_and_take_the_flags_shown():
         beam_options = set(json.loads(beam_listing.stdout.strip().splitlines()[-1]))
     for command in commands:
         script = command.split()[0]
-        known = set(defined[SCRIPT_MODULES[script]])
+        if script == "bert-train":  # the named task's flags; with --config alone, any's
+            task = re.search(r"--task=(\S+)", command)
+            known = set().union(*(defined[key] for key in TRAIN_TASKS
+                                  if not task or key.endswith(":" + task.group(1))))
+        else:
+            known = set(defined[SCRIPT_MODULES[script]])
         if script in BEAM_SCRIPT_MODULES:
             known |= beam_options
         for flag in flags_of(command):

@@ -54,6 +54,22 @@ TASKS = {entry.name: entry for entry in (
 )}
 
 
+def register(entry: TaskEntry) -> None:
+    """Adds a task: a project's own (see docs/writing_a_task.md), by a name not taken.
+
+    Raises:
+      ValueError: for a name another task has, or one that is not the task class's
+        `command` (what its runs' config.json name).
+    """
+    if entry.task_class.command != entry.name:
+        raise ValueError(f"task {entry.name!r}: its task class {entry.task_class.__name__} "
+                         f"has command {entry.task_class.command!r}; set it to the name")
+    if TASKS.get(entry.name, entry) is not entry:
+        raise ValueError(f"task {entry.name!r} is registered already (by "
+                         f"{TASKS[entry.name].task_class.__name__}); choose another name")
+    TASKS[entry.name] = entry
+
+
 def names() -> list:
     """The `--task` names, sorted."""
     return sorted(TASKS)
