@@ -1,7 +1,8 @@
 """The built-in model types, each registered once (`bert_tf.serving.registry`).
 
 Importing `bert_tf.serving` runs this module. The google-research and Hugging Face
-names of each head are its model class's (`google_head_entries`, `hf_head_names`).
+names of each head are its model class's (`google_head_entries`, `hf_head_names`); the
+pre-training model loads itself (`ModelType.load`: the heads its checkpoint holds).
 """
 
 from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
@@ -9,6 +10,38 @@ from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, Ber
 from bert_tf.serving import export, registry
 from bert_tf.serving.registry import ModelType
 from bert_tf.train import warm_start
+from bert_tf.weights import checkpoints
+from bert_tf.weights.load_report import name_list
+
+
+def _pretrainer_with_heads(config, init_checkpoint, next_sentence):
+    """(BertPretrainer loaded from `init_checkpoint`, its head weights left random)."""
+    model = checkpoints.build_model(BertPretrainer, config, next_sentence=next_sentence)
+    report = warm_start.start_from(model, None, init_checkpoint)
+    return model, [name for name in report.newly_initialized if name.startswith("cls/")]
+
+
+def _load_pretrainer(init_checkpoint, config):
+    """The pre-training model of `init_checkpoint` (a pre-training run, a released or
+    Hugging Face folder) with the heads it holds: without a next-sentence head when it
+    has none (a --next_sentence=false run, a masked-LM checkpoint).
+
+    Args:
+      init_checkpoint: See `bert_tf.train.warm_start.start_from`.
+      config: The `BertConfig` of its encoder.
+
+    Raises:
+      ValueError: when it holds no masked-LM head (a fine-tuned model), naming it.
+    """
+    model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=True)
+    if fresh and all(name.startswith("cls/seq_relationship/") for name in fresh):
+        model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=False)
+    if fresh:
+        raise ValueError(f"{init_checkpoint} holds no masked-LM head ({name_list(fresh)} "
+                         "would start random): --model_type=pretrainer exports a "
+                         "pre-trained model's heads; pass --model_type=encoder for its "
+                         "encoder")
+    return model
 
 
 def _pretraining_architecture(model):
@@ -34,7 +67,7 @@ registry.register(ModelType(
                      "export the encoder (model_type=encoder) and start a keras-hub "
                      "BertMaskedLM from its BertBackbone"},
     outputs=("masked_lm_logits", "next_sentence_logits"),
-    hf_architecture=_pretraining_architecture, load=warm_start.pretrainer_from))
+    hf_architecture=_pretraining_architecture, load=_load_pretrainer))
 
 registry.register(ModelType(
     name="classifier", model_class=BertClassifier,

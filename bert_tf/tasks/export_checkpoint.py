@@ -26,7 +26,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import options as options_lib
-from bert_tf.models import BertEncoder, EncoderHeadModel
+from bert_tf.models import EncoderHeadModel
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.serving import registry as model_registry
@@ -149,9 +149,8 @@ def load_model(model_type, options, head_kwargs=None):
         raise FileNotFoundError(f"{init_checkpoint} is a training checkpoint: pass "
                                 "--bert_config_file (the bert_config.json it was trained "
                                 f"from); got {config_file!r}")
-    model = model_cls.from_encoder(BertEncoder(checkpoints.load_config(config_file)),
-                                   **head_kwargs)
-    model.build()
+    model = checkpoints.build_model(model_cls, checkpoints.load_config(config_file),
+                                    **head_kwargs)
     loop.restore_model(model, prefix)
     logging.info("Loaded %s from training checkpoint %s", model_cls.__name__, prefix)
     return model

@@ -13,12 +13,9 @@ whole; the masked-LM and next-sentence heads (`cls/predictions/*`,
 `cls/seq_relationship/*`) load when the checkpoint has them and start fresh when it does
 not. A bert_tf run (its output_dir, or one `ckpt-N` prefix) loads from its latest
 training checkpoint: the encoder through the same loader, then each head the model's
-class lists in `pretrained_heads` that the checkpoint holds (a pre-training run's
-`BertPretrainer` lists its masked-LM and next-sentence heads; a fine-tuning run has
-other heads). What was loaded and which heads start fresh is logged at INFO.
-
-`pretrainer_from(init_checkpoint, config)` builds the pre-training model of a checkpoint
-with the heads it holds (what `bert-export-model --model_type=pretrainer` exports).
+class lists in `pretrained_heads` that the checkpoint holds (the pre-training model
+lists its masked-LM and next-sentence heads; a fine-tuning run has other heads). What
+was loaded and which heads start fresh is logged at INFO.
 
 Optimizer state (`restore_optimizer_state`): the optimizer's moments (Adam's or LAMB's
 `m` and `v` per trainable variable) are copied from the same training checkpoint. The
@@ -33,7 +30,6 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.train import optimization
 from bert_tf.weights import checkpoints
 from bert_tf.weights.load_report import name_list
@@ -118,37 +114,6 @@ def _load_heads(model, prefix, report):
                              if name in head_names)
         report.newly_initialized[:] = [name for name in report.newly_initialized
                                        if name not in head_names]
-
-
-def _pretrainer_with_heads(config, init_checkpoint, next_sentence):
-    """(BertPretrainer loaded from `init_checkpoint`, its head weights left random)."""
-    model = BertPretrainer(BertEncoder(config), next_sentence=next_sentence)
-    model.build()
-    report = start_from(model, None, init_checkpoint)
-    return model, [name for name in report.newly_initialized if name.startswith("cls/")]
-
-
-def pretrainer_from(init_checkpoint, config):
-    """The pre-training model of `init_checkpoint` (a pre-training run, a released or
-    Hugging Face folder) with the heads it holds: without a next-sentence head when it
-    has none (a --next_sentence=false run, a masked-LM checkpoint).
-
-    Args:
-      init_checkpoint: See `start_from`.
-      config: The `BertConfig` of its encoder.
-
-    Raises:
-      ValueError: when it holds no masked-LM head (a fine-tuned model), naming it.
-    """
-    model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=True)
-    if fresh and all(name.startswith("cls/seq_relationship/") for name in fresh):
-        model, fresh = _pretrainer_with_heads(config, init_checkpoint, next_sentence=False)
-    if fresh:
-        raise ValueError(f"{init_checkpoint} holds no masked-LM head ({name_list(fresh)} "
-                         "would start random): --model_type=pretrainer exports a "
-                         "pre-trained model's heads; pass --model_type=encoder for its "
-                         "encoder")
-    return model
 
 
 def describe(report, model, init_checkpoint) -> str:

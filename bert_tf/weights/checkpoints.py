@@ -17,6 +17,7 @@ Public API:
     load_pretrained_weights(model, path) -> LoadReport   (any of the formats)
     load_config(path) -> BertConfig   (bert_config.json or a Hugging Face config.json)
     from_pretrained(model_cls, path, config=None, ...) -> model
+    build_model(model_cls, config, **head_kwargs) -> model   (weights fresh)
 
 `load_pretrained_weights` and `from_pretrained` refuse an encoder that would start
 partly random (`load_report.check_encoder`) unless `allow_random_encoder`.
@@ -366,6 +367,14 @@ def load_config(path):
     return BertConfig.from_json_file(path)
 
 
+def build_model(model_cls, config, **head_kwargs):
+    """A built `model_cls` (any BERT model class) around a new encoder of `config`
+    (BertConfig), its weights freshly initialised."""
+    model = model_cls.from_encoder(BertEncoder(config), **head_kwargs)
+    model.build()
+    return model
+
+
 def from_pretrained(model_cls, path, config=None, return_report=False,
                     allow_random_encoder=False, **head_kwargs):
     """Builds `model_cls` from its config and loads the weights found at `path`.
@@ -386,9 +395,7 @@ def from_pretrained(model_cls, path, config=None, return_report=False,
         The model, or (model, report) when `return_report`.
     """
     kind, weights_path, config_path = _resolve(path)
-    encoder = BertEncoder(_load_config(config, config_path))
-    model = model_cls.from_encoder(encoder, **head_kwargs)
-    model.build()
+    model = build_model(model_cls, _load_config(config, config_path), **head_kwargs)
     report = _LOADERS[kind](model, weights_path)
     check_encoder(report, allow_random_encoder)
     return (model, report) if return_report else model
