@@ -249,13 +249,9 @@ def _init_with_defaults(generated, defaults, name):
     return __init__
 
 
-def check_choices(options, group=None) -> None:
-    """Raises ValueError for an option outside its declared `choices`, naming it (only
-    the options `group` declares, when given)."""
-    names = None if group is None else {field.name for field in declared_fields(group)}
+def check_choices(options) -> None:
+    """Raises ValueError for an option outside its declared `choices`, naming it."""
     for spec in option_specs(type(options)):
-        if names is not None and spec.name not in names:
-            continue
         value = getattr(options, spec.name)
         if spec.choices and value is not None and value not in spec.choices:
             raise ValueError(f"{spec.name} must be one of {', '.join(map(str, spec.choices))},"
@@ -264,8 +260,9 @@ def check_choices(options, group=None) -> None:
 
 def is_integer(value) -> bool:
     """True for an int (not a bool) or an integral float."""
-    return (not isinstance(value, bool) and isinstance(value, (int, float))
-            and int(value) == value)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
 
 
 def check_integer(options, name: str, minimum: int = 1, note: str = "") -> None:
