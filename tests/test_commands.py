@@ -19,7 +19,7 @@ import test_run_ner
 import test_run_pretraining
 import test_run_squad
 from flag_contract import _parse, check_every_flag_reaches_options
-from bert_tf.tasks import driver
+from bert_tf.tasks import driver, registry
 from bert_tf.tasks.classification.task import ClassificationTask
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerTask
@@ -32,11 +32,20 @@ COMMANDS = sorted(p.stem for p in (REPO / "bert_tf" / "cli").glob("*.py")
                   if p.stem != "__init__")
 
 
+def _options_and_required(module):
+    """(options class, required flags) of a command; bert-train: of each task it runs."""
+    if hasattr(module, "OPTIONS"):
+        return [(module.OPTIONS, module.REQUIRED)]
+    return [(registry.get(name).options_class, registry.get(name).required)
+            for name in registry.names()]
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_flag_of_every_command_reaches_its_options(command):
     module = importlib.import_module(f"bert_tf.cli.{command}")
-    assert check_every_flag_reaches_options(module.OPTIONS) >= 9
-    assert set(module.REQUIRED) <= {f.name for f in dataclasses.fields(module.OPTIONS)}
+    for options_class, required in _options_and_required(module):
+        assert check_every_flag_reaches_options(options_class) >= 9
+        assert set(required) <= {f.name for f in dataclasses.fields(options_class)}
 
 
 def test_the_original_tpu_spellings_are_flags_of_every_training_runner():
