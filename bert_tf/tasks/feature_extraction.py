@@ -51,7 +51,9 @@ ExtractOptions = compose(
 
 
 def run(options: ExtractOptions) -> int:
-    """Loads the encoder and the vocab (once) and writes the features; returns the count."""
+    """Checks the options, loads the encoder and the vocab (once) and writes the
+    features; returns the count."""
+    options.check()
     vocab_file = run_context.resolve_vocab_file(options.vocab_file, options.init_checkpoint)
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
