@@ -330,8 +330,10 @@ def test_fine_tuning_without_init_checkpoint_is_refused_before_any_work(tmp_path
 
 
 def test_a_fine_tuning_output_dir_is_a_model_folder_for_the_next_run(tmp_path, monkeypatch):
-    # Its encoder loads whole into the next task (its head is another task's), with
-    # bert_config.json and vocab.txt found in it; no flag allows a random encoder.
+    # Its encoder loads whole into the next task (its head is another task's: the
+    # generic task on the same files), with bert_config.json and vocab.txt found in it;
+    # no flag allows a random encoder. (A run of the same task restores whole, head
+    # too: test_run_config.)
     write_sst2(tmp_path / "data")
     first = driver.execute(classification_task.ClassificationTask(
         options(tmp_path, do_train=True, num_train_epochs=1.0)))
@@ -343,6 +345,7 @@ def test_a_fine_tuning_output_dir_is_a_model_folder_for_the_next_run(tmp_path, m
                         lambda *args, **kwargs: reports.append(load(*args, **kwargs))
                         or reports[-1])
     second = options(tmp_path, do_train=True, num_train_epochs=1.0, learning_rate=1e-9,
+                     task_name="generic", text_column="sentence",
                      output_dir=str(tmp_path / "next"), init_checkpoint=str(run_dir),
                      bert_config_file=None, vocab_file=None, allow_random_encoder=False)
     classification_task.run(second)

@@ -3,6 +3,7 @@ folder (export, prediction from a checkpoint, the next run), and the driver and 
 that name no task."""
 
 import ast
+import importlib.util
 import json
 import pathlib
 import re
@@ -16,10 +17,12 @@ import test_run_classifier
 import test_run_multiple_choice
 import test_run_ner
 import test_run_squad
+from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import export_checkpoint, registry, run_config
 from bert_tf.tasks.export_checkpoint import ExportOptions
 from harness import write_tsv
 
+HAVE_KERAS_HUB = importlib.util.find_spec("keras_hub") is not None
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 TASK_MODULES = {"classification": test_run_classifier, "ner": test_run_ner,
                 "squad": test_run_squad, "multiple_choice": test_run_multiple_choice}
@@ -69,6 +72,13 @@ def test_exporting_a_pair_run_serves_pairs_at_its_length(tmp_path):
     assert ids.structured_input_signature[1]["input_ids"].shape[-1] == 14
     served = serving(text_a=tf.constant(["good film"]), text_b=tf.constant(["bad plot"]))
     assert served["labels"].numpy()[0].decode() in ("0", "1")
+    options = test_run_classifier.options(tmp_path, max_seq_length=14)
+    saved = run_config.read(str(tmp_path / "out"))
+    for export_format in ("huggingface", "litert"):  # their readers' view of the run
+        folder = export_checkpoint.export_from_checkpoint(ExportOptions(
+            init_checkpoint=str(tmp_path / "out"), export_format=export_format,
+            export_dir=str(tmp_path / export_format)))
+        _check_export(export_format, folder, saved, options)
 
 
 def test_a_flag_that_contradicts_the_run_is_refused_naming_both(tmp_path):
@@ -106,19 +116,46 @@ def test_predicting_from_a_checkpoint_into_a_new_folder(tmp_path):
     assert options.do_train
 
 
+def _check_export(export_format, folder, saved, options):
+    """What the export of a run folder holds, read back by its own format's reader."""
+    labels = saved["labels"]
+    if export_format == "saved_model":
+        signatures = tf.saved_model.load(folder).signatures
+        ids = signatures["serve_ids"].structured_input_signature[1]["input_ids"]
+        assert ids.shape[-1] == options.max_seq_length
+        text = sorted(signatures["serving_default"].structured_input_signature[1])
+        if saved["export"].get("text_pair"):
+            assert text == ["text_a", "text_b"]
+    elif export_format == "huggingface":
+        config = json.loads((pathlib.Path(folder) / "config.json").read_text())
+        if labels:
+            assert [config["id2label"][str(i)] for i in range(len(labels))] == labels
+        tokenizer = json.loads((pathlib.Path(folder) / "tokenizer_config.json").read_text())
+        assert tokenizer["do_lower_case"] is options.do_lower_case
+    elif export_format == "litert":
+        config = json.loads((pathlib.Path(folder) / "litert_config.json").read_text())
+        assert config["max_seq_length"] == options.max_seq_length
+        assert config.get("label_names", labels) == labels
+        assert config.get("text_pair", False) is bool(saved["export"].get("text_pair"))
+
+
 @pytest.mark.parametrize("name", sorted(TASK_MODULES))
 def test_every_task_exports_its_run_folder_without_task_flags(name, tmp_path):
+    # In every format its model type supports: model type, labels, pairs, length and
+    # case all come from the run's config.json (keras_hub when the extra is installed).
     module = TASK_MODULES[name]
     module.write_tiny_inputs(tmp_path)
     options = module.tiny_options(tmp_path)
     registry.run(name, options)
     saved = run_config.read(options.output_dir)
     assert saved["command"] == name
-    path = export_checkpoint.export_from_checkpoint(ExportOptions(
-        init_checkpoint=options.output_dir, export_dir=str(tmp_path / "e")))
-    signatures = tf.saved_model.load(path).signatures
-    length = signatures["serve_ids"].structured_input_signature[1]["input_ids"].shape[-1]
-    assert length == options.max_seq_length
+    formats = [export_format for export_format in model_registry.get(saved["model_type"]).formats
+               if export_format != "keras_hub" or HAVE_KERAS_HUB]
+    for export_format in formats:
+        folder = export_checkpoint.export_from_checkpoint(ExportOptions(
+            init_checkpoint=options.output_dir, export_format=export_format,
+            export_dir=str(tmp_path / export_format)))
+        _check_export(export_format, folder, saved, options)
 
 
 def test_seeding_gives_the_same_encoder_whatever_the_task(tmp_path):

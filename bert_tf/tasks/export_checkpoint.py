@@ -30,7 +30,7 @@ from bert_tf.models import EncoderHeadModel
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import run_context
+from bert_tf.tasks import export_settings, run_context
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks import option_groups as groups
 from bert_tf.text import tokenization
@@ -48,8 +48,9 @@ class ExportModel(OptionGroup):
     """What is exported, in which format, with which labels, into which folder."""
     model_type: Optional[str] = option(
         None, "What to export (squad = span_labeler, ner = token_classifier; pretrainer: "
-        "the masked-LM and next-sentence heads, --export_format=huggingface only).",
-        choices=MODEL_TYPES)
+        "the masked-LM and next-sentence heads, --export_format=huggingface only). "
+        "Default: the model type of the bert_tf run at init_checkpoint (its config.json); "
+        "required for other checkpoints.", choices=MODEL_TYPES)
     export_format: str = option(
         "saved_model", "saved_model: a SavedModel for TF Serving; huggingface: a "
         "transformers folder (config.json, model.safetensors, vocab.txt, tokenizer "
@@ -68,7 +69,9 @@ class ExportModel(OptionGroup):
         "fine-tuning output_dir; other names for its ids are fine, its labels in another "
         "order are refused).")
     labels_file: Optional[str] = option(None, "Class / tag names, one per line, in id order.")
-    text_pair: bool = option(False, "classifier: serving_default takes text_a and text_b.")
+    text_pair: Optional[bool] = option(
+        None, "classifier: serving_default takes text_a and text_b (default: as the run "
+        "at init_checkpoint was trained; else false). Must match the run.")
     versioned: bool = option(False, "Write export_dir/<next version number>.")
 
 
@@ -76,7 +79,10 @@ ExportOptions = compose(
     "ExportOptions", ExportModel, groups.MODEL_SOURCE, groups.TOKENIZER,
     groups.SequenceLength, groups.Regression, groups.DocStride, groups.WindowPooling,
     groups.MultiLabelThreshold, groups.QuestionLengths, groups.ExportDir, groups.Overwrite,
-    defaults={"window_pooling": "mean", "multi_label_threshold": None},
+    # None: the run's value (its config.json), else export_settings.PLAIN_DEFAULTS.
+    defaults={"max_seq_length": None, "do_lower_case": None, "is_regression": None,
+              "window_pooling": None, "multi_label_threshold": None,
+              "max_query_length": None, "max_answer_length": None},
     helps={
         "init_checkpoint": "Fine-tuning output_dir / training checkpoint, google-research "
                            "checkpoint (folder or prefix) or Hugging Face folder.",
@@ -85,20 +91,29 @@ ExportOptions = compose(
         "vocab_file": "vocab.txt the model was trained with (default: in init_checkpoint).",
         "allow_case_mismatch": "Export even when do_lower_case does not fit the vocab or "
                                "the released folder name (uncased / cased).",
+        "do_lower_case": "Lower-case the input and strip accents (default: as the run at "
+                         "init_checkpoint was trained; else true). Must match the run.",
         "max_seq_length": "Sequence length of the signatures (tfhub: the preprocessor's "
-                          "default; litert: the model's one row).",
-        "is_regression": "classifier: one output `score`.",
+                          "default; litert: the model's one row). Default: the run's "
+                          "max_seq_length; else 128. A serving choice: may differ from "
+                          "the run's.",
+        "is_regression": "classifier: one output `score` (default: as the run; else "
+                         "false). Must match the run.",
         "doc_stride": "classifier: judge a long text on all of it, in windows this many "
                       "tokens apart with their logits pooled, as a run with "
-                      "--long_document=windows and this --doc_stride (default: cut to "
-                      "max_seq_length).",
+                      "--long_document=windows and this --doc_stride (default: the run's "
+                      "windows; else cut to max_seq_length). A serving choice.",
         "window_pooling": "classifier with --doc_stride: how the windows' logits combine "
-                          "(as the run's --window_pooling).",
+                          "(default: the run's --window_pooling; else mean). A serving "
+                          "choice.",
         "multi_label_threshold": "classifier of a --multi_label run, SavedModel: a label "
-                                 "is predicted when its probability is at least this, as "
-                                 "the run's --multi_label_threshold (default 0.5).",
-        "max_query_length": "squad: question tokens kept.",
-        "max_answer_length": "squad: longest answer in tokens.",
+                                 "is predicted when its probability is at least this "
+                                 "(default: the run's --multi_label_threshold). A serving "
+                                 "choice.",
+        "max_query_length": "squad: question tokens kept (default: the run's; else 64). "
+                            "A serving choice.",
+        "max_answer_length": "squad: longest answer in tokens (default: the run's; else "
+                             "30). A serving choice.",
         "export_dir": "SavedModel folder or TF Serving model base path (other formats: "
                       "the folder to write).",
         "overwrite": "Replace an existing SavedModel at export_dir (other formats: a "
@@ -280,8 +295,13 @@ def _check_threshold(options, problem_type):
 def export_from_checkpoint(options: ExportOptions) -> str:
     """Loads the model and exports it (see the module docstring). Returns the path."""
     options_lib.check_choices(options)
+    if not options.init_checkpoint:
+        raise ValueError("--init_checkpoint is required")
+    options = export_settings.from_run(options)  # what the run trained, unless given
+    options.check()
     if not options.model_type:
-        raise ValueError("--model_type is required")
+        raise ValueError(f"--model_type is required: {options.init_checkpoint} holds no "
+                         "bert_tf run (no config.json or run_settings.json) to take it from")
     vocab_file = options.vocab_file or fileio.file_beside(options.init_checkpoint, "vocab.txt")
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
