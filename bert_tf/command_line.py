@@ -26,6 +26,7 @@ import threading
 
 from absl import app, flags
 
+from bert_tf import fileio
 from bert_tf import options as options_lib
 
 flags.DEFINE_bool("verbose", False,
@@ -112,10 +113,50 @@ def _given(flag_values, spec) -> bool:
         flag_values[switch].present and flag_values[switch].value for switch in spec.switches)
 
 
+# A run folder's config (`bert_tf.tasks.run_config.CONFIG_FILE`), and what it never
+# decides for a later run of that folder: what to do, and where.
+RUN_CONFIG_FILE = "config.json"
+STEP_OPTIONS = ("do_train", "do_eval", "do_predict", "output_dir", "init_checkpoint",
+                "export_dir")
+
+
+def run_folder_options(options_class, flag_values=flags.FLAGS) -> dict:
+    """For a run that evaluates or predicts without training, the options of the run it
+    uses (its config.json, written by the same command): the one trained in its
+    `--output_dir`, else the one `--init_checkpoint` is a folder or checkpoint of; less
+    `STEP_OPTIONS`. {} for a training run, or without such a run of the same command.
+
+    So `--do_eval` or `--do_predict` reads its data as the model was trained
+    (max_seq_length, case, columns, windows) without repeating those flags.
+    """
+    names = {spec.name for spec in options_lib.option_specs(options_class)}
+    if not {"output_dir", "do_train"} <= names or flag_values["do_train"].value:
+        return {}
+    folders = [flag_values["output_dir"].value,
+               fileio.run_folder_of(flag_values["init_checkpoint"].value)
+               if "init_checkpoint" in names else None]
+    paths = [os.path.join(folder, RUN_CONFIG_FILE) for folder in folders if folder]
+    path = next((path for path in paths if os.path.isfile(path)), None)
+    if path is None:
+        return {}
+    try:
+        saved = read_config_options(path)
+        if set(saved) != names:
+            return {}  # another command's run
+        saved = options_lib.options_to_dict(options_lib.options_from_dict(
+            options_class, saved, path))
+    except ValueError:
+        return {}  # a damaged or foreign file: the flags alone, as before config.json
+    print(f"Options not given on the command line come from the trained run's {path}",
+          file=sys.stderr)
+    return {name: value for name, value in saved.items() if name not in STEP_OPTIONS}
+
+
 def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
     """`options_class` built from parsed flags (see `define_flags`): the defaults, the
-    values of `--config`'s file when given, then the flags given on the command line;
-    `overrides` win.
+    values of `--config`'s file when given (else, for a run that does not train, those
+    of the run trained in its output_dir: `run_folder_options`), then the flags given on
+    the command line; `overrides` win.
 
     Raises:
       OSError / ValueError: a `--config` file that cannot be read, or that names an
@@ -126,8 +167,10 @@ def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
     if config:
         kwargs = options_lib.options_to_dict(options_lib.options_from_dict(
             options_class, read_config_options(config), f"--config={config}"))
+    else:
+        kwargs = run_folder_options(options_class, flag_values)
     for spec in options_lib.option_specs(options_class):
-        if config and not _given(flag_values, spec):
+        if spec.name in kwargs and not _given(flag_values, spec):
             continue
         kwargs[spec.name] = flag_values[spec.name].value
         for switch, value in spec.switches.items():

@@ -184,6 +184,18 @@ def file_beside(path, name):
     return file_in_folder(path if os.path.isdir(path) else os.path.dirname(path), name)
 
 
+def run_folder_of(path):
+    """The output_dir a checkpoint location belongs to: `path` itself when a folder,
+    else the folder of the prefix, leaving a run's `best/` (`--best_metric`) for its
+    parent; None for no path."""
+    if not path:
+        return None
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    if os.path.basename(os.path.normpath(folder)) == "best":
+        folder = os.path.dirname(os.path.normpath(folder))
+    return folder
+
+
 def file_digest(path: str) -> str:
     """SHA-256 of a file's content: what caches are keyed by (never size or mtime)."""
     digest = hashlib.sha256()

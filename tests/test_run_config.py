@@ -12,13 +12,15 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
 import test_run_classifier
 import test_run_multiple_choice
 import test_run_ner
 import test_run_squad
+from bert_tf import command_line
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import export_checkpoint, registry, run_config
+from bert_tf.tasks import export_checkpoint, feature_extraction, registry, run_config
 from bert_tf.tasks.export_checkpoint import ExportOptions
 from harness import write_tsv
 
@@ -238,3 +240,39 @@ def test_the_driver_and_loop_name_no_task(module):
 def test_the_layout_check_finds_a_task_name():
     assert _words("self.task_name == 'classification/mrpc'") & TASK_WORDS
     assert not _words("runner.train(hook)") & TASK_WORDS
+
+
+def test_extraction_takes_the_case_of_the_run(tmp_path):
+    run_dir = tmp_path / "cased_run"
+    run_dir.mkdir()
+    run_config.write(str(run_dir), {"format": run_config.FORMAT_VERSION,
+                                    "vocab": {"do_lower_case": False}})
+    options = types.SimpleNamespace(do_lower_case=None, init_checkpoint=str(run_dir))
+    assert feature_extraction.lower_case(options) is False
+    assert feature_extraction.lower_case(types.SimpleNamespace(
+        do_lower_case=True, init_checkpoint=str(run_dir))) is True
+    assert feature_extraction.lower_case(types.SimpleNamespace(
+        do_lower_case=None, init_checkpoint=str(tmp_path))) is True  # not a run: uncased
+
+
+def test_an_eval_run_of_a_trained_folder_reads_its_options(tmp_path):
+    # --do_eval on a trained output_dir: what was not given comes from its config.json
+    # (here max_seq_length 14 and the pair column), what to do and where from the flags.
+    pair_run(tmp_path)
+    flag_values = flags.FlagValues()
+    options_class = registry.get("classification").options_class
+    command_line.define_flags(options_class, "test", flag_values)
+    flag_values(["prog", f"--output_dir={tmp_path / 'out'}", "--do_eval",
+                 "--eval_batch_size=3"])
+    options = command_line.options_from_flags(options_class, flag_values)
+    assert (options.max_seq_length, options.text_pair_column) == (14, "text_b")
+    assert (options.do_train, options.do_eval, options.eval_batch_size) == (False, True, 3)
+    assert command_line.RUN_CONFIG_FILE == run_config.CONFIG_FILE
+    # The original's predict recipe: a checkpoint of the run, into a new folder.
+    prefix = tf.train.latest_checkpoint(str(tmp_path / "out"))
+    flag_values(["prog", f"--output_dir={tmp_path / 'new'}", "--do_predict",
+                 f"--init_checkpoint={prefix}"])
+    options = command_line.options_from_flags(options_class, flag_values)
+    assert (options.max_seq_length, options.init_checkpoint) == (14, prefix)
+    flag_values(["prog", f"--output_dir={tmp_path / 'out'}", "--do_train"])
+    assert command_line.options_from_flags(options_class, flag_values).max_seq_length == 128

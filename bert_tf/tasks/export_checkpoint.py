@@ -18,7 +18,6 @@ in, float32 or with `quantize="int8"`, `bert_tf.serving.litert`).
 """
 
 import dataclasses
-import json
 import os
 from typing import Optional
 
@@ -30,7 +29,7 @@ from bert_tf.models import EncoderHeadModel
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import export_settings, run_context
+from bert_tf.tasks import export_settings, run_config, run_context
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks import option_groups as groups
 from bert_tf.text import tokenization
@@ -41,6 +40,7 @@ from bert_tf.weights import checkpoints
 # Spellings of --model_type: the registered model types and their aliases (squad, ner).
 MODEL_TYPES = model_registry.names()
 EXPORT_FORMATS = model_registry.FORMATS
+ENCODER = "encoder"  # the model type every run holds
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -171,24 +171,15 @@ def load_model(model_type, options, head_kwargs=None):
     return model
 
 
-def _saved_run_settings(init_checkpoint) -> dict:
-    """The `run_settings.json` of a fine-tuning output_dir at or beside `init_checkpoint`
-    ({} for released or Hugging Face weights)."""
-    path = fileio.file_beside(init_checkpoint, run_context.RUN_SETTINGS_FILE)
-    if not path:
-        return {}
-    with open(path, encoding="utf-8") as file:
-        return dict(json.load(file), path=path)
-
-
 def _check_run_settings(init_checkpoint, saved, model_type, label_names):
     """Refuses a fine-tuning run of another model type, or labels that mean other classes.
 
-    A fine-tuning output_dir records its model type and labels in `run_settings.json`
-    (`bert_tf.tasks.run_context`); heads of different types can have the same
-    variables, so without this check a classifier's head would load as a SQuAD head.
+    A run records its model type and labels in its config.json (`run_config`; older
+    folders: run_settings.json); heads of different types can have the same variables,
+    so without this check a classifier's head would load as a SQuAD head. The encoder
+    of any run may be exported alone.
     """
-    if not saved:
+    if not saved or model_type == model_registry.get(ENCODER).name:
         return
     if saved.get("model_type") != model_type:
         raise ValueError(f"{init_checkpoint} holds a {saved.get('model_type')} run (task "
@@ -269,7 +260,10 @@ def _problem_type(model_type, options, saved):
         return None
     if options.is_regression:
         return "regression"
-    if saved.get("task") == f"classification/{multi_label.NAME}":
+    # A run's config says it in its serving settings; run_settings.json of a folder of
+    # an earlier version, by the multi-label task's name.
+    if (saved.get("export") or {}).get("multi_label") or \
+            saved.get("task") == f"classification/{multi_label.NAME}":
         return "multi_label_classification"
     return None
 
@@ -279,7 +273,7 @@ def _check_threshold(options, problem_type):
     threshold = options.multi_label_threshold
     if threshold is None:
         return
-    multi_label.check_threshold(threshold)
+    groups.check_threshold(threshold)
     if problem_type != "multi_label_classification":
         raise ValueError(
             f"--multi_label_threshold={threshold} applies to the "
@@ -313,7 +307,7 @@ def export_from_checkpoint(options: ExportOptions) -> str:
                                         vocab_file, options.init_checkpoint)
     model_type = model_registry.get(options.model_type).name
     _check_format_and_export_dir(options, model_type)  # fail before loading
-    saved = _saved_run_settings(options.init_checkpoint)
+    saved = run_config.read(options.init_checkpoint)
     problem_type = _problem_type(model_type, options, saved)
     _check_threshold(options, problem_type)
     # Without names, a fine-tuning run's own label list (in label-id order) serves.

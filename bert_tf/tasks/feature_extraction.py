@@ -24,7 +24,7 @@ from bert_tf import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.options import OptionGroup, check_integer, compose, option
 from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks import run_context
+from bert_tf.tasks import run_config, run_context
 from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
 from bert_tf.weights import from_pretrained
@@ -43,7 +43,10 @@ class ExtractLayers(OptionGroup):
 ExtractOptions = compose(
     "ExtractOptions", groups.InputFile, groups.OutputFile, ExtractLayers,
     groups.MODEL_SOURCE, groups.Vocab, groups.Case, groups.SequenceLength,
+    defaults={"do_lower_case": None},  # None: as the run at init_checkpoint, else true
     helps={"input_file": "Text file: one text or `text_a ||| text_b` a line.",
+           "do_lower_case": "Lower-case the input and strip accents (default: as the "
+                            "bert_tf run at init_checkpoint was trained; else true).",
            "output_file": "JSON lines output.",
            "init_checkpoint": "Released checkpoint folder, checkpoint prefix or Hugging "
                               "Face folder."},
@@ -59,13 +62,27 @@ def run(options: ExtractOptions) -> int:
         raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
                                 "--vocab_file")
     vocab = VocabFile.read(vocab_file)
-    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=options.do_lower_case)
+    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=lower_case(options))
     encoder = from_pretrained(BertEncoder, options.init_checkpoint,
                               config=options.bert_config_file,
                               allow_random_encoder=options.allow_random_encoder)
     tokenization.check_vocab_matches(len(vocab.tokens), vocab_file, encoder.config.vocab_size)
     return extract_features(encoder, tokenizer, options.input_file, options.output_file,
                             options.layers, options.max_seq_length, options.batch_size)
+
+
+def lower_case(options) -> bool:
+    """`do_lower_case`, else the case the run at init_checkpoint was trained with (its
+    config.json), else True (the uncased released models)."""
+    if options.do_lower_case is not None:
+        return bool(options.do_lower_case)
+    trained = (run_config.read(options.init_checkpoint).get("vocab") or {}).get(
+        "do_lower_case")
+    if trained is not None:
+        logging.info("do_lower_case=%s, as the run at %s was trained", trained,
+                     options.init_checkpoint)
+        return bool(trained)
+    return True
 
 
 PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")

@@ -109,11 +109,16 @@ class MultiLabelThreshold(OptionGroup):
         "(between 0 and 1; also in the export).")
 
     def check(self) -> None:
-        """Refuses a threshold outside (0, 1)."""
-        # One rule for the runs and the export (it imports TensorFlow: not at import).
-        from bert_tf.tasks.classification import multi_label  # pylint: disable=import-outside-toplevel
         if self.multi_label_threshold is not None:
-            multi_label.check_threshold(self.multi_label_threshold)
+            check_threshold(self.multi_label_threshold)
+
+
+def check_threshold(threshold) -> None:
+    """Refuses a multi-label threshold outside (0, 1): no label, or every label, would be
+    predicted (one rule for the runs, the export and the API)."""
+    if not 0 < threshold < 1:
+        raise ValueError("multi_label_threshold must be between 0 and 1 (exclusive), "
+                         f"got {threshold}")
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -30,7 +30,6 @@ from bert_tf import options as options_lib
 CONFIG_FILE = "config.json"
 LEGACY_SETTINGS_FILE = "run_settings.json"  # what folders of earlier versions hold
 FORMAT_VERSION = 1
-BEST_DIR = "best"  # a run's best checkpoint lies in output_dir/best/ (--best_metric)
 
 
 def describe(task, context) -> dict:
@@ -61,11 +60,9 @@ def write(output_dir: str, config: dict) -> str:
 def run_folder(path: Optional[str]) -> Optional[str]:
     """The run folder that `path` (a run's output_dir, one of its checkpoint prefixes, or
     a prefix in its `best/`) belongs to, when it holds a config; else None."""
-    if not path:
+    folder = fileio.run_folder_of(path)
+    if folder is None:
         return None
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    if os.path.basename(os.path.normpath(folder)) == BEST_DIR:
-        folder = os.path.dirname(os.path.normpath(folder))
     for name in (CONFIG_FILE, LEGACY_SETTINGS_FILE):
         if os.path.isfile(os.path.join(folder, name)):
             return folder

@@ -130,14 +130,6 @@ def loss_fn(pos_weights=None):
     return compute
 
 
-def check_threshold(threshold):
-    """Refuses a multi-label threshold outside (0, 1): no label, or every label, would be
-    predicted."""
-    if not 0 < threshold < 1:
-        raise ValueError("multi_label_threshold must be between 0 and 1 (exclusive), "
-                         f"got {threshold}")
-
-
 def sigmoid(logits: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
 
