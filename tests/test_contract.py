@@ -16,11 +16,13 @@ import pytest
 
 import bert_tf.layers
 import bert_tf.models
+import bert_tf.tasks
 import contract
 from bert_tf import layers
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
+from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,
                             BertSpanLabeler, BertTokenClassifier)
 from bert_tf.models.encoder import EncoderHeadModel
+from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from contract import Case, encoder_features, hidden_states, input_mask, matrix, token_ids
 from harness import tiny_config
 
@@ -120,10 +122,10 @@ IDS = [case.id for case in CASES]
 
 def public_layer_classes():
     """Every public keras Layer (Model included) class defined in a module of
-    bert_tf.layers or bert_tf.models."""
+    bert_tf.layers, bert_tf.models or a task folder (a task's own head model)."""
     found = set()
-    for package in (bert_tf.layers, bert_tf.models):
-        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+    for package in (bert_tf.layers, bert_tf.models, bert_tf.tasks):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             module = importlib.import_module(info.name)
             for name, value in vars(module).items():
                 if (inspect.isclass(value) and issubclass(value, keras.layers.Layer)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice,
-                            BertSpanLabeler, BertTokenClassifier)
+from bert_tf.models import (BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier)
 from bert_tf.serving import export, litert
 from bert_tf.tasks import export_checkpoint
 from bert_tf.text.tokenization import FullTokenizer
+from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from harness import tiny_config, tiny_model
 from test_export_formats import (LABELS, TAGS, export_options, randomized,  # noqa: F401
                                  vocab, write_run)

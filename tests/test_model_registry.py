@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from safetensors import safe_open
 
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
+from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,
                             BertSpanLabeler, BertTokenClassifier)
 from bert_tf.models.encoder import EncoderHeadModel
 from bert_tf.serving import export, huggingface, keras_hub, litert, registry, tfhub
@@ -24,6 +24,7 @@ from bert_tf.serving.registry import ModelType
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.train import warm_start
 from bert_tf.weights import checkpoints
+from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from harness import SPECIAL_TOKENS, tiny_config, tiny_model, write_vocab
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"

@@ -24,13 +24,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.models import BertEncoder, BertMultipleChoice
+from bert_tf.models import BertEncoder
 from bert_tf.tasks import export_checkpoint
 from bert_tf.tasks.multiple_choice import data as choice_data
 from bert_tf.tasks.multiple_choice import task as choice_task
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions
 from bert_tf.text import tokenization
 from bert_tf.weights import checkpoints
+from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from flag_contract import check_every_flag_reaches_options
 from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint,
                      write_tiny_model_files)

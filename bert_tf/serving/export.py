@@ -13,12 +13,10 @@ API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
                                           max_seq_length, export_dir, label_names, ...)
     path = export.export_encoder(model, vocab_file, do_lower_case, max_seq_length,
                                  export_dir, ...)
-    path = export.export_multiple_choice(model, vocab_file, do_lower_case,
-                                         max_seq_length, export_dir, ...)
     path = export.export_finetuned_model(model, export_dir, model_type, vocab_file,
                                          do_lower_case, max_seq_length, **kwargs)
         # model_type: a name of `bert_tf.serving.registry` ("classifier", "squad", ...):
-        # its ModelType's exporter (multiple_choice: bert_tf.serving.multiple_choice)
+        # its ModelType's exporter (multiple choice: bert_tf.tasks.multiple_choice.serving)
     path = export.export_signatures(model, vocab_file, do_lower_case, max_seq_length,
                                     export_dir, make_default=None, ...)
         # any registered model: the ids signatures, `serving_default` from make_default
@@ -59,14 +57,14 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.serving import multiple_choice, output_folder, registry
+from bert_tf.serving import output_folder, registry
 from bert_tf.serving import signatures as sig
 from bert_tf.serving.text_signatures import (classifier_text_signature,  # noqa: F401
                                              encoder_text_signature, span_text_signature,
                                              tagger_text_signature)
 from bert_tf.text import tokenization, windows
 from bert_tf.configs import BertConfig
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertSpanLabeler,
+from bert_tf.models import (BertClassifier, BertEncoder, BertSpanLabeler,
                             BertTokenClassifier)
 from bert_tf.weights.load_report import name_list
 
@@ -312,17 +310,6 @@ def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
                              versioned=versioned)
 
 
-def export_multiple_choice(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                           overwrite=False, versioned=False):
-    """Exports a `BertMultipleChoice` (SWAG): `context`, `question` and `choices` [B, C]
-    in, per-choice `probabilities` out (`bert_tf.serving.multiple_choice`). Args as
-    `export_classifier`; `max_seq_length` is the length of each choice's row."""
-    check_model_and_vocab(model, BertMultipleChoice, vocab_file, max_seq_length)
-    target = resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
-    module = ServingModule(model, vocab_file, do_lower_case, max_seq_length)
-    return write_saved_model(module, multiple_choice.signatures(module), target)
-
-
 def check_model_class(model_cls):
     """Raises ValueError, with the reason, for a model type without SavedModel
     signatures (`ModelType.saved_model`)."""
@@ -357,6 +344,6 @@ def keras_model_class(model_type):
 
 
 __all__ = ["canonical_model_type", "check_model_class", "export_classifier",
-           "export_encoder", "export_finetuned_model", "export_multiple_choice",
+           "export_encoder", "export_finetuned_model",
            "export_signatures", "export_span_labeler", "export_token_classifier",
            "keras_model_class", "resolve_export_dir", "SIGNATURE_NAMES"]

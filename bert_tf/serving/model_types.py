@@ -5,7 +5,7 @@ names of each head are its model class's (`google_head_entries`, `hf_head_names`
 pre-training model loads itself (`ModelType.load`: the heads its checkpoint holds).
 """
 
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,
+from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,
                             BertSpanLabeler, BertTokenClassifier)
 from bert_tf.serving import export, registry
 from bert_tf.serving.registry import ModelType
@@ -96,10 +96,3 @@ registry.register(ModelType(
     litert_layout="[CLS] question [SEP] context [SEP] (question cut to max_query_length "
                   "pieces), segment_ids 1 on the context; an answer is the best start <= "
                   "end span of context positions"))
-
-registry.register(ModelType(
-    name="multiple_choice", model_class=BertMultipleChoice,
-    refused={"litert": "a multiple-choice model scores [B, C, S] rows, one per choice, "
-                       "laid out from context, question and choices in its raw-text "
-                       "signature; export it with export_format=saved_model"},
-    saved_model=export.export_multiple_choice))

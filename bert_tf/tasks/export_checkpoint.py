@@ -30,6 +30,7 @@ from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import export_settings, run_config, run_context
+from bert_tf.tasks import registry as task_registry
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks import option_groups as groups
 from bert_tf.text import tokenization
@@ -38,7 +39,7 @@ from bert_tf.train import loop
 from bert_tf.weights import checkpoints
 
 # Spellings of --model_type: the registered model types and their aliases (squad, ner).
-MODEL_TYPES = model_registry.names()
+MODEL_TYPES = task_registry.model_types()
 EXPORT_FORMATS = model_registry.FORMATS
 ENCODER = "encoder"  # the model type every run holds
 

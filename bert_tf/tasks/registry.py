@@ -11,6 +11,7 @@ A new task is one folder (its options, data, task class) plus one `TaskEntry` in
 
 import dataclasses
 
+from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import driver
 from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions, MultipleChoiceTask
@@ -68,6 +69,12 @@ def register(entry: TaskEntry) -> None:
         raise ValueError(f"task {entry.name!r} is registered already (by "
                          f"{TASKS[entry.name].task_class.__name__}); choose another name")
     TASKS[entry.name] = entry
+
+
+def model_types() -> list:
+    """Every `--model_type` spelling: the built-in model types and those the task folders
+    register (imported above, so all are known here)."""
+    return model_registry.names()
 
 
 def names() -> list:

@@ -13,7 +13,7 @@ Two file formats (by extension):
 `choice_segments` lays a choice out as `[CLS] context question [SEP] choice [SEP]`, cut
 longest-first to max_seq_length; what the first segment loses comes off the end of the
 context, the question is kept whole while any context is left (the exported model does
-the same in the graph: `bert_tf.serving.multiple_choice.encode_choices`).
+the same in the graph: `bert_tf.tasks.multiple_choice.serving.encode_choices`).
 
 Every row of a file has the same number of choices C (a row with another count names
 file and line); a label outside 0 .. C-1 names file, line and value; a file without the

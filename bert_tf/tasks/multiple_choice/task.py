@@ -26,13 +26,14 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.models import BertMultipleChoice, BertEncoder
+from bert_tf.models import BertEncoder
 from bert_tf.options import compose
 from bert_tf.tasks import driver
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.classification.metrics import accuracy
 from bert_tf.tasks.classification.task import softmax
 from bert_tf.tasks.multiple_choice import data as choice_data
+from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, EvalStep, HeadDropout,
                                   TrainStep, check_micro_batches)
 from bert_tf.tasks.task import Task, TrainData, cached_features

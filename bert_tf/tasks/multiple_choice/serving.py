@@ -1,7 +1,7 @@
-"""The SavedModel signatures of a multiple-choice model (`BertMultipleChoice`, SWAG).
-
-`export.export_multiple_choice` writes them (and `export_finetuned_model(...,
-"multiple_choice")` dispatches there). Batch B, choices C (free), S = max_seq_length:
+"""The multiple-choice model type (`BertMultipleChoice`, SWAG): its SavedModel signatures,
+its exporter and its registration, all here (`export_finetuned_model(...,
+"multiple_choice")` finds it in the registry). Batch B, choices C (free),
+S = max_seq_length:
 
 - `serving_default`: raw UTF-8 text, WordPiece inside the graph. `context` string [B],
   `question` string [B] ("" when there is none) and `choices` string [B, C] ->
@@ -21,7 +21,9 @@ the context, the question is kept whole while any context is left.
 import tensorflow as tf
 
 from bert_tf.models.encoder import assert_inputs_agree
+from bert_tf.serving import export, registry
 from bert_tf.serving import signatures as sig
+from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.text import input_layout_graph
 
 
@@ -112,3 +114,22 @@ def signatures(module):
     return {"serving_default": serve_text.get_concrete_function(),
             "serve_ids": serve_ids.get_concrete_function(),
             "serve_examples": serve_examples.get_concrete_function()}
+
+
+def export_multiple_choice(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                           overwrite=False, versioned=False):
+    """Exports a `BertMultipleChoice`: `context`, `question` and `choices` [B, C] in,
+    per-choice `probabilities` out. Args as `export.export_classifier`; `max_seq_length`
+    is the length of each choice's row."""
+    export.check_model_and_vocab(model, BertMultipleChoice, vocab_file, max_seq_length)
+    target = export.resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
+    module = export.ServingModule(model, vocab_file, do_lower_case, max_seq_length)
+    return export.write_saved_model(module, signatures(module), target)
+
+
+registry.register(registry.ModelType(
+    name="multiple_choice", model_class=BertMultipleChoice,
+    refused={"litert": "a multiple-choice model scores [B, C, S] rows, one per choice, "
+                       "laid out from context, question and choices in its raw-text "
+                       "signature; export it with export_format=saved_model"},
+    saved_model=export_multiple_choice))
