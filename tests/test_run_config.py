@@ -17,8 +17,10 @@ from absl import flags
 import test_run_classifier
 import test_run_multiple_choice
 import test_run_ner
+import test_run_pretraining
 import test_run_squad
 from bert_tf import command_line
+from bert_tf import options as options_lib
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import export_checkpoint, feature_extraction, registry, run_config
 from bert_tf.tasks.export_checkpoint import ExportOptions
@@ -27,7 +29,8 @@ from harness import write_tsv
 HAVE_KERAS_HUB = importlib.util.find_spec("keras_hub") is not None
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 TASK_MODULES = {"classification": test_run_classifier, "ner": test_run_ner,
-                "squad": test_run_squad, "multiple_choice": test_run_multiple_choice}
+                "squad": test_run_squad, "multiple_choice": test_run_multiple_choice,
+                "pretraining": test_run_pretraining}
 
 
 def write_pairs(folder):
@@ -133,7 +136,7 @@ def _check_export(export_format, folder, saved, options):
         if labels:
             assert [config["id2label"][str(i)] for i in range(len(labels))] == labels
         tokenizer = json.loads((pathlib.Path(folder) / "tokenizer_config.json").read_text())
-        assert tokenizer["do_lower_case"] is options.do_lower_case
+        assert tokenizer["do_lower_case"] is getattr(options, "do_lower_case", True)
     elif export_format == "litert":
         config = json.loads((pathlib.Path(folder) / "litert_config.json").read_text())
         assert config["max_seq_length"] == options.max_seq_length
@@ -141,16 +144,32 @@ def _check_export(export_format, folder, saved, options):
         assert config.get("text_pair", False) is bool(saved["export"].get("text_pair"))
 
 
+def _rerun_options(entry, config_path):
+    """The options `--config=<config_path>` gives the task's command, nothing else set."""
+    flag_values = flags.FlagValues()
+    command_line.define_flags(entry.options_class, "test", flag_values)
+    flag_values(["prog", f"--config={config_path}"])
+    return command_line.options_from_flags(entry.options_class, flag_values)
+
+
 @pytest.mark.parametrize("name", sorted(TASK_MODULES))
-def test_every_task_exports_its_run_folder_without_task_flags(name, tmp_path):
-    # In every format its model type supports: model type, labels, pairs, length and
-    # case all come from the run's config.json (keras_hub when the extra is installed).
+def test_every_task_reruns_and_exports_its_run_folder(name, tmp_path):
+    # The run's config.json reruns to the same options, field by field; its folder
+    # exports in every format its model type supports with no task flag: model type,
+    # labels, pairs, length and case come from the run (keras_hub when installed).
     module = TASK_MODULES[name]
     module.write_tiny_inputs(tmp_path)
-    options = module.tiny_options(tmp_path)
+    vocab = {"vocab_file": str(tmp_path / "vocab.txt")} if name == "pretraining" else {}
+    if vocab:  # pre-training records carry ids only: the vocab makes the folder whole
+        test_run_classifier.write_vocab(vocab["vocab_file"], test_run_classifier.SPECIAL_TOKENS
+                                        + test_run_classifier.WORDS, size=99)
+    options = module.tiny_options(tmp_path, **vocab)
     registry.run(name, options)
     saved = run_config.read(options.output_dir)
     assert saved["command"] == name
+    rerun = _rerun_options(registry.get(name), saved["path"])
+    assert options_lib.options_to_dict(rerun) == options_lib.options_to_dict(options)
+    assert (pathlib.Path(options.output_dir) / "vocab.txt").is_file()
     formats = [export_format for export_format in model_registry.get(saved["model_type"]).formats
                if export_format != "keras_hub" or HAVE_KERAS_HUB]
     for export_format in formats:
