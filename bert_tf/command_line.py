@@ -118,6 +118,7 @@ def _given(flag_values, spec) -> bool:
 RUN_CONFIG_FILE = "config.json"
 STEP_OPTIONS = ("do_train", "do_eval", "do_predict", "output_dir", "init_checkpoint",
                 "export_dir")
+_ANNOUNCED = set()  # the run configs whose use was printed
 
 
 def run_folder_options(options_class, flag_values=flags.FLAGS) -> dict:
@@ -147,8 +148,10 @@ def run_folder_options(options_class, flag_values=flags.FLAGS) -> dict:
             options_class, saved, path))
     except ValueError:
         return {}  # a damaged or foreign file: the flags alone, as before config.json
-    print(f"Options not given on the command line come from the trained run's {path}",
-          file=sys.stderr)
+    if path not in _ANNOUNCED:  # once, though the required flags are checked first
+        _ANNOUNCED.add(path)
+        print(f"Options not given on the command line come from the trained run's {path}",
+              file=sys.stderr)
     return {name: value for name, value in saved.items() if name not in STEP_OPTIONS}
 
 
@@ -181,9 +184,10 @@ def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
 
 
 def _missing(required, options_class) -> list:
-    """The `required` flags neither the command line nor its `--config` file sets."""
+    """The `required` flags that neither the command line nor its `--config` file (nor,
+    for a run that does not train, the run it reads: `run_folder_options`) sets."""
     missing = [name for name in required if getattr(flags.FLAGS, name) in (None, "")]
-    if missing and options_class is not None and flags.FLAGS[CONFIG_FLAG].value:
+    if missing and options_class is not None:
         options = options_from_flags(options_class)
         missing = [name for name in missing if getattr(options, name) in (None, "")]
     return missing

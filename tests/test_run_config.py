@@ -5,8 +5,11 @@ that name no task."""
 import ast
 import importlib.util
 import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -22,7 +25,8 @@ import test_run_squad
 from bert_tf import command_line
 from bert_tf import options as options_lib
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import export_checkpoint, feature_extraction, registry, run_config
+from bert_tf.tasks import (export_checkpoint, export_settings, feature_extraction, registry,
+                           run_config)
 from bert_tf.tasks.export_checkpoint import ExportOptions
 from harness import write_tsv
 
@@ -295,3 +299,45 @@ def test_an_eval_run_of_a_trained_folder_reads_its_options(tmp_path):
     assert (options.max_seq_length, options.init_checkpoint) == (14, prefix)
     flag_values(["prog", f"--output_dir={tmp_path / 'out'}", "--do_train"])
     assert command_line.options_from_flags(options_class, flag_values).max_seq_length == 128
+
+
+def test_the_settings_only_a_savedmodel_applies_stay_out_of_other_formats(tmp_path):
+    # A multi-label run with long-document windows: the SavedModel takes its threshold,
+    # windows and pooling; a Hugging Face or LiteRT export holds the model alone (they
+    # were refused as "leave the flag out" though no flag was given).
+    run_config.write(str(tmp_path), {
+        "format": run_config.FORMAT_VERSION, "model_type": "classifier",
+        "labels": ["a", "b"], "options": {"max_seq_length": 32, "do_lower_case": True},
+        "export": {"multi_label": True, "multi_label_threshold": 0.3, "doc_stride": 8,
+                   "window_pooling": "max", "text_pair": False}})
+    served = export_settings.from_run(ExportOptions(init_checkpoint=str(tmp_path)))
+    assert (served.multi_label_threshold, served.doc_stride, served.window_pooling,
+            served.max_seq_length) == (0.3, 8, "max", 32)
+    for export_format in ("huggingface", "litert"):
+        other = export_settings.from_run(ExportOptions(init_checkpoint=str(tmp_path),
+                                                       export_format=export_format))
+        assert (other.multi_label_threshold, other.doc_stride) == (None, None)
+        assert (other.label_names, other.max_seq_length) == (["a", "b"], 32)
+
+
+def test_an_eval_run_needs_only_the_trained_folder(tmp_path):
+    # bert-run-classifier --output_dir=<trained run> --do_eval: the task, its files, the
+    # config and the vocab all come from the run folder (its config.json,
+    # bert_config.json and vocab.txt), though the run read its model from init_checkpoint.
+    released = tmp_path / "released"
+    _, config_file = test_run_classifier.tiny_model_files(released)
+    test_run_classifier.write_released_checkpoint(released, test_run_classifier.tiny_model(
+        test_run_classifier.BertEncoder,
+        test_run_classifier.BertConfig.from_json_file(config_file), seed=0))
+    write_pairs(tmp_path / "data")
+    registry.run("classification", test_run_classifier.options(
+        tmp_path, task_name="generic", text_pair_column="text_b", do_train=True,
+        num_train_epochs=1.0, max_seq_length=14, init_checkpoint=str(released),
+        bert_config_file=None, vocab_file=None, allow_random_encoder=False))
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_tf.cli.run_classifier",
+         f"--output_dir={tmp_path / 'out'}", "--do_eval"], capture_output=True, text=True,
+        timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.count("come from the trained run's") == 1
+    assert "eval_accuracy" in (tmp_path / "out" / "eval_results.txt").read_text()

@@ -2,10 +2,16 @@ r"""Export a trained BERT model: a SavedModel for TensorFlow Serving, a Hugging 
 transformers folder, a keras-hub preset, TF Hub's preprocessor and encoder, or a LiteRT
 model for phones (`--export_format`).
 
-Loads weights from a fine-tuning `--output_dir` (the latest `ckpt-<step>` of
-run_classifier / run_squad / run_ner), a google-research checkpoint (folder or prefix)
-or a Hugging Face folder, and writes the signatures of `bert_tf.serving.export`:
-`serving_default` (raw text), `serve_ids` and `serve_examples`. Example:
+A bert_tf run folder (or one of its checkpoints) exports with nothing else: its
+config.json gives the model type, labels, sentence pairs, long-document windows, the
+multi-label threshold, max_seq_length and case. Flags that contradict what the run
+trained are refused naming both values; serving choices (max_seq_length, doc_stride,
+window_pooling, multi_label_threshold, max_query_length, max_answer_length) may differ:
+
+    bert-export-model --init_checkpoint=/tmp/mrpc --export_dir=/models/mrpc --versioned
+
+Other checkpoints (a google-research folder or prefix, a Hugging Face folder, a folder
+of an earlier version without config.json) name what to export:
 
     bert-export-model --model_type=classifier --init_checkpoint=/tmp/mrpc \
       --bert_config_file=uncased_L-12_H-768_A-12/bert_config.json \
@@ -21,16 +27,16 @@ masked-LM and next-sentence heads); `--export_format=keras_hub` writes a keras-h
 of an encoder or classifier. Both refuse an `--export_dir` that is not empty unless
 `--overwrite`:
 
-    bert-export-model --export_format=huggingface --model_type=classifier \
-      --init_checkpoint=/tmp/mrpc --export_dir=/models/mrpc_hf
+    bert-export-model --export_format=huggingface --init_checkpoint=/tmp/mrpc \
+      --export_dir=/models/mrpc_hf
 
 `--export_format=tfhub` writes `--export_dir`/preprocessor and `--export_dir`/encoder with
 TF Hub's BERT interface (`hub.KerasLayer` loads them); `--export_format=litert` writes
 model.tflite (int32 token ids [1, --max_seq_length] in; `--quantize=int8` for
 dynamic-range int8), vocab.txt and litert_config.json (the tokenizer settings):
 
-    bert-export-model --export_format=litert --quantize=int8 --model_type=classifier \
-      --init_checkpoint=/tmp/mrpc --text_pair --export_dir=/models/mrpc_litert
+    bert-export-model --export_format=litert --quantize=int8 --init_checkpoint=/tmp/mrpc \
+      --export_dir=/models/mrpc_litert
 """
 
 from bert_tf import command_line

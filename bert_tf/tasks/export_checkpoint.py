@@ -279,7 +279,7 @@ def _check_threshold(options, problem_type):
         raise ValueError(
             f"--multi_label_threshold={threshold} applies to the "
             f"classifier of a --multi_label run; {options.init_checkpoint} is not one (its "
-            "run_settings.json names another task, or there is none): leave the flag out")
+            "config.json names another task, or there is none): leave the flag out")
     if options.export_format != "saved_model":
         raise ValueError(
             f"--multi_label_threshold sets the SavedModel's predicted labels; "

@@ -28,6 +28,9 @@ TRAINED = ("is_regression", "text_pair", "do_lower_case")
 # What a server may choose otherwise than the run did (listed in --help of each flag).
 SERVING_CHOICES = ("max_seq_length", "doc_stride", "window_pooling",
                    "multi_label_threshold", "max_query_length", "max_answer_length")
+# Of the run's settings, those only the SavedModel's raw-text signatures apply (the other
+# formats hold the model alone; long-document windows and the threshold are the app's).
+SAVED_MODEL_ONLY = ("doc_stride", "window_pooling", "multi_label_threshold")
 
 
 def run_values(saved: dict) -> dict:
@@ -60,6 +63,9 @@ def from_run(options):
     """
     saved = run_config.read(options.init_checkpoint)
     trained = run_values(saved)
+    if options.export_format != "saved_model":
+        trained = {name: value for name, value in trained.items()
+                   if name not in SAVED_MODEL_ONLY}
     updates = {}
     for name, value in trained.items():
         given = getattr(options, name, None)

@@ -93,7 +93,9 @@ class RunContext:
         if not options.output_dir:
             raise ValueError("output_dir is required")
         check_init_checkpoint(options.init_checkpoint)
-        config_file = resolve_config_file(options.bert_config_file, options.init_checkpoint)
+        # A trained output_dir is a model folder too (an eval-only run of it).
+        config_file = (resolve_config_file(options.bert_config_file, options.init_checkpoint)
+                       or fileio.file_in_folder(options.output_dir, "bert_config.json"))
         config = getattr(options, "bert_config", None)
         if config is None:
             if not config_file:
@@ -171,8 +173,9 @@ class RunContext:
 
 def _read_vocab(options, needs_vocab) -> Optional[VocabFile]:
     """The vocab (read once) and the case check; None when not needed and not given."""
-    vocab_file = resolve_vocab_file(getattr(options, "vocab_file", None),
-                                    options.init_checkpoint)
+    vocab_file = (resolve_vocab_file(getattr(options, "vocab_file", None),
+                                     options.init_checkpoint)
+                  or fileio.file_in_folder(options.output_dir, "vocab.txt"))
     if not vocab_file:
         if needs_vocab:
             raise ValueError("vocab_file is required (or an init_checkpoint folder holding it)")

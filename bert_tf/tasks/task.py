@@ -50,8 +50,8 @@ class Task:
     Attributes:
       name: The task's name in the run's config.json ("classification/mrpc", "ner", ...).
       command: Its name in the task registry (`bert-train --task=...`).
-      model_type: The export kind: "classifier", "token_classifier", "span_labeler",
-        or "pretrainer" (not exported).
+      model_type: A name of the model-type registry (`bert_tf.serving.registry`):
+        what checkpoints and exports know the task's model as.
       result_names: The results file of each scored split (`<name>_results.txt`).
       needs_pretrained_encoder: Training starts from init_checkpoint; without one (and
         without a checkpoint to resume) the run needs allow_random_encoder.
