@@ -341,3 +341,15 @@ def test_an_eval_run_needs_only_the_trained_folder(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count("come from the trained run's") == 1
     assert "eval_accuracy" in (tmp_path / "out" / "eval_results.txt").read_text()
+
+
+def test_bert_train_reruns_a_config_without_task_or_required_flags(tmp_path):
+    # The file names the task and holds task_name / data_dir: none is repeated.
+    pair_run(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_tf.cli.train",
+         f"--config={tmp_path / 'out' / 'config.json'}", "--nodo_train", "--do_eval",
+         "--eval_batch_size=7"], capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "eval_accuracy" in (tmp_path / "out" / "eval_results.txt").read_text()

@@ -53,17 +53,23 @@ def task_name(argv) -> str:
     return name
 
 
+def _define_task_flag(entry):
+    """`--task`, set to `entry`'s name, its help listing every task."""
+    flags.DEFINE_enum("task", entry.name, registry.names(),
+                      "The task to run: " + "; ".join(
+                          f"{task}: {registry.get(task).summary}"
+                          for task in registry.names()) + ".")
+
+
 def define_flags(name):
-    """Defines `--task` (set to `name`) and the flags of task `name`; returns its entry.
+    """Defines `--task` (set to `name`) and the flags of task `name` (what `--help`
+    lists; the README check reads them); returns its entry.
 
     Raises:
       ValueError: for a name that is not a task.
     """
     entry = registry.get(name)
-    flags.DEFINE_enum("task", entry.name, registry.names(),
-                      "The task to run: " + "; ".join(
-                          f"{task}: {registry.get(task).summary}"
-                          for task in registry.names()) + ".")
+    _define_task_flag(entry)
     command_line.define_flags(entry.options_class, __name__)
     return entry
 
@@ -71,15 +77,19 @@ def define_flags(name):
 def run_main():
     """Defines the named task's flags, then runs it."""
     try:
-        entry = define_flags(task_name(sys.argv[1:]))
+        entry = registry.get(task_name(sys.argv[1:]))
     except ValueError as error:
         if {"--help", "-h", "--helpfull"} & set(sys.argv):
             print(__doc__ + "\nTasks:\n" + "".join(
                 f"  {name}: {registry.get(name).summary}\n" for name in registry.names()))
             sys.exit(0)
         sys.exit(f"bert-train: error: {error}")
-    command_line.run_command(sys.modules[__name__], lambda: registry.run(
-        entry.name, command_line.options_from_flags(entry.options_class)), entry.required)
+    _define_task_flag(entry)
+    # Its options' flags are defined by the command, which also finds required flags
+    # in a --config file.
+    command_line.command(__name__, entry.options_class,
+                         lambda options: registry.run(entry.name, options),
+                         entry.required)()
 
 
 if __name__ == "__main__":
