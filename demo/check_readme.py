@@ -158,6 +158,10 @@ def write_fixtures(demo_dir, work_dir):
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v1.1.json"), v2=False)
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v2.0.json"), v2=True)
     _write_swag(documents, os.path.join(work_dir, "swagaf", "data"))
+    # The export examples start from a fine-tuned single-sentence classifier's output_dir
+    # (/tmp/sst2): the demo's review classifier (labels negative, positive) plays it.
+    shutil.copytree(os.path.join(demo_dir, "classifier"),
+                    os.path.join(work_dir, "tmp", "sst2"), dirs_exist_ok=True)
     # docs/writing_a_task.md runs its example task module from the work folder.
     examples = os.path.join(REPO_ROOT, DOCS_DIR, "examples")
     for name in sorted(os.listdir(examples)) if os.path.isdir(examples) else []:
@@ -284,10 +288,6 @@ def after_command(command, work_dir):
                        if f.startswith("wiki128.tfrecord-"))[0]
         shutil.copy(os.path.join(work_dir, "data", shard),
                     os.path.join(work_dir, "records", "wiki.tfrecord"))
-    if "bert-run-classifier" in command and "--export_dir" in command:
-        # The export example starts from a fine-tuned classifier's output_dir (/tmp/sst2).
-        shutil.copytree(os.path.join(work_dir, "tmp", "mrpc"),
-                        os.path.join(work_dir, "tmp", "sst2"), dirs_exist_ok=True)
 
 
 def run_all(commands, work_dir, log_dir):
