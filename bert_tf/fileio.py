@@ -196,6 +196,16 @@ def run_folder_of(path):
     return folder
 
 
+def json_default(value):
+    """`json.dumps(default=...)` for what the results and configs hold beyond JSON's
+    types: numpy scalars as Python numbers, sets as lists."""
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (tuple, set)):
+        return list(value)
+    raise TypeError(f"{value!r} is not a JSON value")
+
+
 def file_digest(path: str) -> str:
     """SHA-256 of a file's content: what caches are keyed by (never size or mtime)."""
     digest = hashlib.sha256()

@@ -46,7 +46,7 @@ def run_values(saved: dict) -> dict:
                  "multi_label_threshold", "max_query_length", "max_answer_length"):
         if export.get(name) is not None:
             values[name] = export[name]
-    case = options.get("do_lower_case", (saved.get("vocab") or {}).get("do_lower_case"))
+    case = run_config.trained_case(saved)
     if case is not None:
         values["do_lower_case"] = case
     if options.get("max_seq_length") is not None:

@@ -76,8 +76,7 @@ def lower_case(options) -> bool:
     config.json), else True (the uncased released models)."""
     if options.do_lower_case is not None:
         return bool(options.do_lower_case)
-    trained = (run_config.read(options.init_checkpoint).get("vocab") or {}).get(
-        "do_lower_case")
+    trained = run_config.trained_case(run_config.read(options.init_checkpoint))
     if trained is not None:
         logging.info("do_lower_case=%s, as the run at %s was trained", trained,
                      options.init_checkpoint)

@@ -26,9 +26,11 @@ from typing import Optional
 
 from bert_tf import fileio
 from bert_tf import options as options_lib
+from bert_tf.tasks import run_context
 
 CONFIG_FILE = "config.json"
-LEGACY_SETTINGS_FILE = "run_settings.json"  # what folders of earlier versions hold
+# What the output_dir's settings check writes too, and all folders of earlier versions hold.
+LEGACY_SETTINGS_FILE = run_context.RUN_SETTINGS_FILE
 FORMAT_VERSION = 1
 
 
@@ -53,7 +55,7 @@ def write(output_dir: str, config: dict) -> str:
     """Writes `output_dir/config.json` (atomically); returns its path."""
     path = os.path.join(output_dir, CONFIG_FILE)
     fileio.write_text_atomic(path, json.dumps(config, indent=1, sort_keys=True,
-                                              default=_plain) + "\n")
+                                              default=fileio.json_default) + "\n")
     return path
 
 
@@ -104,17 +106,15 @@ def read(path: Optional[str]) -> dict:
     return {}
 
 
+def trained_case(saved: dict):
+    """The do_lower_case the run `saved` trained with (None: not recorded)."""
+    case = (saved.get("options") or {}).get("do_lower_case")
+    return case if case is not None else (saved.get("vocab") or {}).get("do_lower_case")
+
+
 def same_model(saved: dict, model_type: str, task_name: str, labels) -> bool:
     """Whether the run `saved` trained this very model: its head fits and means the same
     (model type, task and labels equal), so its checkpoints restore whole."""
     return (bool(saved) and saved.get("model_type") == model_type
             and saved.get("task") == task_name and saved.get("labels") == labels)
 
-
-def _plain(value):
-    """numpy scalars and tuples as JSON values."""
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, (tuple, set)):
-        return list(value)
-    raise TypeError(f"config value {value!r} is not JSON")

@@ -207,14 +207,8 @@ def write_results(output_dir: str, name: str, results: dict) -> str:
     fileio.write_text_atomic(path, "".join(lines))
     fileio.write_text_atomic(os.path.join(output_dir, f"{name}_results.json"),
                              json.dumps(results, indent=2, sort_keys=True,
-                                        default=_plain_number) + "\n")
+                                        default=fileio.json_default) + "\n")
     for line in lines:
         logging.info("  %s", line.rstrip())
     return path
 
-
-def _plain_number(value):
-    """numpy scalars as Python numbers in the results JSON."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"result value {value!r} is not a number")
