@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+from typing import Optional
 
 from bert_tf import fileio
 
@@ -43,6 +44,11 @@ class BertConfig:
         max_position_embeddings: Longest sequence the position table covers.
         type_vocab_size: Number of segment ids.
         initializer_range: Stddev of the truncated-normal initializer.
+        embedding_size: Width E of the token, position and segment embeddings when it
+            differs from `hidden_size` (ELECTRA-Small: 128 against 256); the encoder
+            then projects them to H (`embeddings_project`, as transformers'
+            `ElectraModel`). None (or equal to `hidden_size`): a plain BERT, and
+            `to_dict` leaves the field out.
     """
 
     vocab_size: int
@@ -56,8 +62,11 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 16
     initializer_range: float = 0.02
+    embedding_size: Optional[int] = None
 
     def __post_init__(self):
+        if self.embedding_size == self.hidden_size:  # one model, one spelling: none
+            object.__setattr__(self, "embedding_size", None)
         self.validate()
 
     def validate(self):
@@ -66,6 +75,11 @@ class BertConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        size = self.embedding_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                                 or size <= 0):
+            raise ValueError(f"`embedding_size` must be a positive integer or null, got "
+                             f"{size!r}.")
         for name in _PROBABILITY_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -85,6 +99,11 @@ class BertConfig:
                 f"`hidden_size` ({self.hidden_size}) must be divisible by "
                 f"`num_attention_heads` ({self.num_attention_heads})."
             )
+
+    @property
+    def embedding_width(self):
+        """The width of the embeddings: `embedding_size`, else `hidden_size`."""
+        return self.embedding_size or self.hidden_size
 
     @property
     def attention_head_size(self):
@@ -146,7 +165,11 @@ class BertConfig:
         return cls.from_dict(values, source=path)
 
     def to_dict(self):
-        return dataclasses.asdict(self)
+        """The `bert_config.json` fields; `embedding_size` only where it is set."""
+        values = dataclasses.asdict(self)
+        if values["embedding_size"] is None:
+            del values["embedding_size"]
+        return values
 
     def to_json_string(self):
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"

@@ -21,6 +21,7 @@ from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option, option_specs
 from bert_tf.tasks import class_weights, feature_extraction, option_groups, options, pretraining
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.electra import task as electra_task
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.squad import task as squad_task
 from data_prep import (beam_vocab, build_vocab, create_pretraining_data, extend_vocab,
@@ -180,6 +181,10 @@ def _floats_outside(low, high, closed=True):
     return outside | st.just(math.nan)
 
 
+# Not in (0, 1].
+_OUTSIDE_FRACTION = (st.floats(max_value=0) | st.floats(min_value=1, exclude_min=True)
+                     | st.just(math.nan))
+
 # group -> [(option, bad values, other settings the check needs)]
 BAD_VALUES = {
     option_groups.SequenceLength: [("max_seq_length", _ints_below(3), {})],
@@ -210,6 +215,12 @@ BAD_VALUES = {
         ("early_stopping_patience", _ints_below(0), {}),
         ("best_metric", st.sampled_from(["eval_accuracy", "f1"]), {"eval_every_steps": 0}),
         ("early_stopping_patience", st.integers(1, 9), {"eval_every_steps": 10})],
+    electra_task.ElectraObjective: [
+        ("generator_hidden_size", _OUTSIDE_FRACTION, {}),
+        ("generator_layers", _OUTSIDE_FRACTION, {}),
+        ("disc_weight", st.floats(max_value=0, exclude_max=True) | st.just(math.nan), {}),
+        ("temperature", st.floats(max_value=0) | st.just(math.inf), {}),
+        ("generator_hidden_size", st.just(0.5), {"generator_config_file": "gen.json"})],
     options.HeadDropout: [("dropout_rate", _floats_outside(0, 1) | st.just(1.0), {})],
     class_weights.ClassWeightOptions: [
         ("class_weights", st.sampled_from(["", "pos", "pos:x", "pos:0", "a:1,a:2", ":3"]),

@@ -67,19 +67,23 @@ class MaskedLMHead(_Head):
     `cls/predictions/output_bias`.
 
     Args:
-        vocab_size, hidden_size, hidden_act, initializer_range: as in `BertConfig`.
+        vocab_size, hidden_size, hidden_act, initializer_range, embedding_size: as in
+            `BertConfig`; with `embedding_size` the transform maps H to E, the width of
+            the tied embeddings (ELECTRA's generator).
     """
 
-    _config_keys = ("vocab_size", "hidden_size", "hidden_act", "initializer_range")
+    _config_keys = ("vocab_size", "hidden_size", "hidden_act", "initializer_range",
+                    "embedding_size")
 
     def __init__(self, vocab_size, hidden_size, hidden_act="gelu", initializer_range=0.02,
-                 **kwargs):
+                 embedding_size=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
-        self.transform = Projection(hidden_size, activation=hidden_act,
+        self.embedding_size = embedding_size
+        self.transform = Projection(embedding_size or hidden_size, activation=hidden_act,
                                     initializer_range=initializer_range, name="transform",
                                     dtype=self.dtype_policy)
         self.transform_layer_norm = keras.layers.LayerNormalization(
@@ -88,19 +92,19 @@ class MaskedLMHead(_Head):
 
     def build(self, input_shape=None):
         self.transform.build((None, self.hidden_size))
-        self.transform_layer_norm.build((None, self.hidden_size))
+        self.transform_layer_norm.build((None, self.embedding_size or self.hidden_size))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
                                            initializer="zeros", autocast=False)
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions, embedding_table):
         """Args: sequence_output [B, S, H]; masked_lm_positions int [B, P];
-        embedding_table [V, H]. Returns float32 logits [B, P, V]."""
+        embedding_table [V, E]. Returns float32 logits [B, P, V]."""
         gathered = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)  # [B, P, H]
         shape = tf.shape(gathered)
         flat = tf.reshape(gathered, [-1, self.hidden_size])  # [B*P, H]
-        flat = self.transform_layer_norm(self.transform(flat))
-        table = tf.cast(embedding_table, self.compute_dtype)  # [V, H]
+        flat = self.transform_layer_norm(self.transform(flat))  # [B*P, E]
+        table = tf.cast(embedding_table, self.compute_dtype)  # [V, E]
         logits = tf.matmul(flat, table, transpose_b=True)  # [B*P, V]
         logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
         return tf.reshape(logits, [shape[0], shape[1], self.vocab_size])

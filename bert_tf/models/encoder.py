@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from bert_tf.configs import BertConfig
 from bert_tf.layers.attention import packed_attention_mask
+from bert_tf.layers.dense import Projection
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.heads import Pooler
 from bert_tf.layers.transformer import TransformerBlock
@@ -178,7 +179,9 @@ class BertEncoder(SavedModelExport, keras.Model):
     `sequence_output` [B, S, H], `pooled_output` [B, H] and `encoder_outputs`, the
     list of the L blocks' outputs [B, S, H].
 
-    Sub-layers: `embeddings`, `layer_0` ... `layer_{L-1}`, `pooler`.
+    Sub-layers: `embeddings`, `embeddings_project` (only with a config's
+    `embedding_size`: E -> H, google-research/electra's and transformers' name),
+    `layer_0` ... `layer_{L-1}`, `pooler`.
 
     Args:
         config: A `BertConfig` or a dict of its fields.
@@ -198,9 +201,14 @@ class BertEncoder(SavedModelExport, keras.Model):
         cfg = self.config
         policy = self.dtype_policy
         self.embeddings = BertEmbeddings(
-            cfg.vocab_size, cfg.hidden_size, cfg.max_position_embeddings,
+            cfg.vocab_size, cfg.embedding_width, cfg.max_position_embeddings,
             cfg.type_vocab_size, cfg.hidden_dropout_prob, cfg.initializer_range,
             name="embeddings", dtype=policy)
+        self.embeddings_project = None
+        if cfg.embedding_size is not None:
+            self.embeddings_project = Projection(
+                cfg.hidden_size, initializer_range=cfg.initializer_range,
+                name="embeddings_project", dtype=policy)
         self.transformer_layers = [
             TransformerBlock(cfg.hidden_size, cfg.num_attention_heads,
                              cfg.intermediate_size, cfg.hidden_act,
@@ -216,7 +224,10 @@ class BertEncoder(SavedModelExport, keras.Model):
 
     def build(self, input_shape=None):
         """Creates every variable; shapes come from the config, not the inputs."""
-        self.embeddings.build()
+        if not self.embeddings.built:  # another encoder's, shared (ELECTRA), is built
+            self.embeddings.build()
+        if self.embeddings_project is not None:
+            self.embeddings_project.build((None, self.config.embedding_size))
         for block in self.transformer_layers:
             block.build()
         self.pooler.build()
@@ -229,7 +240,9 @@ class BertEncoder(SavedModelExport, keras.Model):
             attention_mask = packed_attention_mask(features["sequence_ids"])  # [B, S, S]
         hidden_states = self.embeddings(
             features["input_ids"], features["segment_ids"],
-            position_ids=features.get("position_ids"), training=training)
+            position_ids=features.get("position_ids"), training=training)  # [B, S, E]
+        if self.embeddings_project is not None:
+            hidden_states = self.embeddings_project(hidden_states)  # [B, S, H]
         encoder_outputs = []
         for block in self.transformer_layers:
             hidden_states = block(hidden_states, attention_mask, training=training)

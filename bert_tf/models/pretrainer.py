@@ -43,8 +43,8 @@ class BertPretrainer(EncoderHeadModel):
         cfg = encoder.config
         self.next_sentence_enabled = bool(next_sentence)
         self.masked_lm = MaskedLMHead(cfg.vocab_size, cfg.hidden_size, cfg.hidden_act,
-                                      cfg.initializer_range, name="predictions",
-                                      dtype=self.dtype_policy)
+                                      cfg.initializer_range, cfg.embedding_size,
+                                      name="predictions", dtype=self.dtype_policy)
         self.next_sentence = None
         if self.next_sentence_enabled:
             self.next_sentence = ClassificationHead(

@@ -14,6 +14,7 @@ import dataclasses
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import driver
 from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
+from bert_tf.tasks.electra.task import ElectraOptions, ElectraTask
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions, MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerOptions, NerTask
 from bert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
@@ -42,6 +43,9 @@ TASKS = {entry.name: entry for entry in (
     TaskEntry("pretraining", PretrainingOptions, PretrainingTask, ("input_file", "output_dir"),
               "masked LM (+ next-sentence prediction) on create_pretraining_data's "
               "records (bert-run-pretraining)"),
+    TaskEntry("electra", ElectraOptions, ElectraTask, ("input_file", "output_dir"),
+              "ELECTRA pre-training: a generator's replacements, detected by the "
+              "discriminator (a BERT encoder) on create_pretraining_data's records"),
     TaskEntry("classification", ClassifierOptions, ClassificationTask,
               ("task_name", "data_dir", "output_dir"),
               "sentence(-pair) classification: GLUE, XNLI or your own files "

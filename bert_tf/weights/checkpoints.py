@@ -34,7 +34,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, encoder_of
-from bert_tf.models.checkpoint_names import dense_entries, layer_norm_entries
+from bert_tf.models.checkpoint_names import encoder_entries
 from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_to_google_name,
                                           read_safetensors)
 from bert_tf.weights.load_report import LoadReport, check_encoder, name_list
@@ -45,38 +45,13 @@ BEST_DIR = "best"
 _SKIPPED_PATTERN = re.compile(
     r"(^|/)(global_step|_CHECKPOINTABLE_OBJECT_GRAPH|good_steps|loss_scale)$"
     r"|/(adam_m|adam_v|Adam|Adam_1|lamb_m|lamb_v|Momentum|ExponentialMovingAverage)$")
+# google-research/electra names its discriminator (a BERT encoder) `electra/`, where this
+# package's table and google-research/bert say `bert/`.
+ELECTRA_SCOPE = "electra/"
 # What a model whose variables have no checkpoint name lacks.
 UNNAMED_HINT = ("a head model names its head's variables in `google_head_entries()` "
                 "(bert_tf.models.EncoderHeadModel) and registers its model type once with "
                 "bert_tf.serving.registry.register(ModelType(...))")
-
-
-def _encoder_entries(encoder):
-    embeddings = encoder.embeddings
-    entries = {
-        "bert/embeddings/word_embeddings": (embeddings.word_embeddings.embeddings, False),
-        "bert/embeddings/token_type_embeddings": (
-            embeddings.token_type_embeddings.embeddings, False),
-        "bert/embeddings/position_embeddings": (
-            embeddings.position_embeddings.embeddings, False),
-    }
-    entries.update(layer_norm_entries("bert/embeddings/LayerNorm", embeddings.layer_norm))
-    for index, block in enumerate(encoder.transformer_layers):
-        prefix = f"bert/encoder/layer_{index}"
-        attention = block.self_attention
-        for name in ("query", "key", "value"):
-            entries.update(dense_entries(f"{prefix}/attention/self/{name}",
-                                          getattr(attention, name)))
-        entries.update(dense_entries(f"{prefix}/attention/output/dense",
-                                      block.attention_output))
-        entries.update(layer_norm_entries(f"{prefix}/attention/output/LayerNorm",
-                                           block.attention_layer_norm))
-        entries.update(dense_entries(f"{prefix}/intermediate/dense", block.intermediate))
-        entries.update(dense_entries(f"{prefix}/output/dense", block.output_dense))
-        entries.update(layer_norm_entries(f"{prefix}/output/LayerNorm",
-                                           block.output_layer_norm))
-    entries.update(dense_entries("bert/pooler/dense", encoder.pooler.dense))
-    return entries
 
 
 def google_variable_map(model):
@@ -93,7 +68,7 @@ def google_variable_map(model):
     if not model.built:
         model.build()
     encoder = encoder_of(model)
-    entries = _encoder_entries(encoder)
+    entries = encoder_entries(encoder)
     if model is not encoder:
         entries.update(model.google_head_entries())
     covered = {id(variable) for variable, _ in entries.values()}
@@ -155,13 +130,20 @@ def load_google_checkpoint(model, ckpt_prefix):
         raise FileNotFoundError(f"TF checkpoint not found: {ckpt_prefix}.index does not "
                                 "exist (expected a prefix like .../bert_model.ckpt).")
     reader = tf.train.load_checkpoint(ckpt_prefix)
-    shapes = reader.get_variable_to_shape_map()
-    report = _assign_from_source(model, ckpt_prefix, shapes, reader.get_tensor)
+    stored = {name: name for name in reader.get_variable_to_shape_map()}
+    if not any(name.startswith("bert/") for name in stored):
+        # google-research/electra's discriminator is `electra/...`
+        stored = {("bert/" + name[len(ELECTRA_SCOPE):] if name.startswith(ELECTRA_SCOPE)
+                   else name): name for name in stored}
+    shapes = {ours: reader.get_variable_to_shape_map()[theirs]
+              for ours, theirs in stored.items()}
+    report = _assign_from_source(model, ckpt_prefix, shapes,
+                                 lambda name: reader.get_tensor(stored[name]))
     logging.info("%s", report.summary())
     return report
 
 
-def save_google_checkpoint(model, prefix, write_config=False):
+def save_google_checkpoint(model, prefix, write_config=False, encoder_scope="bert/"):
     """Writes the model's weights as a TF1 name-based checkpoint at `prefix`.
 
     Readable by `tf.train.load_checkpoint` and google-research/bert's init_checkpoint.
@@ -171,9 +153,12 @@ def save_google_checkpoint(model, prefix, write_config=False):
         model: A built BERT model.
         prefix: Output prefix, e.g. `out/bert_model.ckpt`.
         write_config: Also write `bert_config.json` next to the checkpoint.
+        encoder_scope: The encoder's names' first part: "bert/", or `ELECTRA_SCOPE`
+            for google-research/electra's layout (`load_google_checkpoint` reads both).
     """
     prefix = os.fspath(prefix)
-    entries = google_variable_map(model)
+    entries = {(encoder_scope + name[len("bert/"):] if name.startswith("bert/") else name):
+               entry for name, entry in google_variable_map(model).items()}
     names = sorted(entries)
     tensors = []
     for name in names:

@@ -1,0 +1,181 @@
+"""ELECTRA pre-training: `bert-train --task=electra`, on the records of
+create_pretraining_data, with every option of `bert-run-pretraining` (strategies, mixed
+precision, XLA, accumulation, packing, dynamic and whole-word masking, resume, two
+phases) and the objective's own (`ElectraObjective`).
+
+`output_dir` receives, besides the training checkpoints (`ckpt-N`, the whole model) and
+TensorBoard summaries:
+
+- `bert_model.ckpt.*` + `bert_config.json` + `vocab.txt`: the discriminator, a BERT
+  encoder in google-research names: `--init_checkpoint` of every runner and
+  `bert-export-model`;
+- `generator/`: the generator the same way, with its masked-LM head (`cls/predictions`);
+- `electra_model.ckpt.*`: the whole model in google-research/electra's names
+  (`electra/...`, `generator/...`, `generator_predictions/...`,
+  `discriminator_predictions/...`), what that release's scripts read.
+"""
+
+import dataclasses
+import math
+import os
+import shutil
+from typing import Optional
+
+import tensorflow as tf
+
+from bert_tf.configs import BertConfig
+from bert_tf.models import BertEncoder
+from bert_tf.options import OptionGroup, compose, option
+from bert_tf.tasks.electra.model import (ElectraPretrainer, electra_losses,
+                                         electra_metrics, generator_config,
+                                         check_generator_config)
+from bert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask, dataset_fn_for
+from bert_tf.train import distribute, loop, step_hook
+from bert_tf.weights import checkpoints
+
+# Where the generator goes in output_dir, and the whole model in electra's names.
+GENERATOR_DIR = "generator"
+ELECTRA_CHECKPOINT = "electra_model.ckpt"
+
+
+@dataclasses.dataclass(kw_only=True)
+class ElectraObjective(OptionGroup):
+    """The generator and the losses (google-research/electra's hparam names)."""
+    generator_hidden_size: Optional[float] = option(
+        None, "The generator's width as a fraction of the discriminator's hidden_size "
+        "(heads of 64, intermediate 4x). Default: the paper's, 1/3 for a discriminator of "
+        "hidden 768 (Base), else 1/4 (Small, Large).")
+    generator_layers: float = option(
+        1.0, "The generator's layers as a fraction of the discriminator's.")
+    generator_config_file: Optional[str] = option(
+        None, "bert_config.json of the generator, instead of --generator_hidden_size and "
+        "--generator_layers; its vocab, positions, segments and embedding width must be "
+        "the discriminator's (the embeddings are shared).")
+    disc_weight: float = option(
+        50.0, "Weight of the replaced-token-detection loss (the paper's lambda).")
+    gen_weight: float = option(1.0, "Weight of the generator's masked-LM loss.")
+    temperature: float = option(
+        1.0, "Temperature of the generator's distribution the replacements are sampled "
+        "from (1: as it is).")
+
+    def check(self) -> None:
+        for name in ("generator_hidden_size", "generator_layers"):
+            value = getattr(self, name)
+            if value is not None and not (is_number(value) and 0 < value <= 1):
+                raise ValueError(f"--{name}={value}: expected a fraction of the "
+                                 "discriminator's size in (0, 1]; a generator larger than "
+                                 "the discriminator makes replacements it cannot learn to "
+                                 "detect")
+        for name in ("disc_weight", "gen_weight"):
+            if not (is_number(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"--{name}={getattr(self, name)}: expected a number >= 0")
+        if not (is_number(self.temperature) and self.temperature > 0):
+            raise ValueError(f"--temperature={self.temperature}: expected a number > 0")
+        if self.generator_config_file and self.generator_hidden_size is not None:
+            raise ValueError("--generator_config_file and --generator_hidden_size both size "
+                             "the generator: give one")
+
+
+def is_number(value) -> bool:
+    """A finite int or float (not a bool)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def check_no_next_sentence(options) -> None:
+    """ELECTRA has no next-sentence task."""
+    if options.next_sentence:
+        raise ValueError("--next_sentence: ELECTRA has no next-sentence task; drop the flag "
+                         "(records with next_sentence_labels are read all the same)")
+
+
+ElectraOptions = compose(
+    "ElectraOptions", PretrainingOptions, ElectraObjective,
+    defaults={"next_sentence": False},
+    helps={"next_sentence": "Must stay false: ELECTRA has no next-sentence task."},
+    checks=(check_no_next_sentence,),
+    doc="Everything ELECTRA pre-training needs: bert-run-pretraining's options and "
+        "the objective's.")
+
+
+def resolve_generator_config(options, config) -> BertConfig:
+    """The generator's config: --generator_config_file, else the fractions of `config`.
+
+    Raises:
+      ValueError: naming the setting, for a generator that cannot share the embeddings
+        or is larger than the discriminator.
+    """
+    if options.generator_config_file:
+        generator = BertConfig.from_json_file(options.generator_config_file)
+        if generator.embedding_size is None and config.embedding_width != generator.hidden_size:
+            generator = dataclasses.replace(generator, embedding_size=config.embedding_width)
+        try:
+            check_generator_config(generator, config)
+        except ValueError as error:
+            raise ValueError(f"--generator_config_file={options.generator_config_file}: "
+                             f"{error}") from None
+        return generator
+    return generator_config(config, options.generator_hidden_size, options.generator_layers)
+
+
+class ElectraTask(PretrainingTask):
+    """ELECTRA: generator masked LM + `disc_weight` x replaced-token detection."""
+    name = "electra"
+    command = "electra"
+    model_type = "electra"
+
+    def setup(self, context):
+        super().setup(context)
+        self.generator_config = resolve_generator_config(self.options, context.config)
+
+    def build_model(self):
+        return ElectraPretrainer(BertEncoder(self.context.config), self.generator_config,
+                                 temperature=self.options.temperature)
+
+    def loss(self, features, outputs):
+        losses = electra_losses(features, outputs, self.options.disc_weight,
+                                self.options.gen_weight)
+        for name, (values, weights) in electra_metrics(features, outputs).items():
+            if name not in losses:  # the batch's rates, for the progress log
+                losses[name] = tf.reduce_sum(values * weights) / tf.maximum(
+                    tf.reduce_sum(weights), 1e-5)
+        return losses
+
+    def hooks(self):
+        if not distribute.is_chief(self.context.strategy):
+            return []
+        vocab = self.context.vocab.path if self.context.vocab else None
+        return [ElectraFoldersAtEnd(self.options.output_dir, vocab)]
+
+    def evaluate(self, split, runner):
+        dataset_fn = dataset_fn_for(self.options, False, self.mask_options)
+        model = runner.ensure_model(dataset_fn)
+
+        def metrics(features, outputs):
+            return dict(electra_metrics(features, outputs),
+                        loss=self.loss(features, outputs)["total_loss"])
+        results = loop.evaluate(self.context.strategy, model, dataset_fn, metrics,
+                                num_steps=self.options.max_eval_steps)
+        results.pop("eval_steps")
+        return results
+
+
+class ElectraFoldersAtEnd(step_hook.StepHook):
+    """Writes the discriminator and the generator as BERT folders, and the whole model in
+    google-research/electra's names (see the module docstring)."""
+
+    def __init__(self, output_dir: str, vocab_file: Optional[str]):
+        self.output_dir = output_dir
+        self.vocab_file = vocab_file
+
+    def end(self, model) -> None:
+        out = self.output_dir
+        checkpoints.save_google_checkpoint(model.encoder, os.path.join(
+            out, "bert_model.ckpt"), write_config=True)
+        generator_dir = os.path.join(out, GENERATOR_DIR)
+        checkpoints.save_google_checkpoint(model.generator, os.path.join(
+            generator_dir, "bert_model.ckpt"), write_config=True)
+        if self.vocab_file:
+            shutil.copyfile(self.vocab_file, os.path.join(generator_dir, "vocab.txt"))
+        checkpoints.save_google_checkpoint(model, os.path.join(out, ELECTRA_CHECKPOINT),
+                                           encoder_scope=checkpoints.ELECTRA_SCOPE)
