@@ -13,6 +13,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+import test_electra
 import test_run_classifier
 import test_run_multiple_choice
 import test_run_ner
@@ -23,6 +24,7 @@ from bert_tf.tasks import driver, registry
 from bert_tf.tasks.classification.task import ClassificationTask
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerTask
+from bert_tf.tasks.electra.task import ElectraTask
 from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.tasks.squad.task import SquadTask
 from bert_tf.train import distribute
@@ -81,11 +83,13 @@ TASKS = {
     "run_squad": (test_run_squad, SquadTask),
     "run_pretraining": (test_run_pretraining, PretrainingTask),
 }
+# The tasks bert-train alone runs (no script of the original's name) train on a TPU too.
+TPU_TASKS = {**TASKS, "electra": (test_electra, ElectraTask)}
 
 
 def _tiny_run(command, tmp_path, **changes):
     """(options, task) of the test module's tiny run of `command`, with its data."""
-    module, task_class = TASKS[command]
+    module, task_class = TPU_TASKS[command]
     module.write_tiny_inputs(tmp_path)
     options = module.tiny_options(tmp_path, **changes)
     return options, task_class(options)
@@ -126,7 +130,7 @@ class _FakeTpu:
         return tf.distribute.OneDeviceStrategy("/cpu:0")
 
 
-@pytest.mark.parametrize("command", sorted(TASKS))
+@pytest.mark.parametrize("command", sorted(TPU_TASKS))
 def test_tpu_run_builds_the_strategy_and_trains_under_xla_on_static_shapes(
         command, tmp_path, monkeypatch):
     fake = _FakeTpu(monkeypatch)

@@ -58,6 +58,21 @@ def _options(tmp_path, **overrides):
     return electra_task.ElectraOptions(**values)
 
 
+def write_tiny_inputs(tmp_path):
+    """The records of `tiny_options` (shared with test_commands and test_run_config)."""
+    write_records(tmp_path / "records", 1, 40)
+
+
+def tiny_options(tmp_path, **changes):
+    """A short ELECTRA run (shared with test_commands and test_run_config)."""
+    config_file = tmp_path / "bert_config.json"
+    _config().to_json_file(str(config_file))
+    return _options(tmp_path, **{"bert_config": None, "bert_config_file": str(config_file),
+                                 "num_train_steps": 4, "num_warmup_steps": 1,
+                                 "save_checkpoints_steps": 4, "steps_per_loop": 2,
+                                 "train_batch_size": 8, **changes})
+
+
 # --------------------------------------------------------------------------- the model
 def test_generator_sizes_follow_the_paper_and_share_the_embeddings():
     base = BertConfig(vocab_size=99, hidden_size=768, num_attention_heads=12)

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
+import test_electra
 import test_run_classifier
 import test_run_multiple_choice
 import test_run_ner
@@ -34,7 +35,7 @@ HAVE_KERAS_HUB = importlib.util.find_spec("keras_hub") is not None
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 TASK_MODULES = {"classification": test_run_classifier, "ner": test_run_ner,
                 "squad": test_run_squad, "multiple_choice": test_run_multiple_choice,
-                "pretraining": test_run_pretraining}
+                "pretraining": test_run_pretraining, "electra": test_electra}
 
 
 def write_pairs(folder):
@@ -163,7 +164,8 @@ def test_every_task_reruns_and_exports_its_run_folder(name, tmp_path):
     # labels, pairs, length and case come from the run (keras_hub when installed).
     module = TASK_MODULES[name]
     module.write_tiny_inputs(tmp_path)
-    vocab = {"vocab_file": str(tmp_path / "vocab.txt")} if name == "pretraining" else {}
+    vocab = ({"vocab_file": str(tmp_path / "vocab.txt")} if name in ("pretraining", "electra")
+             else {})
     if vocab:  # pre-training records carry ids only: the vocab makes the folder whole
         test_run_classifier.write_vocab(vocab["vocab_file"], test_run_classifier.SPECIAL_TOKENS
                                         + test_run_classifier.WORDS, size=99)
