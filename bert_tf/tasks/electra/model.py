@@ -288,6 +288,8 @@ def electra_metrics(features, outputs):
                                slot_weights),
         "masked_lm_loss": (tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=ids, logits=mlm_logits), slot_weights),
+        "discriminator_loss": (tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=replaced, logits=outputs["discriminator_logits"]), real),
         "discriminator_accuracy": (correct, real),
         "discriminator_precision": (replaced, predicted * real),
         "discriminator_recall": (predicted, replaced * real),
