@@ -289,3 +289,47 @@ def test_what_cannot_work_is_refused_before_training_naming_the_setting(tmp_path
     with pytest.raises(ValueError, match="the records carry no masks .* add --dynamic_masking"):
         registry.run("electra", _options(tmp_path, input_file=str(tmp_path / "plain" / "*"),
                                          output_dir=str(tmp_path / "out2")))
+
+
+# ------------------------------------------------------------- narrow embeddings, exported
+def test_a_narrow_embedding_encoder_loads_in_each_formats_own_loader(tmp_path):
+    """SavedModel (tf.saved_model.load), TF Hub (hub.KerasLayer), LiteRT (its interpreter)
+    and keras-hub (ElectraBackbone.from_preset) give the encoder's outputs."""
+    import test_export_litert
+    import test_export_tfhub
+    from bert_tf.serving import export, keras_hub as keras_hub_export, litert, tfhub
+    config = dataclasses.replace(_config(hidden_act="gelu_tanh"), embedding_size=16)
+    encoder = tiny_model(BertEncoder, config, 21)
+    vocab = write_vocab(tmp_path / "vocab.txt", SPECIAL_TOKENS, size=99)
+    batch = {key: value for key, value in _batch(length=16).items()
+             if key in ("input_ids", "input_mask", "segment_ids")}
+    ours = encoder(batch, training=False)
+    mask = batch["input_mask"].astype(bool)
+
+    def close(got, want):
+        np.testing.assert_allclose(np.asarray(got)[mask], np.asarray(want)[mask], atol=1e-5)
+    path = export.export_encoder(encoder, vocab, True, 16, str(tmp_path / "saved_model"))
+    served = tf.saved_model.load(path).signatures["serve_ids"](**{
+        key: tf.constant(value) for key, value in batch.items()})
+    close(served["sequence_output"], ours["sequence_output"])
+    runner = test_export_litert.runner_or_skip(os.path.join(litert.export_litert(
+        encoder, str(tmp_path / "litert"), vocab, True, 16), "model.tflite"))
+    row = {key: value[:1] for key, value in batch.items()}
+    np.testing.assert_allclose(runner(**row)["sequence_output"], ours["sequence_output"][:1],
+                               atol=1e-5)
+    hub, _ = test_export_tfhub.hub_or_skip()
+    tfhub.export_tfhub(encoder, str(tmp_path / "hub"), vocab, True, seq_length=16)
+    layer = hub.KerasLayer(str(tmp_path / "hub" / "encoder"))
+    theirs = layer({"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+                    "input_type_ids": batch["segment_ids"]})
+    close(theirs["sequence_output"], ours["sequence_output"])
+    keras_hub = pytest.importorskip("keras_hub")
+    keras_hub_export.export_keras_hub(encoder, str(tmp_path / "kh"), vocab, True, 16)
+    backbone = keras_hub.models.ElectraBackbone.from_preset(str(tmp_path / "kh"))
+    theirs = backbone({"token_ids": batch["input_ids"], "padding_mask": batch["input_mask"],
+                       "segment_ids": batch["segment_ids"]})
+    close(theirs["sequence_output"], ours["sequence_output"])
+    np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-5)
+    classifier = tiny_model(BertClassifier, config, 22, num_classes=2)
+    with pytest.raises(ValueError, match="embedding_size=16 .* cannot be a keras-hub preset"):
+        keras_hub_export.export_keras_hub(classifier, str(tmp_path / "kh2"), vocab, True, 16)

@@ -14,6 +14,7 @@ classifier `task.json` + `task.weights.h5` (its head).
 | --- | --- |
 | BertEncoder | BertBackbone (any BERT task of keras-hub starts from it) |
 | BertClassifier | BertTextClassifier (also regression, one logit, and multi-label) |
+| BertEncoder with `embedding_size` (ELECTRA-Small) | ElectraBackbone + ElectraTokenizer |
 
 keras-hub has no BERT task for token classification or question answering, and its
 BertMaskedLM differs from the pre-training heads (no next-sentence head, LayerNorm
@@ -51,6 +52,7 @@ _TABLE_PATHS = {"bert/embeddings/word_embeddings": "token_embedding/embeddings",
                 "bert/embeddings/token_type_embeddings": "segment_embedding/embeddings",
                 "output_weights": "logits/kernel", "output_bias": "logits/bias"}
 _MODULE_PATHS = {"bert/embeddings/LayerNorm": "embeddings_layer_norm",
+                 "bert/embeddings_project": "embeddings_projection",  # ElectraBackbone
                  "bert/pooler/dense": "pooled_dense"}
 _LAYER = re.compile(r"^bert/encoder/layer_(\d+)/(.+)$")
 _LAYER_PATHS = {"attention/self/query": "self_attention_layer/query",
@@ -87,6 +89,18 @@ def check_model_class(model_cls):
                      f"{reason or PRESETS}. Export it with export_format={formats}")
 
 
+def check_embeddings(model):
+    """Raises ValueError for narrow embeddings (`embedding_size`) under a head: keras-hub
+    projects them in its ElectraBackbone only, and has no ELECTRA text classifier."""
+    if model.config.embedding_size is not None and encoder_of(model) is not model:
+        raise ValueError(f"a {type(model).__name__} with embedding_size="
+                         f"{model.config.embedding_size} (narrower than hidden_size="
+                         f"{model.config.hidden_size}) cannot be a keras-hub preset: keras-hub "
+                         "projects narrow embeddings in its ElectraBackbone only, and has no "
+                         "ELECTRA text classifier; export the encoder (--model_type=encoder), "
+                         "or this model with export_format=saved_model or litert")
+
+
 def check_activation(config):
     """Raises ValueError for a `hidden_act` keras-hub's BertBackbone does not compute."""
     if config.hidden_act not in _EXACT:
@@ -112,18 +126,25 @@ def keras_hub_path(google_name):
 
 
 def _keras_hub_model(keras_hub, model, vocab_file, do_lower_case, max_seq_length):
-    """(the keras-hub backbone or classifier of `model`'s shape, its preprocessor)."""
+    """(the keras-hub backbone or classifier of `model`'s shape, its preprocessor or, for
+    an ElectraBackbone, its tokenizer)."""
     config = model.config
+    sizes = dict(num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
+                 hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
+                 dropout=config.hidden_dropout_prob,
+                 max_sequence_length=config.max_position_embeddings,
+                 num_segments=config.type_vocab_size, dtype="float32")
+    if config.embedding_size is not None:  # an encoder (check_embeddings)
+        tokenizer = keras_hub.models.ElectraTokenizer(
+            vocabulary=vocab_file, lowercase=do_lower_case, strip_accents=do_lower_case)
+        return keras_hub.models.ElectraBackbone(
+            vocab_size=config.vocab_size, embedding_dim=config.embedding_size,
+            **sizes), tokenizer
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=do_lower_case,
                                                strip_accents=do_lower_case)
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
         tokenizer, sequence_length=max_seq_length)
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings,
-        num_segments=config.type_vocab_size, dtype="float32")
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=config.vocab_size, **sizes)
     if encoder_of(model) is not model:  # a classifier
         return keras_hub.models.BertTextClassifier(
             backbone, model.num_classes, preprocessor=preprocessor,
@@ -196,6 +217,7 @@ def export_keras_hub(model, export_dir, vocab_file, do_lower_case, max_seq_lengt
         ImportError: keras-hub is not installed (naming the extra).
     """
     check_model_class(type(model))
+    check_embeddings(model)
     check_activation(model.config)
     keras_hub = import_keras_hub()
     export.check_model_and_vocab(model, type(model), vocab_file, max_seq_length)
@@ -216,7 +238,8 @@ def export_keras_hub(model, export_dir, vocab_file, do_lower_case, max_seq_lengt
 
     def write(folder):
         preset_model.save_to_preset(folder)  # a classifier's holds its preprocessor
-        if encoder_of(model) is model:  # a backbone's preset has none of its own
+        if encoder_of(model) is model:  # a backbone's preset has none of its own (an
+            # ElectraBackbone's gets its tokenizer)
             preprocessor.save_to_preset(folder)
 
     output_folder.write_folder(target, write)
