@@ -265,6 +265,26 @@ def test_packed_dynamic_masked_accumulated_xla_run_resumes(tmp_path):
     assert all(np.isfinite(row["total_loss"]) for row in history if "total_loss" in row)
 
 
+def test_a_second_phase_starts_from_the_first_ones_weights_and_moments(tmp_path):
+    write_records(tmp_path / "records", 1, 64)
+    first = _options(tmp_path, num_train_steps=6, save_checkpoints_steps=6, steps_per_loop=3)
+    registry.run("electra", first)
+    second = _options(tmp_path, output_dir=str(tmp_path / "phase2"),
+                      init_checkpoint=first.output_dir, restore_optimizer_state=True,
+                      mixed_precision="bfloat16", num_train_steps=3, num_warmup_steps=1,
+                      learning_rate=1e-5, save_checkpoints_steps=3, steps_per_loop=3)
+    registry.run("electra", second)
+    # Every part (the generator and the discriminator's head too) came from phase 1 and
+    # moved by three steps of lr 1e-5: a fresh start would be ~0.02 away (its init).
+    phase1 = tf.train.load_checkpoint(str(tmp_path / "out" / "electra_model.ckpt"))
+    phase2 = tf.train.load_checkpoint(str(tmp_path / "phase2" / "electra_model.ckpt"))
+    for name in ("generator/encoder/layer_0/attention/self/query/kernel",
+                 "discriminator_predictions/dense_1/kernel",
+                 "electra/encoder/layer_1/output/dense/kernel"):
+        step = np.abs(phase2.get_tensor(name) - phase1.get_tensor(name)).max()
+        assert 0 < step < 1e-3, (name, step)
+
+
 # --------------------------------------------------------------------------- bad input
 def test_what_cannot_work_is_refused_before_training_naming_the_setting(tmp_path):
     write_records(tmp_path / "records", 1, 8)
