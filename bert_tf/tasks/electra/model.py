@@ -121,12 +121,12 @@ class DiscriminatorHead(keras.layers.Layer):
 
 def scatter_positions(input_ids, positions, values, weights):
     """`input_ids` [B, S] with `values` [B, P] written at `positions` [B, P] where
-    `weights` [B, P] > 0 (padding slots, weight 0, write nothing)."""
-    batch, slots = tf.shape(positions)[0], tf.shape(positions)[1]
-    rows = tf.tile(tf.range(batch)[:, tf.newaxis], [1, slots])  # [B, P]
-    keep = weights > 0
-    indices = tf.stack([tf.boolean_mask(rows, keep), tf.boolean_mask(positions, keep)], -1)
-    return tf.tensor_scatter_nd_update(input_ids, indices, tf.boolean_mask(values, keep))
+    `weights` [B, P] > 0 (padding slots, weight 0, write nothing). One-hot arithmetic
+    keeps every shape static (XLA, TPU); the weighted positions of a row are distinct."""
+    hits = tf.one_hot(positions, tf.shape(input_ids)[1], dtype=tf.int32)  # [B, P, S]
+    hits *= tf.cast(weights > 0, tf.int32)[:, :, tf.newaxis]
+    written = tf.reduce_sum(hits * values[:, :, tf.newaxis], axis=1)  # [B, S]
+    return input_ids * (1 - tf.reduce_max(hits, axis=1)) + written
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
