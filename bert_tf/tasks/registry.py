@@ -18,6 +18,8 @@ from bert_tf.tasks.electra.task import ElectraOptions, ElectraTask
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions, MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerOptions, NerTask
 from bert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+from bert_tf.tasks.sentence_embeddings.task import (SentenceEmbeddingOptions,
+                                                   SentenceEmbeddingTask)
 from bert_tf.tasks.squad.task import SquadOptions, SquadTask
 
 
@@ -56,6 +58,11 @@ TASKS = {entry.name: entry for entry in (
               "SQuAD v1.1 / v2.0 question answering (bert-run-squad)"),
     TaskEntry("multiple_choice", MultipleChoiceOptions, MultipleChoiceTask, ("output_dir",),
               "SWAG or your questions with choices (bert-run-multiple-choice)"),
+    TaskEntry("sentence_embeddings", SentenceEmbeddingOptions, SentenceEmbeddingTask,
+              ("output_dir",),
+              "sentence vectors (a bi-encoder): CoSENT / cosine MSE on scored pairs (GLUE "
+              "STS-B), in-batch negatives on pairs or triplets; Spearman and retrieval "
+              "scores"),
 )}
 
 
