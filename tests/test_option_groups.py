@@ -23,6 +23,7 @@ from bert_tf.tasks import class_weights, feature_extraction, option_groups, opti
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.electra import task as electra_task
 from bert_tf.tasks.ner import task as ner_task
+from bert_tf.tasks.sentence_embeddings import task as sentence_task
 from bert_tf.tasks.squad import task as squad_task
 from data_prep import (beam_vocab, build_vocab, create_pretraining_data, extend_vocab,
                        pretraining_instances, tool_options, word_segmentation)
@@ -229,6 +230,13 @@ BAD_VALUES = {
     ner_task.NerData: [("tag_column", st.floats(0.1, 0.9), {}),
                        ("word_column", st.floats(0.1, 0.9), {})],
     squad_task.SquadData: [("n_best_size", _ints_below(1), {})],
+    sentence_task.SentenceLoss: [
+        ("similarity_scale", st.floats(max_value=0) | st.sampled_from([math.nan, math.inf]),
+         {})],
+    sentence_task.SentencePairData: [
+        ("max_score", st.floats(max_value=0) | st.just(math.nan), {}),
+        ("min_score", st.floats(min_value=5) | st.just(math.nan), {}),
+        ("sentence1_column", st.just(""), {}), ("score_column", st.just(""), {})],
     pretraining.PretrainingData: [("max_eval_steps", _ints_below(1), {}),
                                   ("packing_window", _ints_below(1), {})],
     pretraining.DynamicMasking: [("max_ngram_size", _ints_below(1), {})],
