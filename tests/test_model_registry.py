@@ -26,6 +26,7 @@ from bert_tf.train import warm_start
 from bert_tf.weights import checkpoints
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.tasks.electra.model import ElectraPretrainer  # noqa: E402 (registered after)
+from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder  # noqa: E402
 from harness import SPECIAL_TOKENS, tiny_config, tiny_model, write_vocab
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
@@ -35,7 +36,7 @@ LENGTH = 16
 BUILT_INS = {"encoder": BertEncoder, "pretrainer": BertPretrainer,
              "classifier": BertClassifier, "token_classifier": BertTokenClassifier,
              "span_labeler": BertSpanLabeler, "multiple_choice": BertMultipleChoice,
-             "electra": ElectraPretrainer}
+             "electra": ElectraPretrainer, "sentence_encoder": SentenceEncoder}
 
 
 # ------------------------------------------------------------------ the toy model type

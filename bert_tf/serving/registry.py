@@ -26,7 +26,10 @@ import dataclasses
 from typing import Callable, Mapping, Optional, Union
 
 # Every export format of bert-export-model, in --export_format's order.
-FORMATS = ("saved_model", "huggingface", "keras_hub", "tfhub", "litert")
+# sentence_transformers: a sentence-transformers folder (modules.json, pooling beside a
+# transformers BertModel), of a sentence encoder (bert_tf.tasks.sentence_embeddings).
+FORMATS = ("saved_model", "huggingface", "keras_hub", "tfhub", "litert",
+           "sentence_transformers")
 # How a class of one's own becomes a model type.
 HOW_TO_REGISTER = ("describe it once with bert_tf.serving.registry.register(ModelType("
                    "name=..., model_class=...)); bert_tf/serving/model_types.py registers "

@@ -14,7 +14,9 @@ the vocab are resolved once, as a run's (`bert_tf.tasks.run_context`).
 the masked-LM and next-sentence heads), "keras_hub" (a keras-hub preset of an encoder
 or classifier, `bert_tf.serving.keras_hub`), "tfhub" (TF Hub's preprocessor and encoder
 SavedModels of an encoder, `bert_tf.serving.tfhub`) or "litert" (a .tflite of token ids
-in, float32 or with `quantize="int8"`, `bert_tf.serving.litert`).
+in, float32 or with `quantize="int8"`, `bert_tf.serving.litert`) or
+"sentence_transformers" (a sentence encoder as a sentence-transformers folder,
+`bert_tf.tasks.sentence_embeddings.sentence_transformers`).
 """
 
 import dataclasses
@@ -32,6 +34,7 @@ from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import export_settings, run_config, run_context
 from bert_tf.tasks import registry as task_registry
 from bert_tf.tasks.classification import multi_label
+from bert_tf.tasks.sentence_embeddings import sentence_transformers
 from bert_tf.tasks import option_groups as groups
 from bert_tf.text import tokenization
 from bert_tf.text.vocab import VocabFile
@@ -60,7 +63,9 @@ class ExportModel(OptionGroup):
         "(export_dir/preprocessor, export_dir/encoder) of an encoder; litert: a .tflite of "
         "a classifier, token classifier, span labeler or encoder taking int32 token ids "
         "[1, max_seq_length], with vocab.txt and litert_config.json for the app's "
-        "tokenizer.", choices=EXPORT_FORMATS)
+        "tokenizer; sentence_transformers: a sentence encoder as a sentence-transformers "
+        "folder (modules.json, 1_Pooling/, the transformers BertModel at its root).",
+        choices=EXPORT_FORMATS)
     quantize: str = option(
         "none", "--export_format=litert: int8 is dynamic-range quantization (int8 weights, "
         "float32 inputs and outputs), about a quarter of the float32 model's size.",
@@ -249,6 +254,8 @@ def _check_format_and_export_dir(options, model_type):
         tfhub.check_model_class(model_cls)
     elif options.export_format == "litert":
         litert.check_model_class(model_cls, options.doc_stride)
+    elif options.export_format == sentence_transformers.FORMAT:
+        sentence_transformers.check_model_class(model_cls)
     else:
         huggingface.check_model_class(model_cls)
     output_folder.check_output_folder(options.export_dir, options.overwrite, hint=replace)
@@ -331,6 +338,10 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         return tfhub.export_tfhub(model, options.export_dir, vocab_file,
                                   options.do_lower_case, options.max_seq_length,
                                   overwrite=options.overwrite)
+    if options.export_format == sentence_transformers.FORMAT:
+        return sentence_transformers.export_sentence_transformers(
+            model, options.export_dir, vocab_file, options.do_lower_case,
+            options.max_seq_length, overwrite=options.overwrite)
     if options.export_format == "litert":
         return litert.export_litert(
             model, options.export_dir, vocab_file, options.do_lower_case,
