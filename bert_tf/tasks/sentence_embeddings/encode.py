@@ -346,6 +346,13 @@ def run(options: EncodeOptions) -> dict:
     options.check()
     paths = output_paths(options.output_file)
     texts, ids, _ = read_texts(options.input_file, options.text_column, options.id_column)
+    if options.doc_stride is not None:
+        windows.check_stride(options.doc_stride, options.max_seq_length, False)
+    # The model first: a folder that holds none is refused as such.
+    model = serving.load_sentence_encoder(
+        options.init_checkpoint, options.bert_config_file, options.pooling,
+        options.normalize, options.allow_random_encoder, settings)
+    config = model.config
     vocab_file = run_context.resolve_vocab_file(options.vocab_file, settings.weights)
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {settings.weights}; pass --vocab_file")
@@ -353,12 +360,6 @@ def run(options: EncodeOptions) -> dict:
     if not options.allow_case_mismatch:
         tokenization.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
                                         options.init_checkpoint)
-    if options.doc_stride is not None:
-        windows.check_stride(options.doc_stride, options.max_seq_length, False)
-    model = serving.load_sentence_encoder(
-        options.init_checkpoint, options.bert_config_file, options.pooling,
-        options.normalize, options.allow_random_encoder, settings)
-    config = model.config
     tokenization.check_vocab_matches(len(vocab.tokens), vocab_file, config.vocab_size)
     if options.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"max_seq_length={options.max_seq_length} exceeds the model's "
