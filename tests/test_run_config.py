@@ -23,6 +23,7 @@ import test_run_multiple_choice
 import test_run_ner
 import test_run_pretraining
 import test_run_squad
+import test_sentence_embeddings
 from bert_tf import command_line
 from bert_tf import options as options_lib
 from bert_tf.serving import registry as model_registry
@@ -35,7 +36,8 @@ HAVE_KERAS_HUB = importlib.util.find_spec("keras_hub") is not None
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 TASK_MODULES = {"classification": test_run_classifier, "ner": test_run_ner,
                 "squad": test_run_squad, "multiple_choice": test_run_multiple_choice,
-                "pretraining": test_run_pretraining, "electra": test_electra}
+                "pretraining": test_run_pretraining, "electra": test_electra,
+                "sentence_embeddings": test_sentence_embeddings}
 
 
 def write_pairs(folder):
