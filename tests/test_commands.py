@@ -19,6 +19,7 @@ import test_run_multiple_choice
 import test_run_ner
 import test_run_pretraining
 import test_run_squad
+import test_sentence_embeddings
 from flag_contract import _parse, check_every_flag_reaches_options
 from bert_tf.tasks import driver, registry
 from bert_tf.tasks.classification.task import ClassificationTask
@@ -26,6 +27,7 @@ from bert_tf.tasks.multiple_choice.task import MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerTask
 from bert_tf.tasks.electra.task import ElectraTask
 from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.tasks.sentence_embeddings.task import SentenceEmbeddingTask
 from bert_tf.tasks.squad.task import SquadTask
 from bert_tf.train import distribute
 
@@ -84,7 +86,8 @@ TASKS = {
     "run_pretraining": (test_run_pretraining, PretrainingTask),
 }
 # The tasks bert-train alone runs (no script of the original's name) train on a TPU too.
-TPU_TASKS = {**TASKS, "electra": (test_electra, ElectraTask)}
+TPU_TASKS = {**TASKS, "electra": (test_electra, ElectraTask),
+             "sentence_embeddings": (test_sentence_embeddings, SentenceEmbeddingTask)}
 
 
 def _tiny_run(command, tmp_path, **changes):
