@@ -10,7 +10,7 @@ those names (with the class's `hf_head_names`).
 Public API:
     load_google_checkpoint(model, ckpt_prefix) -> LoadReport
     save_google_checkpoint(model, prefix, write_config=False)
-    load_hf_weights(model, path) -> LoadReport
+    load_hf_weights(model, path) -> LoadReport   (BERT or ELECTRA folders)
     load_training_checkpoint(model, prefix) -> LoadReport   (a bert_tf run's encoder)
     training_checkpoint(path), best_checkpoint(folder) -> prefix or None   (a run's
         best/ checkpoint, kept by --best_metric, is preferred to its latest)
@@ -35,8 +35,8 @@ from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, encoder_of
 from bert_tf.models.checkpoint_names import encoder_entries
-from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_to_google_name,
-                                          read_safetensors)
+from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_parts,
+                                          hf_to_google_name, read_safetensors)
 from bert_tf.weights.load_report import LoadReport, check_encoder, name_list
 
 # The folder of a fine-tuning output_dir that holds its best checkpoint (--best_metric).
@@ -179,7 +179,9 @@ def save_google_checkpoint(model, prefix, write_config=False, encoder_scope="ber
 
 
 def load_hf_weights(model, path):
-    """Loads Hugging Face BERT weights (`model.safetensors`, or a folder holding it).
+    """Loads Hugging Face BERT or ELECTRA weights (`model.safetensors`, or a folder
+    holding it; a head that is a model of its own, ELECTRA's generator, from the
+    subfolder named after it when there is one: `hugging_face.hf_parts`).
 
     Returns:
         LoadReport with google-research names; HF names that translate to nothing are
@@ -190,6 +192,10 @@ def load_hf_weights(model, path):
     if not os.path.isfile(file_path):
         raise FileNotFoundError(f"Hugging Face weights not found: {file_path} (expected "
                                 "model.safetensors; convert pytorch_model.bin first).")
+    # The parts first: what they share with the model (embeddings) is the model's.
+    parts = {subfolder: (part, load_hf_weights(part, os.path.join(path, subfolder)))
+             for subfolder, part in hf_parts(model).items()
+             if os.path.isfile(os.path.join(path, subfolder, "model.safetensors"))}
     hf_tensors = read_safetensors(file_path)
     values, unmatched, skipped = {}, [], []
     for hf_name, value in hf_tensors.items():
@@ -204,8 +210,22 @@ def load_hf_weights(model, path):
     report = _assign_from_source(model, file_path, shapes, values.__getitem__)
     report.unmatched.extend(sorted(unmatched))
     report.skipped.extend(sorted(skipped))
+    for subfolder, (part, part_report) in parts.items():
+        _add_part_report(report, model, part, part_report, subfolder)
     logging.info("%s", report.summary())  # after the HF names nothing translates
     return report
+
+
+def _add_part_report(report, model, part, part_report, subfolder):
+    """Counts what `part_report` (of the head `part`, from `subfolder`) loaded as loaded
+    in `report`, under `model`'s names; its unmatched names are prefixed `subfolder/`."""
+    ours = {id(entry[0]): name for name, entry in google_variable_map(model).items()}
+    theirs = google_variable_map(part)
+    loaded = {ours[id(theirs[name][0])] for name in part_report.loaded}
+    report.loaded.extend(name for name in report.newly_initialized if name in loaded)
+    report.newly_initialized[:] = [name for name in report.newly_initialized
+                                   if name not in loaded]
+    report.unmatched.extend(f"{subfolder}/{name}" for name in part_report.unmatched)
 
 
 def is_training_checkpoint(prefix):
