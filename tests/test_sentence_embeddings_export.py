@@ -18,13 +18,16 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.serving import export, huggingface, litert
-from bert_tf.tasks import export_checkpoint
+from bert_tf.tasks import driver, export_checkpoint
 from bert_tf.tasks.sentence_embeddings import encode, serving
 from bert_tf.tasks.sentence_embeddings import sentence_transformers as st_folder
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
+from bert_tf.tasks.sentence_embeddings.task import SentenceEmbeddingTask
 from bert_tf.text import tokenization, windows
 from bert_tf.text.vocab import VocabFile
 from harness import SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint
+from test_sentence_embeddings import WORDS as WORDS_OF_RUN
+from test_sentence_embeddings import tiny_options, write_tiny_inputs
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "ran", "far", "away", "big", "small",
          "red", "blue", "house", "tree", "under", "over", "quick", "slow", ".", ","]
@@ -388,3 +391,37 @@ def test_shared_checkpoint_equals_sentence_transformers_on_stsb(tmp_path):
     theirs = reference_vectors({"minilm": path}, texts, tmp_path)["minilm"]
     np.testing.assert_allclose(theirs, ours, atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+# ------------------------------------------------------------------- a run's folder
+def test_a_run_folder_encodes_and_exports_with_its_pooling(tmp_path):
+    # A short run of the task, pooling max and normalized, exporting when done.
+    write_tiny_inputs(tmp_path)
+    run = tiny_options(tmp_path, pooling="max", normalize=True,
+                       export_dir=str(tmp_path / "exported"))
+    driver.execute(SentenceEmbeddingTask(run))
+    texts = [" ".join(WORDS_OF_RUN[i:i + 5]) for i in range(0, 20, 4)]
+    (tmp_path / "t.txt").write_text("\n".join(texts) + "\n")
+    summary = encode.run(encode.EncodeOptions(init_checkpoint=run.output_dir,
+                                              input_file=str(tmp_path / "t.txt"),
+                                              output_file=str(tmp_path / "o.npy")))
+    assert "normalized vectors (max pooling)" in summary["line"]
+    assert "max_seq_length 8" in summary["line"]
+    ours = np.load(tmp_path / "o.npy")
+    served = tf.saved_model.load(str(tmp_path / "exported")).signatures["serving_default"]
+    np.testing.assert_allclose(served(text=tf.constant(texts))["embedding"].numpy(), ours,
+                               atol=1e-5)
+    # bert-export-model takes the model type and the pooling from the run's config.json.
+    path = export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+        init_checkpoint=run.output_dir, export_format="sentence_transformers",
+        export_dir=str(tmp_path / "st")))
+    read = st_folder.read_folder(path)
+    assert (read.pooling, read.normalize, read.max_seq_length) == ("max", True, 8)
+    back, _ = encode.encode_texts(serving.load_sentence_encoder(path), tokenization.FullTokenizer(
+        VocabFile.read(os.path.join(path, "vocab.txt")), True), texts, 8)
+    np.testing.assert_allclose(back, ours, atol=1e-5)
+    with pytest.raises(ValueError, match=r"--normalize=False contradicts .*config\.json, "
+                                         r"which says normalize=True"):
+        encode.run(encode.EncodeOptions(init_checkpoint=run.output_dir, normalize=False,
+                                        input_file=str(tmp_path / "t.txt"),
+                                        output_file=str(tmp_path / "o.npy")))

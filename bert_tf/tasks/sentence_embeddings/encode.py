@@ -39,7 +39,6 @@ from typing import Optional
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from bert_tf import fileio
 from bert_tf.options import OptionGroup, check_integer, compose, option
@@ -380,6 +379,5 @@ def run(options: EncodeOptions) -> dict:
             f"{'normalized ' if model.normalize else ''}vectors ({model.pooling} pooling) "
             f"in {seconds:.1f}s ({len(texts) / max(seconds, 1e-9):.1f} texts/s): "
             f"{', '.join(paths)}")
-    logging.info("%s", line)
     return dict(stats, texts=len(texts), dimension=int(vectors.shape[1]),
                 seconds=seconds, outputs=paths, line=line)
