@@ -347,7 +347,7 @@ def test_in_batch_negatives_on_pairs_train_and_resume(tmp_path):
     assert resumed.results["global_step"] == 16
 
 
-def test_retrieval_is_scored_with_the_dev_data(tmp_path):
+def test_retrieval_is_scored_with_the_dev_data_under_mixed_precision(tmp_path):
     folder = tmp_path / "beir"
     rng = random.Random(0)
     corpus = [(f"d{i}", "", _sentence(rng, i % 4)) for i in range(12)]
@@ -357,9 +357,11 @@ def test_retrieval_is_scored_with_the_dev_data(tmp_path):
     write_rows(folder / "qrels" / "dev.tsv", ["query-id", "corpus-id", "score"],
                [(f"q{i % 4}", f"d{i}", 1) for i in range(12)])
     write_sts(tmp_path / "data", train=16, dev=8)
-    results = registry.run("sentence_embeddings", options(
+    outcome = driver.execute(SentenceEmbeddingTask(options(
         tmp_path, do_train=True, do_eval=True, num_train_epochs=1.0,
-        retrieval_dir=str(folder), retrieval_split="dev"))
+        retrieval_dir=str(folder), retrieval_split="dev", mixed_precision="bfloat16")))
+    results = outcome.results
+    assert np.isfinite(_loop_losses(outcome)).all()
     for name in ("eval_mrr_at_10", "eval_ndcg_at_10", "eval_recall_at_1", "eval_recall_at_5",
                  "eval_recall_at_10", "eval_spearman"):
         assert 0 <= results[name] <= 1, (name, results)
@@ -422,3 +424,35 @@ def test_two_replicas_rank_against_the_global_batch_with_its_gradient():
                                check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert completed.stdout.count("SAME") == len(losses.LOSSES) + 2, completed.stdout
+
+
+_MIRRORED_RUN = """
+import pathlib, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import test_sentence_embeddings as t
+from bert_tf.tasks import registry
+folder = pathlib.Path(sys.argv[1])
+t.write_rows(folder / "data" / "train.tsv", ["sentence1", "sentence2"], t.positive_pairs(32, 0))
+t.write_sts(folder / "sts", train=0, dev=15)
+run = dict(eval_file=str(folder / "sts" / "dev.tsv"), eval_batch_size=4, num_train_epochs=1.0,
+           train_batch_size=8, loss="multiple_negatives_symmetric_ranking")
+trained = registry.run("sentence_embeddings", t.options(
+    folder, do_train=True, do_eval=True, distribution_strategy="mirrored", **run))
+again = registry.run("sentence_embeddings", t.options(folder, do_eval=True, **run))
+print("RESULTS", trained["global_step"], trained["eval_spearman"], again["eval_spearman"])
+"""
+
+
+def test_a_mirrored_run_trains_and_scores_as_one_device_does(tmp_path):
+    # Two replicas: batches of 4 pairs each, 15 dev pairs in uneven batches; scoring the
+    # checkpoint again on one device gives the same Spearman (the order is kept).
+    completed = subprocess.run([sys.executable, "-c", _MIRRORED_RUN, str(tmp_path)],
+                               capture_output=True, text=True, timeout=600,
+                               cwd=os.path.dirname(__file__), check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    [line] = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
+    _, step, mirrored, one_device = line.split()
+    assert step == "4"
+    assert float(mirrored) == pytest.approx(float(one_device), abs=1e-6)

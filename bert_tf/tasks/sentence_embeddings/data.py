@@ -221,15 +221,30 @@ def pairs_dataset(arrays, batch_size, is_training, seed=None, input_context=None
 
 def texts_dataset(arrays, batch_size, input_context=None, trim_padding=True):
     """One pass over single texts [N, S] in batches, with `text_index` [B] (the row of
-    each text in `arrays`), for encoding."""
+    each text in `arrays`; -1 on padding rows), for encoding.
+
+    With several replicas the replicas of one step get batches of one shape (the
+    predictions of a step are concatenated): the texts are padded with copies of the
+    first, marked -1, to whole steps, and a step's batches are trimmed together.
+    """
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    pipelines = input_context.num_input_pipelines if input_context else 1
     per_replica = (input_context.get_per_replica_batch_size(batch_size)
                    if input_context else batch_size)
-    features = dict(arrays, text_index=np.arange(len(arrays["input_ids"]), dtype=np.int32))
-    dataset = tf.data.Dataset.from_tensor_slices(features)
-    if input_context and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines,
-                                input_context.input_pipeline_id)
-    dataset = dataset.batch(per_replica)
+    count = len(arrays["input_ids"])
+    rows, text_index = np.arange(count), np.arange(count, dtype=np.int32)
+    local_batch = per_replica * max(1, replicas // pipelines)  # this pipeline's step
+    if replicas > 1:
+        padding = -count % (local_batch * pipelines)
+        rows = np.concatenate([rows, np.zeros(padding, np.int64)])
+        text_index = np.concatenate([text_index, np.full(padding, -1, np.int32)])
+    features = {name: values[rows] for name, values in arrays.items()}
+    dataset = tf.data.Dataset.from_tensor_slices(dict(features, text_index=text_index))
+    if pipelines > 1:
+        dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
+    dataset = dataset.batch(local_batch)
     if trim_padding:
         dataset = dataset.map(input_layout_graph.trim_to_longest)
+    if local_batch != per_replica:
+        dataset = dataset.unbatch().batch(per_replica)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -277,7 +277,8 @@ class SentenceEmbeddingTask(Task):
         outputs = runner.predict(dataset_fn, output_key="embedding", keys=("text_index",),
                                  num_examples=len(unique))
         vectors = np.zeros((len(unique), outputs["embedding"].shape[-1]), np.float32)
-        vectors[order[outputs["text_index"]]] = outputs["embedding"]
+        real = outputs["text_index"] >= 0  # not the padding of whole steps
+        vectors[order[outputs["text_index"][real]]] = outputs["embedding"][real]
         index = {text: position for position, text in enumerate(unique)}
         return vectors[[index[text] for text in texts]]
 
