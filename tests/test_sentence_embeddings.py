@@ -347,6 +347,23 @@ def test_in_batch_negatives_on_pairs_train_and_resume(tmp_path):
     assert resumed.results["global_step"] == 16
 
 
+def test_triplets_train_with_hard_negatives_and_a_scored_loss_refuses_them(tmp_path):
+    rng = random.Random(2)
+    rows = [(anchor, positive, _sentence(rng, rng.randrange(4), 1))
+            for anchor, positive in positive_pairs(32, 2)]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_text(
+        "q,pos,neg\n" + "".join(",".join(row) + "\n" for row in rows), encoding="utf-8")
+    run = dict(do_train=True, num_train_epochs=1.0, train_batch_size=8,
+               sentence1_column="q", sentence2_column="pos", negative_column="neg")
+    with pytest.raises(ValueError, match="--negative_column=neg: hard negatives are for "
+                                         "in-batch-negative losses, not --loss=cosent"):
+        registry.run("sentence_embeddings", options(tmp_path, loss="cosent", **run))
+    outcome = driver.execute(SentenceEmbeddingTask(options(tmp_path, **run)))
+    assert outcome.runner.task.data["train"].texts_per_row == 3
+    assert outcome.results == {} and outcome.runner.global_step == 4
+
+
 def test_retrieval_is_scored_with_the_dev_data_under_mixed_precision(tmp_path):
     folder = tmp_path / "beir"
     rng = random.Random(0)
