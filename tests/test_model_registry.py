@@ -227,7 +227,7 @@ def test_built_in_types_answer_by_name_alias_and_class():
     assert registry.for_model(classifier).name == "classifier"
     subclass = type("MyClassifier", (BertClassifier,), {})
     assert registry.for_model(subclass) is registry.get("classifier")  # nearest base
-    assert registry.classes_for("tfhub") == [BertEncoder]
+    assert registry.classes_for("tfhub") == [BertEncoder, SentenceEncoder]
 
 
 def test_every_format_refusal_gives_its_reason():

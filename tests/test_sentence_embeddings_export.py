@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.serving import export, huggingface, litert
+from bert_tf.serving import export, huggingface, litert, tfhub
 from bert_tf.tasks import driver, export_checkpoint
 from bert_tf.tasks.sentence_embeddings import encode, serving
 from bert_tf.tasks.sentence_embeddings import sentence_transformers as st_folder
@@ -296,6 +296,29 @@ def test_formats_a_sentence_encoder_has_not_are_refused_with_reasons():
     with pytest.raises(ValueError, match=r"a SentenceEncoder has no Hugging Face export|"
                                          r"SentenceEncoder.*export_format=sentence_transformers"):
         huggingface.check_model_class(SentenceEncoder)
+
+
+def test_tfhub_encoder_serves_the_sentence_vector_as_pooled_output(bert_folder, tokenizer,
+                                                                   tmp_path):
+    folder, _ = bert_folder
+    model = randomized(3, pooling="cls", normalize=True)
+    path = export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+        model_type="sentence_encoder", init_checkpoint=folder, export_format="tfhub",
+        max_seq_length=LENGTH, export_dir=str(tmp_path / "hub")))
+    # A BERT folder exports mean pooling, not normalized; the library takes this model.
+    mean = tf.saved_model.load(os.path.join(path, tfhub.ENCODER))
+    tfhub.export_tfhub(model, tmp_path / "hub_cls", os.path.join(folder, "vocab.txt"), True,
+                       LENGTH)
+    preprocessor = tf.saved_model.load(os.path.join(tmp_path / "hub_cls", tfhub.PREPROCESSOR))
+    encoder = tf.saved_model.load(os.path.join(tmp_path / "hub_cls", tfhub.ENCODER))
+    inputs = preprocessor(tf.constant(TEXTS))
+    outputs = encoder(inputs, training=False)
+    np.testing.assert_allclose(outputs["pooled_output"].numpy(),
+                               one_by_one(model, tokenizer, TEXTS), atol=1e-5)
+    np.testing.assert_allclose(outputs["default"].numpy(), outputs["pooled_output"].numpy())
+    assert len(outputs["encoder_outputs"]) == 2
+    np.testing.assert_allclose(mean(inputs, training=False)["pooled_output"].numpy(),
+                               one_by_one(bert_folder[1], tokenizer, TEXTS), atol=1e-5)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,

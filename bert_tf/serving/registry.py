@@ -67,6 +67,10 @@ class ModelType:
         load: Builds the model of this type from a checkpoint itself, as
             `load(init_checkpoint, bert_config)`, when the generic loader (the encoder
             and the head of a run) does not fit; None for the generic one.
+        hub_outputs: What a TF Hub encoder export (`bert_tf.serving.tfhub`) serves, as
+            `hub_outputs(model, features, training)` -> dict `pooled_output` [B, H],
+            `sequence_output` [B, S, H], `encoder_outputs` (L x [B, S, H]); None: the
+            model's own outputs of those names (a BertEncoder's).
     """
 
     name: str
@@ -82,6 +86,7 @@ class ModelType:
     hf_problem_type: bool = False
     litert_layout: Optional[str] = None
     load: Optional[Callable] = None
+    hub_outputs: Optional[Callable] = None
 
     def __post_init__(self):
         unknown = sorted((set(self.formats) | set(self.refused)) - set(FORMATS))

@@ -38,6 +38,10 @@ pooled output). It carries `variables`, `trainable_variables` (the model's weigh
 and `do_lower_case` as TF Hub's BERT encoders have. Its `serving_default` signature
 takes the three inputs and returns `pooled_output`, `sequence_output`, `default` and
 `encoder_outputs` stacked [B, L, S, H].
+
+A sentence encoder's `pooled_output` and `default` are its sentence vector (its model
+type's `hub_outputs`), as TF Hub's BERT-based sentence encoders (LaBSE, CMLM) serve
+theirs.
 """
 
 import os
@@ -181,11 +185,13 @@ class HubEncoder(tf.train.Checkpoint):
         self.regularization_losses = []
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False)
+        hub_outputs = registry.for_model(model).hub_outputs  # None: the model's own
 
         def outputs(inputs, training):
             features = check_input_shapes({name: inputs[hub_name] for hub_name, name
                                            in zip(HUB_INPUT_NAMES, INPUT_NAMES)})
-            result = model(features, training=training)
+            result = (hub_outputs(model, features, training) if hub_outputs
+                      else model(features, training=training))
             pooled = tf.cast(result["pooled_output"], tf.float32)  # [B, H]
             return {"pooled_output": pooled, "default": pooled,
                     "sequence_output": tf.cast(result["sequence_output"], tf.float32),

@@ -9,8 +9,10 @@ with nothing else). Batch B, S = max_seq_length, H = hidden size:
 - `serve_ids`: int32 `input_ids`, `input_mask`, `segment_ids` [B, S] -> `embedding`.
 - `serve_examples`: serialized tf.Example [B] (int64 features of S values) -> `embedding`.
 
-Formats: saved_model, sentence_transformers (`sentence_transformers.py`) and litert
-(int32 ids [1, S] in, `embedding` out). The settings of a model (`model_settings`):
+Formats: saved_model, sentence_transformers (`sentence_transformers.py`), litert
+(int32 ids [1, S] in, `embedding` out) and tfhub (TF Hub's BERT preprocessor and
+encoder; the encoder's `pooled_output` and `default` are the sentence vector, as TF Hub's
+BERT-based sentence encoders, LaBSE and CMLM, serve theirs: `hub_outputs`). The settings of a model (`model_settings`):
 a sentence-embeddings run's config.json (its `pooling`, `normalize`, `max_seq_length`,
 case), a sentence-transformers folder's modules, else the defaults (mean pooling, not
 normalized) for a BERT or Hugging Face folder.
@@ -26,7 +28,7 @@ from bert_tf.serving import export, registry
 from bert_tf.serving import signatures as sig
 from bert_tf.tasks import run_config
 from bert_tf.tasks.sentence_embeddings import sentence_transformers as st_folder
-from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
+from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder, pool_tokens
 from bert_tf.text import input_layout_graph
 from bert_tf.weights import checkpoints
 
@@ -105,6 +107,17 @@ def _load(init_checkpoint, config):
     return load_sentence_encoder(init_checkpoint, config)
 
 
+def hub_outputs(model, features, training):
+    """`ModelType.hub_outputs`: the encoder's outputs with `pooled_output` the sentence
+    vector (pooled, normalized when the model normalizes) instead of BERT's pooler."""
+    result = model.encoder(features, training=training)
+    embedding = pool_tokens(result["sequence_output"], features["input_mask"],
+                            model.pooling)  # [B, H]
+    if model.normalize:
+        embedding = tf.math.l2_normalize(embedding, axis=-1)
+    return dict(result, pooled_output=embedding)
+
+
 def text_signature(module):
     """`serving_default`: `text` [B] -> `embedding` [B, H]."""
     @tf.function(autograph=False,
@@ -127,18 +140,16 @@ def export_sentence_encoder(model, vocab_file, do_lower_case, max_seq_length, ex
 
 MODEL_TYPE = registry.register(registry.ModelType(
     name="sentence_encoder", model_class=SentenceEncoder,
-    formats=("saved_model", "litert", st_folder.FORMAT),
+    formats=("saved_model", "litert", "tfhub", st_folder.FORMAT),
     refused={
         "huggingface": "a transformers folder would hold the encoder without its pooling; "
                        "export_format=sentence_transformers writes that folder (a BertModel "
                        "at its root) with the pooling and normalization beside it",
         "keras_hub": "keras-hub has no BERT sentence-embedding task; export the encoder "
-                     "(model_type=encoder) and pool its sequence output",
-        "tfhub": "TF Hub's BERT encoder interface serves pooled and sequence outputs, not "
-                 "a sentence vector; export the encoder (model_type=encoder) for it"},
+                     "(model_type=encoder) and pool its sequence output"},
     saved_model=export_sentence_encoder, outputs=("embedding",),
     litert_layout="[CLS] text [SEP]; `embedding` is the pooled (and normalized) vector",
-    load=_load))
+    load=_load, hub_outputs=hub_outputs))
 
 
 def registry_name():
