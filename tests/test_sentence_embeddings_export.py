@@ -264,6 +264,19 @@ def test_sentence_transformers_folder_has_its_files_and_loads_back(bert_folder, 
         encode.run(encode.EncodeOptions(init_checkpoint=path, pooling="mean",
                                         input_file=str(tmp_path / "t.txt"),
                                         output_file=str(tmp_path / "o.npy")))
+    # bert-export-model takes the model type and max_seq_length from it too.
+    saved = export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+        init_checkpoint=path, export_dir=str(tmp_path / "saved")))
+    serve_ids = tf.saved_model.load(saved).signatures["serve_ids"]
+    assert serve_ids.structured_input_signature[1]["input_ids"].shape.as_list() == [
+        None, LENGTH]
+    got = tf.saved_model.load(saved).signatures["serving_default"](text=tf.constant(TEXTS))
+    np.testing.assert_allclose(got["embedding"].numpy(), one_by_one(model, tokenizer, TEXTS),
+                               atol=1e-5)
+    with pytest.raises(ValueError, match=r"--do_lower_case=False contradicts the run in "
+                                         r".*modules\.json, trained with do_lower_case=True"):
+        export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
+            init_checkpoint=path, export_dir=str(tmp_path / "other"), do_lower_case=False))
 
 
 def test_a_folder_of_another_pooling_or_module_is_refused(bert_folder, tmp_path):

@@ -17,6 +17,7 @@ import dataclasses
 from absl import logging
 
 from bert_tf.tasks import run_config
+from bert_tf.tasks.sentence_embeddings import serving as sentence_serving
 
 # Used when neither the flag nor the run sets them (released or HF weights, old runs).
 PLAIN_DEFAULTS = {"max_seq_length": 128, "do_lower_case": True, "is_regression": False,
@@ -54,6 +55,20 @@ def run_values(saved: dict) -> dict:
     return {name: value for name, value in values.items() if value is not None}
 
 
+def sentence_transformers_values(path) -> dict:
+    """What a sentence-transformers folder at `path` says as a run's config would ({}
+    for any other folder): a sentence encoder, its max_seq_length and case, and "path"
+    (the file that says so)."""
+    if not sentence_serving.st_folder.is_folder(path):
+        return {}
+    settings = sentence_serving.model_settings(path)
+    values = {"model_type": sentence_serving.registry_name(),
+              "max_seq_length": settings.max_seq_length,
+              "do_lower_case": settings.do_lower_case}
+    return dict({name: value for name, value in values.items() if value is not None},
+                path=settings.source)
+
+
 def from_run(options):
     """`options` (an `ExportOptions`) with what the run at `init_checkpoint` trained.
 
@@ -63,6 +78,9 @@ def from_run(options):
     """
     saved = run_config.read(options.init_checkpoint)
     trained = run_values(saved)
+    if not saved:  # a sentence-transformers folder says as much as a run
+        trained = sentence_transformers_values(options.init_checkpoint)
+        saved = {"path": trained.pop("path")} if trained else saved
     if options.export_format != "saved_model":
         trained = {name: value for name, value in trained.items()
                    if name not in SAVED_MODEL_ONLY}
