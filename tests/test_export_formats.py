@@ -260,7 +260,7 @@ def test_a_folder_that_is_not_empty_is_kept_unless_overwrite(export_format, clas
     ({"export_format": "saved_model", "model_type": "pretrainer"},
      r"--model_type=pretrainer exports with --export_format=huggingface"),
     ({"export_format": "onnx"}, r"export_format must be one of saved_model, huggingface, "
-                                r"keras_hub, tfhub, litert, got 'onnx'"),
+                                r"keras_hub, tfhub, litert, sentence_transformers, got 'onnx'"),
 ])
 def test_what_a_format_cannot_hold_is_refused_before_loading(changes, message,
                                                               classifier_run, tmp_path):
