@@ -301,6 +301,28 @@ def test_a_folder_of_another_pooling_or_module_is_refused(bert_folder, tmp_path)
         serving.load_sentence_encoder(path)
 
 
+def test_an_older_folder_with_its_transformer_in_0_transformer_encodes(bert_folder,
+                                                                      tokenizer, tmp_path):
+    model = randomized(3, pooling="cls")
+    path = pathlib.Path(st_folder.export_sentence_transformers(
+        model, tmp_path / "st", os.path.join(bert_folder[0], "vocab.txt"), True, LENGTH))
+    (path / "0_Transformer").mkdir()
+    for name in os.listdir(path):
+        if (path / name).is_file() and name not in ("modules.json",
+                                                    "config_sentence_transformers.json"):
+            os.replace(path / name, path / "0_Transformer" / name)
+    modules = json.loads((path / "modules.json").read_text())
+    modules[0]["path"] = "0_Transformer"
+    (path / "modules.json").write_text(json.dumps(modules))
+    (tmp_path / "t.txt").write_text("\n".join(TEXTS) + "\n")
+    summary = encode.run(encode.EncodeOptions(init_checkpoint=str(path),
+                                              input_file=str(tmp_path / "t.txt"),
+                                              output_file=str(tmp_path / "o.npy")))
+    assert "(cls pooling)" in summary["line"] and "max_seq_length 12" in summary["line"]
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"),
+                               one_by_one(model, tokenizer, TEXTS), atol=1e-5)
+
+
 def test_formats_a_sentence_encoder_has_not_are_refused_with_reasons():
     with pytest.raises(ValueError, match=r"a BertClassifier cannot be exported as a "
                                          r"sentence-transformers folder: .*"
