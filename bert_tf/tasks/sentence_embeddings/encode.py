@@ -252,6 +252,8 @@ def encode_texts(model, tokenizer, texts, max_seq_length, batch_size=32,
     rows, owners, cut = model_rows(tokenizer.convert_texts_to_ids(list(texts)),
                                    max_seq_length, long_text, doc_stride)
     windowed = long_text == "windows"
+    if progress is not None:
+        progress.total = len(rows)
 
     @tf.function(reduce_retracing=True)
     def embed(features):
