@@ -483,3 +483,23 @@ def test_a_run_folder_encodes_and_exports_with_its_pooling(tmp_path):
         encode.run(encode.EncodeOptions(init_checkpoint=run.output_dir, normalize=False,
                                         input_file=str(tmp_path / "t.txt"),
                                         output_file=str(tmp_path / "o.npy")))
+
+
+def test_bert_encode_command_prints_its_summary_or_one_line_error(bert_folder, tmp_path):
+    (tmp_path / "t.txt").write_text("a cat\nthe dog ran\n")
+    (tmp_path / "bad.txt").write_text("a cat\n\n")
+    command = [sys.executable, "-m", "bert_tf.cli.encode", f"--init_checkpoint={bert_folder[0]}",
+               "--pooling=max", f"--output_file={tmp_path / 'o.npy'},{tmp_path / 'o.jsonl'}"]
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run([*command, f"--input_file={tmp_path / 't.txt'}"], cwd=root,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().startswith(  # 128 tokens, cut to the model's 64 positions
+        "Encoded 2 texts (0 truncated, max_seq_length 64) into 32-dimensional vectors "
+        "(max pooling)")
+    assert np.load(tmp_path / "o.npy").shape == (2, 32)
+    bad = subprocess.run([*command, f"--input_file={tmp_path / 'bad.txt'}"], cwd=root,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1].endswith("bad.txt:2: empty text; every row "
+                                                        "needs a text to encode")

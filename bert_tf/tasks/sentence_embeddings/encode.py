@@ -110,7 +110,8 @@ EncodeOptions = compose(
            "do_lower_case": "Lower-case the input and strip accents (default: as the "
                             "model was trained; else true).",
            "max_seq_length": "Tokens per model row, [CLS] and [SEP] included (default: "
-                             "the run's or the sentence-transformers folder's; else 128).",
+                             "the run's or the sentence-transformers folder's; else 128, "
+                             "or the model's max_position_embeddings when fewer).",
            "doc_stride": "--long_text=windows: tokens between the starts of a text's "
                          "windows (default: half a window)."},
     checks=(check_windows,),
@@ -255,7 +256,10 @@ def encode_texts(model, tokenizer, texts, max_seq_length, batch_size=32,
     if progress is not None:
         progress.total = len(rows)
 
-    @tf.function(reduce_retracing=True)
+    spec = {name: tf.TensorSpec([None, None], tf.int32, name)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+
+    @tf.function(autograph=False, input_signature=[spec])  # one trace, every shape
     def embed(features):
         outputs = model(features, training=False)
         if windowed:  # before normalization: the windows are averaged first
@@ -343,6 +347,7 @@ def run(options: EncodeOptions) -> dict:
     """Checks everything, loads the model, encodes the input and writes the outputs;
     returns the summary (`texts`, `rows`, `truncated`, `windowed`, `dimension`,
     `seconds`, `outputs`, `line`: the one-line summary)."""
+    chosen_length = options.max_seq_length or None
     options, settings = resolve_options(options)
     options.check()
     paths = output_paths(options.output_file)
@@ -362,6 +367,9 @@ def run(options: EncodeOptions) -> dict:
         tokenization.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
                                         options.init_checkpoint)
     tokenization.check_vocab_matches(len(vocab.tokens), vocab_file, config.vocab_size)
+    if not (chosen_length or settings.max_seq_length):  # the default, within the model
+        options = dataclasses.replace(options, max_seq_length=min(
+            options.max_seq_length, config.max_position_embeddings))
     if options.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"max_seq_length={options.max_seq_length} exceeds the model's "
                          f"max_position_embeddings={config.max_position_embeddings}")
