@@ -141,7 +141,8 @@ def adapt(command, work_dir):
 def write_fixtures(demo_dir, work_dir):
     """Stand-ins for the files the README's commands read."""
     pretraining = os.path.join(demo_dir, "pretraining")
-    for name in ("uncased_L-12_H-768_A-12", "cased_L-12_H-768_A-12"):
+    for name in ("uncased_L-12_H-768_A-12", "cased_L-12_H-768_A-12",
+                 "uncased_L-6_H-384_A-12"):  # the last: the sentence-embedding model's
         folder = os.path.join(work_dir, name)
         os.makedirs(folder, exist_ok=True)
         for file_name in os.listdir(pretraining):
@@ -158,6 +159,7 @@ def write_fixtures(demo_dir, work_dir):
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v1.1.json"), v2=False)
     _write_squad(documents[12:18], os.path.join(work_dir, "dev-v2.0.json"), v2=True)
     _write_swag(documents, os.path.join(work_dir, "swagaf", "data"))
+    _write_sentence_data(documents, work_dir)
     # The export examples start from a fine-tuned single-sentence classifier's output_dir
     # (/tmp/sst2): the demo's review classifier (labels negative, positive) plays it.
     shutil.copytree(os.path.join(demo_dir, "classifier"),
@@ -246,6 +248,44 @@ def _write_squad(documents, path, v2):
             "data": [{"title": "demo", "paragraphs": paragraphs}]}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f)
+
+
+def _write_sentence_data(documents, work_dir):
+    """STS-B's folder (pairs scored 0 .. 5: 5 for a sentence and itself cut short, down
+    to 0 for sentences of other documents), question-answer pairs, a text file and a
+    BEIR folder (queries: a document's first words; relevant: that document)."""
+    sentences = [(index, s) for index, doc in enumerate(documents) for s in doc if s.strip()]
+    rng = random.Random(1)
+    folder = os.path.join(work_dir, "glue_data", "STS-B")
+    os.makedirs(folder, exist_ok=True)
+    for name, rows in (("train.tsv", sentences[:96]), ("dev.tsv", sentences[96:128])):
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
+                    "sentence1\tsentence2\tscore\n")
+            for row, (doc, text) in enumerate(rows):
+                other_doc, other = rng.choice(sentences)
+                pair, score = ((" ".join(text.split()[:-2]) or text, 5.0) if row % 2 else
+                               (other, 1.0 if other_doc == doc else 0.0))
+                f.write(f"{row}\tmain\tdemo\t2026\t{row}\tnone\tnone\t{text}\t{pair}\t"
+                        f"{score}\n")
+    with open(os.path.join(work_dir, "qa_pairs.jsonl"), "w", encoding="utf-8") as f:
+        for doc in documents[:40]:
+            f.write(json.dumps({"question": " ".join(doc[0].split()[:6]) + "?",
+                                "answer": doc[0]}) + "\n")
+    with open(os.path.join(work_dir, "texts.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(text for _, text in sentences[:20]) + "\n")
+    beir = os.path.join(work_dir, "beir", "scifact")
+    os.makedirs(os.path.join(beir, "qrels"), exist_ok=True)
+    with open(os.path.join(beir, "corpus.jsonl"), "w", encoding="utf-8") as corpus, \
+            open(os.path.join(beir, "queries.jsonl"), "w", encoding="utf-8") as queries, \
+            open(os.path.join(beir, "qrels", "test.tsv"), "w", encoding="utf-8") as qrels:
+        qrels.write("query-id\tcorpus-id\tscore\n")
+        for index, doc in enumerate(documents[:30]):
+            corpus.write(json.dumps({"_id": f"d{index}", "title": "",
+                                     "text": " ".join(doc[:3])}) + "\n")
+            queries.write(json.dumps({"_id": f"q{index}",
+                                      "text": " ".join(doc[0].split()[:5])}) + "\n")
+            qrels.write(f"q{index}\td{index}\t1\n")
 
 
 def _write_swag(documents, folder):
