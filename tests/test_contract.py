@@ -22,7 +22,9 @@ from bert_tf import layers
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,
                             BertSpanLabeler, BertTokenClassifier)
 from bert_tf.models.encoder import EncoderHeadModel
+from bert_tf.tasks.electra.model import DiscriminatorHead, ElectraPretrainer, generator_config
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
+from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
 from contract import Case, encoder_features, hidden_states, input_mask, matrix, token_ids
 from harness import tiny_config
 
@@ -55,6 +57,15 @@ def _choices_inputs(seq, real):
                  input_ids=ids.astype("int32")),)
 
 
+def _electra_inputs(seq, real):
+    """The pre-training features and given replacements (the draw is random)."""
+    positions = token_ids(3, seed=2) % 3  # [B, 3], real in every row
+    features = dict(encoder_features(seq, real), masked_lm_positions=positions,
+                    masked_lm_ids=token_ids(3, seed=4),
+                    masked_lm_weights=np.ones(positions.shape, "float32"))
+    return features, token_ids(3, seed=5)
+
+
 def _pretrainer_inputs(seq, real):
     positions = token_ids(3, seed=2) % 3  # [B, 3], real in every row (lengths >= 3)
     return (dict(encoder_features(seq, real), masked_lm_positions=positions),)
@@ -85,10 +96,19 @@ CASES = [
                                      name="pooler_case"), _hidden, sequence_axis=None),
     Case(layers.MaskedLMHead, lambda: dict(
         vocab_size=V, hidden_size=H, hidden_act="relu", initializer_range=0.07,
-        name="predictions_case"),
+        embedding_size=None, name="predictions_case"),
         lambda seq, real: (hidden_states(seq, H), token_ids(3, seed=2) % 3,
                            matrix(V, H)),
         sequence_axis=None, float32_outputs=True),
+    Case(layers.MaskedLMHead, lambda: dict(  # ELECTRA's generator: H -> E, tied to E
+        vocab_size=V, hidden_size=H, hidden_act="gelu", initializer_range=0.02,
+        embedding_size=24, name="narrow_predictions_case"),
+        lambda seq, real: (hidden_states(seq, H), token_ids(3, seed=2) % 3,
+                           0.1 * matrix(V, 24)),  # logits ~1: float32 rounding < 1e-6
+        sequence_axis=None, float32_outputs=True, id="MaskedLMHead-embedding_size"),
+    Case(DiscriminatorHead, lambda: dict(hidden_size=H, hidden_act="relu",
+                                         initializer_range=0.05, name="discriminator_case"),
+         _hidden, float32_outputs=True),
     Case(layers.ClassificationHead, lambda: dict(
         num_classes=3, hidden_size=H, dropout_rate=0.4, initializer_range=0.08,
         kernel_distribution="normal", name="classification_case"),
@@ -116,6 +136,16 @@ CASES = [
     Case(BertMultipleChoice, lambda: dict(encoder=_encoder(), dropout_rate=0.25,
                                           head_initializer="normal"),
          _choices_inputs, sequence_axis=None, float32_outputs=True),
+    Case(ElectraPretrainer, lambda: dict(
+        encoder=_encoder(), generator_config=generator_config(tiny_config(), 0.5),
+        temperature=0.5), _electra_inputs,
+         sequence_axis={"masked_lm_logits": None, "sampled_ids": None,
+                        "discriminator_logits": 1, "replaced": 1},
+         float32_outputs={"masked_lm_logits", "discriminator_logits"}),
+    Case(SentenceEncoder, lambda: dict(encoder=_encoder(), pooling="max", normalize=True),
+         lambda seq, real: (encoder_features(seq, real),),
+         sequence_axis={"embedding": None, "sequence_output": 1},
+         float32_outputs={"embedding"}),
 ]
 IDS = [case.id for case in CASES]
 

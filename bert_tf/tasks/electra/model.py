@@ -122,10 +122,11 @@ class DiscriminatorHead(keras.layers.Layer):
 def scatter_positions(input_ids, positions, values, weights):
     """`input_ids` [B, S] with `values` [B, P] written at `positions` [B, P] where
     `weights` [B, P] > 0 (padding slots, weight 0, write nothing). One-hot arithmetic
-    keeps every shape static (XLA, TPU); the weighted positions of a row are distinct."""
+    keeps every shape static (XLA, TPU). A position named twice (never, in records of
+    create_pretraining_data) takes the larger value."""
     hits = tf.one_hot(positions, tf.shape(input_ids)[1], dtype=tf.int32)  # [B, P, S]
     hits *= tf.cast(weights > 0, tf.int32)[:, :, tf.newaxis]
-    written = tf.reduce_sum(hits * values[:, :, tf.newaxis], axis=1)  # [B, S]
+    written = tf.reduce_max(hits * values[:, :, tf.newaxis], axis=1)  # [B, S], ids >= 0
     return input_ids * (1 - tf.reduce_max(hits, axis=1)) + written
 
 
@@ -209,7 +210,7 @@ class ElectraPretrainer(EncoderHeadModel):
         gumbel = -tf.math.log(-tf.math.log(uniform))
         return tf.argmax(logits / self.temperature + gumbel, -1, output_type=tf.int32)
 
-    def call(self, inputs, training=None, replacements=None):
+    def call(self, inputs, replacements=None, training=None):
         for key in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
             if key not in inputs:
                 raise ValueError(f"ElectraPretrainer inputs need `{key}` [batch, "
