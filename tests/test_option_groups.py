@@ -240,7 +240,7 @@ BAD_VALUES = {
     pretraining.PretrainingData: [("max_eval_steps", _ints_below(1), {}),
                                   ("packing_window", _ints_below(1), {})],
     pretraining.DynamicMasking: [("max_ngram_size", _ints_below(1), {})],
-    feature_extraction.ExtractLayers: [("batch_size", _ints_below(1), {})],
+    option_groups.ModelBatch: [("batch_size", _ints_below(1), {})],
     tool_options.SplitOptions: [("streams_per_split", _ints_below(1), {}),
                                 ("split_bytes", _ints_below(0), {})],
     tool_options.MaxSentences: [("max_sentences", _ints_below(0), {})],

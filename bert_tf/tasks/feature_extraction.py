@@ -22,7 +22,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.models import BertEncoder
-from bert_tf.options import OptionGroup, check_integer, compose, option
+from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks import run_config, run_context
 from bert_tf.text import input_layout, tokenization
@@ -32,16 +32,12 @@ from bert_tf.weights import from_pretrained
 
 @dataclasses.dataclass(kw_only=True)
 class ExtractLayers(OptionGroup):
-    """Which layers are written, and how many sequences a model call takes."""
+    """Which layers are written."""
     layers: str = option("-1,-2,-3,-4", "Comma-separated Transformer block indexes.")
-    batch_size: int = option(32, "Sequences per model call.")
-
-    def check(self) -> None:
-        check_integer(self, "batch_size")
 
 
 ExtractOptions = compose(
-    "ExtractOptions", groups.InputFile, groups.OutputFile, ExtractLayers,
+    "ExtractOptions", groups.InputFile, groups.OutputFile, ExtractLayers, groups.ModelBatch,
     groups.MODEL_SOURCE, groups.Vocab, groups.Case, groups.SequenceLength,
     defaults={"do_lower_case": None},  # None: as the run at init_checkpoint, else true
     helps={"input_file": "Text file: one text or `text_a ||| text_b` a line.",

@@ -4,7 +4,9 @@ runners, extraction, export and the data tools compose them; `bert_tf.options`).
     model source       InitCheckpoint, EncoderSource
     tokenizer and case Vocab, Case, CaseCheck
     sequence layout    SequenceLength, DocStride, WindowPooling
-    task files         DataDir, SplitFiles, EvalFile, InputFile, OutputFile, OutputDir
+    task files         DataDir, SplitFiles, EvalFile, InputFile, OutputFile, OutputDir,
+                       RecordColumns
+    model calls        ModelBatch
     serving settings   Regression, MultiLabelThreshold, QuestionLengths (a task's head,
                        the same in its run and its export)
     export             ExportDir, Overwrite
@@ -177,6 +179,23 @@ class OutputFile(OptionGroup):
         """Refuses a command without output."""
         if not self.output_file:
             raise ValueError("--output_file is required")
+
+
+@dataclasses.dataclass(kw_only=True)
+class RecordColumns(OptionGroup):
+    """Which column of a .tsv/.csv file (its header's name) or field of a .jsonl row holds
+    the text, and which its id."""
+    text_column: Optional[str] = option(None, "The column of the text.")
+    id_column: Optional[str] = option(None, "The column of each row's id.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelBatch(OptionGroup):
+    """How many sequences one model call takes (inference without a training loop)."""
+    batch_size: int = option(32, "Sequences per model call.")
+
+    def check(self) -> None:
+        check_integer(self, "batch_size")
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -44,10 +44,8 @@ class ClassifierData(OptionGroup):
     task_name: str = option(
         "", f"One of: {', '.join(classification_data.TASK_NAMES)} (generic: your own "
         "train/dev/test .tsv/.csv/.jsonl files).")
-    text_column: str = option("text", "generic task: column of the text.")
     text_pair_column: Optional[str] = option(None, "generic task: column of the second text.")
     label_column: str = option("label", "generic task: column of the label.")
-    id_column: Optional[str] = option(None, "generic task: column of the example id.")
     labels: Optional[list] = option(None, "generic task: class names in id order (default: "
                                     "the sorted labels of the train file).")
     multi_label: bool = option(
@@ -72,11 +70,13 @@ class ClassifierData(OptionGroup):
 
 
 ClassifierOptions = compose(
-    "ClassifierOptions", FinetuneOptions, ClassifierData, groups.DataDir, groups.DocStride,
-    groups.WindowPooling, groups.Regression, groups.MultiLabelThreshold,
-    weights_lib.ClassWeightOptions,
-    defaults={"data_dir": ""},
-    helps={"doc_stride": "--long_document=windows: tokens between the starts of "
+    "ClassifierOptions", FinetuneOptions, ClassifierData, groups.RecordColumns,
+    groups.DataDir, groups.DocStride, groups.WindowPooling, groups.Regression,
+    groups.MultiLabelThreshold, weights_lib.ClassWeightOptions,
+    defaults={"data_dir": "", "text_column": "text"},
+    helps={"text_column": "generic task: column of the text.",
+           "id_column": "generic task: column of the example id.",
+           "doc_stride": "--long_document=windows: tokens between the starts of "
            "consecutive windows, below a window's capacity (max_seq_length - 2 tokens; for "
            "pairs, those the second text gets when the first takes up to half; default: "
            "half the capacity)."},

@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.options import OptionGroup, check_integer, compose, option
+from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks import run_context, text_files
 from bert_tf.tasks.sentence_embeddings import serving
@@ -58,28 +58,12 @@ DEFAULT_MAX_SEQ_LENGTH = 128
 
 
 @dataclasses.dataclass(kw_only=True)
-class EncodeInput(OptionGroup):
-    """Where the texts and their ids are in the input file."""
-    text_column: Optional[str] = option(
-        None, "A .tsv/.csv file (with a header): the column of the texts; a .jsonl file: "
-        "the field. Other files: one text a line (no column).")
-    id_column: Optional[str] = option(
-        None, "The column / field of each text's id, written to the .jsonl output "
-        "(default: the text's 0-based position, its row in the .npy).")
-
-
-@dataclasses.dataclass(kw_only=True)
-class EncodeBatching(OptionGroup):
-    """How texts become model rows."""
-    batch_size: int = option(32, "Rows per model call (sorted by length, each batch "
-                                 "padded to its longest row).")
+class LongTexts(OptionGroup):
+    """How texts longer than a row become model rows."""
     long_text: str = option(
         "truncate", "A text longer than max_seq_length: truncate (cut to it) or windows "
         "(windows doc_stride tokens apart, their vectors averaged weighted by their token "
         "counts, then normalized when the model normalizes).", choices=LONG_TEXT_MODES)
-
-    def check(self) -> None:
-        check_integer(self, "batch_size")
 
 
 def check_windows(options) -> None:
@@ -90,13 +74,20 @@ def check_windows(options) -> None:
 
 
 EncodeOptions = compose(
-    "EncodeOptions", groups.InputFile, groups.OutputFile, EncodeInput, EncodeBatching,
+    "EncodeOptions", groups.InputFile, groups.OutputFile, groups.RecordColumns,
+    groups.ModelBatch, LongTexts,
     SentenceModel, groups.MODEL_SOURCE, groups.TOKENIZER, groups.SequenceLength,
     groups.DocStride,
     # None: as the model at init_checkpoint says (its run / sentence-transformers folder).
     defaults={"pooling": None, "normalize": None, "do_lower_case": None,
               "max_seq_length": None},
-    helps={"input_file": "The text file: one text a line, or a .tsv/.csv/.jsonl file "
+    helps={"text_column": "A .tsv/.csv file (with a header): the column of the texts; a "
+                          ".jsonl file: the field. Other files: one text a line (no column).",
+           "id_column": "The column / field of each text's id, written to the .jsonl "
+                        "output (default: the text's 0-based position, its row in the .npy).",
+           "batch_size": "Rows per model call (sorted by length, each batch padded to its "
+                         "longest row).",
+           "input_file": "The text file: one text a line, or a .tsv/.csv/.jsonl file "
                          "with --text_column.",
            "output_file": "Where the vectors go: a .npy (float32 [N, H]) and / or a "
                           ".jsonl ({\"id\", \"embedding\"} a line), comma-separated.",
