@@ -248,14 +248,15 @@ def _history(out):
             for step in steps]
 
 
-def test_packed_dynamic_masked_accumulated_xla_run_resumes(tmp_path):
+def test_packed_dynamic_masked_accumulated_run_resumes(tmp_path):
+    """(XLA on static shapes: test_commands' faked-TPU run of this task.)"""
     (tmp_path / "records").mkdir()
     write_unmasked_records(tmp_path / "records" / "plain.tfrecord", 256, min_length=5,
                            next_sentence=False)
     vocab = write_vocab(tmp_path / "vocab.txt", SPECIAL_TOKENS, size=99)
     options = _options(tmp_path, pack_sequences=True, max_sequences_per_row=3,
                        packing_window=64, dynamic_masking=True, vocab_file=vocab,
-                       train_batch_size=16, gradient_accumulation_steps=2, use_xla=True,
+                       train_batch_size=16, gradient_accumulation_steps=2,
                        num_train_steps=20, save_checkpoints_steps=20, optimizer="lamb")
     registry.run("electra", options)
     assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("ckpt-20")
