@@ -4,6 +4,14 @@ recipe (issue 37, deliverable 5).
     .venv/bin/python bench/sentence_embeddings_check.py --seeds=1,2,3 \\
         --reference_python=.venv/bin/python --output_dir=/tmp/se_check
 
+On a 2-core CPU shared with other work (docs/sentence_embeddings.md, "Sentence embeddings
+against sentence-transformers", has the figures): subsets, one thread a side, both
+sides of a seed at once:
+
+    .venv/bin/python bench/sentence_embeddings_check.py --parts=cosent,mnrl --seeds=1,2,3 \\
+        --train_pairs=2000 --mnrl_pairs=1000 --nomnrl_retrieval --parallel_sides \\
+        --threads=1 --reference_python=.venv/bin/python --output_dir=/tmp/se_check
+
 The weights: ../shared/data/checkpoints/uncased_L-6_H-384_A-12 (all-MiniLM-L6-v2's, in
 the google-research checkpoint layout). sentence-transformers cannot read that layout,
 so it is exported once with `bert-export-model --export_format=huggingface
