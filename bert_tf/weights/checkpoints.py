@@ -130,13 +130,13 @@ def load_google_checkpoint(model, ckpt_prefix):
         raise FileNotFoundError(f"TF checkpoint not found: {ckpt_prefix}.index does not "
                                 "exist (expected a prefix like .../bert_model.ckpt).")
     reader = tf.train.load_checkpoint(ckpt_prefix)
-    stored = {name: name for name in reader.get_variable_to_shape_map()}
+    stored_shapes = reader.get_variable_to_shape_map()
+    stored = {name: name for name in stored_shapes}
     if not any(name.startswith("bert/") for name in stored):
         # google-research/electra's discriminator is `electra/...`
         stored = {("bert/" + name[len(ELECTRA_SCOPE):] if name.startswith(ELECTRA_SCOPE)
                    else name): name for name in stored}
-    shapes = {ours: reader.get_variable_to_shape_map()[theirs]
-              for ours, theirs in stored.items()}
+    shapes = {ours: stored_shapes[theirs] for ours, theirs in stored.items()}
     report = _assign_from_source(model, ckpt_prefix, shapes,
                                  lambda name: reader.get_tensor(stored[name]))
     logging.info("%s", report.summary())

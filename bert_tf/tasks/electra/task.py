@@ -18,11 +18,11 @@ TensorBoard summaries:
 import dataclasses
 import math
 import os
-import shutil
 from typing import Optional
 
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.options import OptionGroup, compose, option
@@ -144,16 +144,16 @@ class ElectraTask(PretrainingTask):
     def hooks(self):
         if not distribute.is_chief(self.context.strategy):
             return []
-        vocab = self.context.vocab.path if self.context.vocab else None
-        return [ElectraFoldersAtEnd(self.options.output_dir, vocab)]
+        return [ElectraFoldersAtEnd(self.options.output_dir, self.context.vocab)]
 
     def evaluate(self, split, runner):
         dataset_fn = dataset_fn_for(self.options, False, self.mask_options)
         model = runner.ensure_model(dataset_fn)
 
         def metrics(features, outputs):
-            return dict(electra_metrics(features, outputs),
-                        loss=self.loss(features, outputs)["total_loss"])
+            return dict(electra_metrics(features, outputs), loss=electra_losses(
+                features, outputs, self.options.disc_weight,
+                self.options.gen_weight)["total_loss"])
         results = loop.evaluate(self.context.strategy, model, dataset_fn, metrics,
                                 num_steps=self.options.max_eval_steps)
         results.pop("eval_steps")
@@ -164,9 +164,10 @@ class ElectraFoldersAtEnd(step_hook.StepHook):
     """Writes the discriminator and the generator as BERT folders, and the whole model in
     google-research/electra's names (see the module docstring)."""
 
-    def __init__(self, output_dir: str, vocab_file: Optional[str]):
+    def __init__(self, output_dir: str, vocab):
+        """`vocab`: the run's `VocabFile` (read once), or None."""
         self.output_dir = output_dir
-        self.vocab_file = vocab_file
+        self.vocab = vocab
 
     def end(self, model) -> None:
         out = self.output_dir
@@ -175,7 +176,8 @@ class ElectraFoldersAtEnd(step_hook.StepHook):
         generator_dir = os.path.join(out, GENERATOR_DIR)
         checkpoints.save_google_checkpoint(model.generator, os.path.join(
             generator_dir, "bert_model.ckpt"), write_config=True)
-        if self.vocab_file:
-            shutil.copyfile(self.vocab_file, os.path.join(generator_dir, "vocab.txt"))
+        if self.vocab is not None:  # as the run's own folder gets it (run_context)
+            fileio.write_text_atomic(os.path.join(generator_dir, "vocab.txt"),
+                                     "".join(t + "\n" for t in self.vocab.tokens))
         checkpoints.save_google_checkpoint(model, os.path.join(out, ELECTRA_CHECKPOINT),
                                            encoder_scope=checkpoints.ELECTRA_SCOPE)
