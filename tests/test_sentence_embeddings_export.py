@@ -503,3 +503,32 @@ def test_bert_encode_command_prints_its_summary_or_one_line_error(bert_folder, t
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines()[-1].endswith("bad.txt:2: empty text; every row "
                                                         "needs a text to encode")
+
+
+def test_a_run_from_a_sentence_transformers_folder_keeps_its_pooling(tmp_path):
+    # A max-pooled, normalizing folder as init: the run trains, saves and exports that
+    # model unless the flags choose otherwise (fine-tuning may change the pooling).
+    write_tiny_inputs(tmp_path)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS_OF_RUN
+    (tmp_path / "vocab.txt").write_text("\n".join(
+        words + [f"unused{i}" for i in range(VOCAB_SIZE - len(words))]) + "\n")
+    source = st_folder.export_sentence_transformers(
+        randomized(4, pooling="max", normalize=True), tmp_path / "st",
+        str(tmp_path / "vocab.txt"), True, 8)
+    init = dict(init_checkpoint=source, allow_random_encoder=False, vocab_file=None,
+                bert_config_file=None)
+    task = SentenceEmbeddingTask(tiny_options(tmp_path, **init,
+                                              export_dir=str(tmp_path / "exported")))
+    assert (task.options.pooling, task.options.normalize) == ("max", True)
+    driver.execute(task)
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())["options"]
+    assert (saved["pooling"], saved["normalize"]) == ("max", True)
+    served = tf.saved_model.load(str(tmp_path / "exported")).signatures["serving_default"]
+    vectors = served(text=tf.constant(["the cat", "a dog ran"]))["embedding"].numpy()
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # The run in output_dir says more than the folder; a flag says more than either.
+    again = SentenceEmbeddingTask(tiny_options(tmp_path, **dict(init, init_checkpoint=None)))
+    assert (again.options.pooling, again.options.normalize) == ("max", True)
+    chosen = SentenceEmbeddingTask(tiny_options(tmp_path / "other", **init, pooling="cls",
+                                                normalize=False))
+    assert (chosen.options.pooling, chosen.options.normalize) == ("cls", False)

@@ -38,7 +38,7 @@ from bert_tf.tasks.options import (RUN, TRAINING_LOOP, EpochSchedule, EvalStep,
                                   PredictStep, TrainingEvaluation, TrainStep, TrimPadding,
                                   check_micro_batches)
 from bert_tf.tasks.sentence_embeddings import data as pair_data
-from bert_tf.tasks.sentence_embeddings import evaluation, losses
+from bert_tf.tasks.sentence_embeddings import evaluation, losses, serving
 from bert_tf.tasks.sentence_embeddings.model import POOLING_MODES, SentenceEncoder
 from bert_tf.tasks.task import Task, TrainData
 
@@ -48,11 +48,14 @@ IN_BATCH_LOSSES = tuple(name for name in losses.LOSSES if name not in losses.SCO
 @dataclasses.dataclass(kw_only=True)
 class SentenceModel(OptionGroup):
     """How token outputs become the sentence vector."""
-    pooling: str = option("mean", "How the token outputs become one vector: mean or max "
-                          "over the real tokens, or cls (the first token's output).",
-                          choices=POOLING_MODES)
-    normalize: bool = option(False, "L2-normalize the vector (cosine similarity is then "
-                                    "a dot product).")
+    pooling: Optional[str] = option(
+        None, "How the token outputs become one vector: mean or max over the real "
+        "tokens, or cls (the first token's output). Default: as the run being continued "
+        "or the init_checkpoint (a sentence-embeddings run or sentence-transformers "
+        "folder) says; else mean.", choices=POOLING_MODES)
+    normalize: Optional[bool] = option(
+        None, "L2-normalize the vector (cosine similarity is then a dot product). "
+        "Default: as the run being continued or the init_checkpoint says; else false.")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -135,6 +138,27 @@ SentenceEmbeddingOptions = compose(
     doc="Fine-tuning options plus the sentence model, the loss and the pair files.")
 
 
+def resolve_model(options):
+    """`options` with `pooling` and `normalize` set: where not given, as the run being
+    continued in output_dir says, else the init_checkpoint (a sentence-embeddings run or
+    a sentence-transformers folder), else mean pooling, not normalized. Fine-tuning may
+    change either (unlike bert-encode, which serves a model as trained)."""
+    if options.pooling is not None and options.normalize is not None:
+        return options
+    said = serving.ModelSettings(weights="")
+    for path in (options.output_dir, options.init_checkpoint):
+        said = serving.model_settings(path) if path else said
+        if said.pooling is not None or said.normalize is not None:
+            break
+    values = {"pooling": options.pooling or said.pooling or serving.DEFAULT_POOLING,
+              "normalize": bool(said.normalize if options.normalize is None
+                                else options.normalize)}
+    if said.pooling is not None or said.normalize is not None:
+        logging.info("Sentence model as %s says: %s pooling%s", said.source,
+                     values["pooling"], ", normalized" if values["normalize"] else "")
+    return dataclasses.replace(options, **values)
+
+
 def split_file(options, split: str, required: bool = True) -> Optional[str]:
     """The file of `split`: its flag, else found in data_dir (None when not `required`
     and there is none)."""
@@ -167,7 +191,7 @@ class SentenceEmbeddingTask(Task):
     model_type = "sentence_encoder"
 
     def __init__(self, options):
-        super().__init__(options)
+        super().__init__(resolve_model(options))
         self.data = {}  # split -> PairData
         self.retrieval = None  # evaluation.RetrievalSet
         self.loss_name = options.loss
