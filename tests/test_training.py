@@ -353,3 +353,38 @@ def test_another_failed_save_is_cleaned_up_and_re_raised(tmp_path, monkeypatch):
     with pytest.raises(tf.errors.PermissionDeniedError):
         train_tiny(out, 4, 4)
     assert sorted(os.listdir(out)) == ["train"]
+
+
+def test_long_loops_are_cut_to_report_progress_every_period(tmp_path, caplog):
+    """--steps_per_loop=1000 over 24 steps: progress lines come every period anyway, and
+    the loop's history and checkpoints are those of one loop."""
+    from absl import logging as absl_logging
+    absl_logging.set_verbosity(absl_logging.INFO)
+    result = train_tiny(str(tmp_path), 24, 1000, sleep_seconds=0.02, steps_per_loop=1000,
+                        progress_every_seconds=0.1)
+    assert [h["step"] for h in result.history] == [24]
+    assert "the first step (tracing and compiling the loop) took" in caplog.text
+    lines = [record.getMessage() for record in caplog.records
+             if record.getMessage().startswith("step ")]
+    assert len(lines) >= 2, caplog.text
+    assert all("/24 (" in line and "examples/s, about" in line and "learning_rate = " in line
+               for line in lines)
+    steps = set()
+    for event_file in glob.glob(str(tmp_path / "train" / "events.*")):
+        for event in tf.compat.v1.train.summary_iterator(event_file):
+            for value in event.summary.value:
+                if value.tag == "examples_per_second":
+                    steps.add(event.step)
+    assert len(steps) >= 3 and 24 in steps  # the lines' and the loop's
+
+
+def test_a_non_finite_loss_stops_the_run_without_saving(tmp_path):
+    def diverging_optimizer():
+        return optimization.create_optimizer(1e30, 100, 0)
+    with pytest.raises(preemption.NonFiniteLoss, match=r"total_loss = (nan|inf).*not saved"):
+        loop.train(tf.distribute.get_strategy(), TinyRegressor, regression_loss,
+                   dataset_fn_factory(8), optimizer_fn=diverging_optimizer,
+                   settings=loop.LoopSettings(output_dir=str(tmp_path), num_train_steps=40,
+                                              global_batch_size=8, steps_per_loop=40,
+                                              save_checkpoints_steps=40))
+    assert tf.train.latest_checkpoint(str(tmp_path)) is None

@@ -126,6 +126,19 @@ def check_model_source(task, context) -> None:
             "from random weights on purpose")
 
 
+def with_useful_tokens(loss_fn):
+    """`loss_fn` that also returns the real tokens of its batch (`loop.USEFUL_TOKENS`,
+    the sum of its input_mask), so that a packed run reports useful tokens/s."""
+    def loss(features, outputs):
+        losses = loss_fn(features, outputs)
+        losses = dict(losses) if isinstance(losses, dict) else {"total_loss": losses}
+        if "input_mask" in features:
+            losses[loop.USEFUL_TOKENS] = tf.reduce_sum(
+                tf.cast(features["input_mask"], tf.float32))
+        return losses
+    return loss
+
+
 class ModelRunner:
     """The model of one run: the one just trained, or restored on first use."""
 
@@ -158,26 +171,24 @@ class ModelRunner:
         logging.info("Training: %s%d steps (%d warm-up) of %d rows",
                      f"{data.num_examples} examples, " if data.num_examples else "",
                      num_steps, num_warmup, data.rows_per_batch)
+        loss_fn = (with_useful_tokens(task.loss) if getattr(options, "pack_sequences", False)
+                   else task.loss)
         try:
             result = loop.train(
-                self.context.strategy, self._model_fn(), task.loss, data.dataset_fn,
+                self.context.strategy, self._model_fn(), loss_fn, data.dataset_fn,
                 optimizer_fn=lambda: optimization.create_optimizer(
                     options.learning_rate, num_steps, num_warmup,
                     optimizer_type=options.optimizer,
                     weight_decay_rate=options.weight_decay_rate,
                     lr_schedule=options.lr_schedule,
                     adam_bias_correction=options.adam_bias_correction),
-                settings=loop.LoopSettings.from_options(options, num_steps,
-                                                        data.rows_per_batch),
+                settings=loop.LoopSettings.from_options(
+                    options, num_steps, data.rows_per_batch, data.examples_per_row),
                 initialize=task.initialize,
                 hook=step_hook.StepHooks([hook] + task.hooks()))
         except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
             task.explain_bad_input(error)
             raise
-        if data.examples_per_row != 1 and result.seconds:
-            rows = result.steps_this_run * data.rows_per_batch
-            logging.info("Packed training: %.1f examples/s (%.1f rows/s)",
-                         rows * data.examples_per_row / result.seconds, rows / result.seconds)
         self.model, self.global_step, self.train_result = (result.model, result.global_step,
                                                            result)
         self.best = checkpoints.best_checkpoint(options.output_dir)

@@ -100,15 +100,24 @@ class EpochSchedule(OptionGroup):
 
 @dataclasses.dataclass(kw_only=True)
 class Checkpointing(OptionGroup):
-    """How often the loop saves and reports, and how many checkpoints it keeps."""
+    """How often the loop saves and reports progress, and how many checkpoints it keeps."""
     save_checkpoints_steps: int = option(1000, "Checkpoint every N steps (and at the end).")
     keep_checkpoint_max: int = option(5, "Newest checkpoints to keep.")
-    steps_per_loop: int = option(100, "Steps per host loop (progress is logged per loop).",
-                                 aliases=("iterations_per_loop",))
+    steps_per_loop: int = option(
+        100, "Steps per loop of steps (the original's iterations_per_loop): on TPU one "
+        "device call, reported once per loop; elsewhere cut into calls that end by the "
+        "next progress line.", aliases=("iterations_per_loop",))
+    progress_every_seconds: float = option(
+        30.0, "Seconds between training progress lines (step, loss, learning rate, "
+        "examples/s, time left; also written to TensorBoard), whatever --steps_per_loop "
+        "is; the first comes this long after the first step, which compiles.")
 
     def check(self) -> None:
         for name in ("save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop"):
             check_integer(self, name)
+        if not self.progress_every_seconds > 0:
+            raise ValueError("progress_every_seconds must be > 0, got "
+                             f"{self.progress_every_seconds}")
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -115,7 +115,6 @@ PretrainingOptions = compose(
     helps={"input_file": "Input TFRecord files (comma-separated globs; gzip or not).",
            "do_eval": "Evaluate on input_file (at most max_eval_steps batches); writes "
                       "eval_results.txt and .json.",
-           "steps_per_loop": "Steps per compiled loop call (progress is logged per loop).",
            "pack_sequences": "Pack up to --max_sequences_per_row instances into each row "
            "of --max_seq_length (best-fit bin packing over windows of instances): less "
            "padding, the same losses. Each instance attends only to itself, its position "

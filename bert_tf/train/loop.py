@@ -32,10 +32,15 @@ every `save_checkpoints_steps` and at the end, through `tf.train.CheckpointManag
 (`output_dir/ckpt-<step>.*`, the newest `keep_checkpoint_max` kept; the `checkpoint`
 state file is replaced atomically after the files are complete); a save that fails
 removes its partial files (a full disk: `preemption.DiskFullError`). While it trains,
-SIGINT and SIGTERM save a checkpoint at the end of the current loop of steps and raise
-`preemption.TrainingInterrupted` (`bert_tf.train.preemption`). Progress is logged
-once per loop with sequences/s; TensorBoard gets every loss, the learning rate and
-sequences/s. See `bert_tf.train.steps` for how gradients are reduced, clipped and accumulated.
+SIGINT and SIGTERM save a checkpoint at the step reached (within a progress period)
+and raise `preemption.TrainingInterrupted` (`bert_tf.train.preemption`); a non-finite
+loss stops the run with `preemption.NonFiniteLoss` and saves nothing. A progress line
+(step / total, losses, learning rate, examples/s, useful tokens/s when the loss function
+returns `USEFUL_TOKENS`, time left) comes every `progress_every_seconds`, whatever
+`steps_per_loop` is: the loop cuts its loops of steps into calls that end by the next
+line (`progress.TrainingProgress`); on TPU and several workers, whose calls run whole,
+once per loop. TensorBoard gets the same scalars at every loop's end and every line.
+See `bert_tf.train.steps` for how gradients are reduced, clipped and accumulated.
 A `hook` (`bert_tf.train.step_hook`) is called between loops, which end at its
 `every_steps`; it may stop the run early (a checkpoint is saved at that step).
 
@@ -52,22 +57,21 @@ Notes:
 
 import contextlib
 import dataclasses
-import os
-import time
 from typing import Callable, Optional
 
 import keras
 import tensorflow as tf
 from absl import logging
-from tensorflow.core.framework import summary_pb2
 
 from bert_tf import options as options_lib
 from bert_tf.train import distribute
-from bert_tf.train import optimization
+from bert_tf.train import loop_runner
 from bert_tf.train import preemption
-from bert_tf.train import progress
 from bert_tf.train import step_hook as step_hook_lib
 from bert_tf.train import steps
+from bert_tf.train.inference import evaluate, predict  # pylint: disable=unused-import
+from bert_tf.train.loop_runner import (  # pylint: disable=unused-import
+    USEFUL_TOKENS, TrainResult, write_scalar_summary)
 
 MIXED_PRECISION = (None, "none", "bfloat16", "float16")
 
@@ -82,11 +86,14 @@ class LoopSettings:
       global_batch_size: Rows per optimizer step over all replicas.
       save_checkpoints_steps: Checkpoint every this many steps (and at the end).
       keep_checkpoint_max: Newest checkpoints kept.
-      steps_per_loop: Steps per compiled loop call (progress is logged per call).
+      steps_per_loop: Steps per loop of steps (one compiled call on TPU and several
+        workers; elsewhere cut into calls that end by the next progress line).
       gradient_accumulation_steps: Micro-batches each replica's batch is split into.
       mixed_precision: None, "none", "bfloat16" or "float16" (loss scaling).
       use_xla: XLA-compile the whole step on one replica (else forward + backward).
       checkpoint_input_iterator: Checkpoint the input position (one worker only).
+      progress_every_seconds: Seconds between progress lines.
+      examples_per_row: Examples a row holds on average (packed rows: more than 1).
     """
     output_dir: str
     num_train_steps: int
@@ -98,12 +105,16 @@ class LoopSettings:
     mixed_precision: Optional[str] = None
     use_xla: bool = False
     checkpoint_input_iterator: bool = True
+    progress_every_seconds: float = 30.0
+    examples_per_row: float = 1.0
 
     @classmethod
-    def from_options(cls, options, num_train_steps, global_batch_size):
+    def from_options(cls, options, num_train_steps, global_batch_size,
+                     examples_per_row=1.0):
         """The settings of a runner's options (`bert_tf.tasks.options.TrainingOptions`)."""
         return cls(output_dir=options.output_dir, num_train_steps=num_train_steps,
-                   global_batch_size=global_batch_size,
+                   global_batch_size=global_batch_size, examples_per_row=examples_per_row,
+                   progress_every_seconds=options.progress_every_seconds,
                    save_checkpoints_steps=options.save_checkpoints_steps,
                    keep_checkpoint_max=options.keep_checkpoint_max,
                    steps_per_loop=options.steps_per_loop,
@@ -117,24 +128,14 @@ class LoopSettings:
         for name in ("num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max",
                      "steps_per_loop", "gradient_accumulation_steps"):
             options_lib.check_integer(self, name)
+        if not 0 < self.progress_every_seconds < float("inf"):
+            raise ValueError("progress_every_seconds must be a positive number, got "
+                             f"{self.progress_every_seconds!r}")
         if self.mixed_precision not in MIXED_PRECISION:
             raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION[1:]}, "
                              f"got {self.mixed_precision!r}")
         distribute.check_global_batch_size(self.global_batch_size, strategy,
                                            micro_batches=self.gradient_accumulation_steps)
-
-
-@dataclasses.dataclass
-class TrainResult:
-    """What `train` returns: the model, its step, last losses and per-loop history."""
-    model: keras.Model
-    global_step: int
-    losses: dict
-    history: list
-    steps_this_run: int
-    seconds: float
-    checkpoint: str
-    stopped_early: bool = False  # the hook stopped the run before num_train_steps
 
 
 @contextlib.contextmanager
@@ -219,36 +220,6 @@ def _make_train_iterator(strategy, train_dataset_fn, checkpoint_input_iterator):
     return iter(dataset), element_spec, False
 
 
-def _summary_writer(strategy, output_dir):
-    if distribute.is_chief(strategy):
-        return tf.summary.create_file_writer(os.path.join(output_dir, "train"))
-    return tf.summary.create_noop_writer()
-
-
-# TensorBoard's scalar-plugin metadata, so that scalars are written without the
-# `tensorboard` package (tf.summary.scalar needs it installed; viewing does anyway).
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-    data_class=summary_pb2.DATA_CLASS_SCALAR)
-
-
-def write_scalar_summary(name, value, step=None):
-    """Writes one float32 scalar to the default summary writer (TensorBoard format)."""
-    tf.summary.write(name, tf.constant(value, tf.float32), step=step,
-                     metadata=_SCALAR_METADATA)
-
-
-def _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_writer):
-    text = ", ".join(f"{k} = {v:.4f}" for k, v in sorted(losses.items()))
-    logging.info("step %d/%d (%.1f%%): %s, learning_rate = %.3g, %.1f sequences/s",
-                 step, num_train_steps, 100.0 * step / num_train_steps, text,
-                 learning_rate, rate)
-    with summary_writer.as_default(step=step):
-        for name, value in dict(losses, learning_rate=learning_rate,
-                                sequences_per_second=rate).items():
-            write_scalar_summary(name, value)
-
-
 def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
           settings: LoopSettings, initialize: Optional[Callable] = None,
           hook: Optional[step_hook_lib.StepHook] = None):
@@ -264,6 +235,7 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         A `TrainResult`.
     Raises:
         ValueError: for settings that cannot work, before any training step.
+        preemption.NonFiniteLoss: when a loss becomes NaN or infinite (nothing saved).
         preemption.TrainingInterrupted: on SIGINT / SIGTERM while training, after
             saving a checkpoint at the step reached (in the main thread only).
         preemption.DiskFullError: when a checkpoint cannot be saved for lack of space.
@@ -302,120 +274,13 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         strategy, model, loss_fn, optimizer, global_step, names,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         use_xla=settings.use_xla, host_iterator=host_iterator)
-    hook = hook or step_hook_lib.StepHook()
+    run = loop_runner.LoopRunner(settings, strategy, train_loop, iterator, global_step, optimizer, manager,
+               hook or step_hook_lib.StepHook(), model)
     with preemption.StopRequests() as stop:  # SIGINT, SIGTERM: save, then stop
-        result = _run_loops(train_loop, iterator, global_step, manager, optimizer,
-                            _summary_writer(strategy, output_dir), settings, stop,
-                            hook, model)
+        result = run.loops(stop)
     if stop.requested:
         raise stop.interrupted(result.global_step, result.checkpoint)
     result.model = model
     distribute.cleanup_worker_dir(strategy, checkpoint_dir)
-    hook.end(model)
+    run.hook.end(model)
     return result
-
-
-def _run_loops(train_loop, iterator, global_step, manager, optimizer, summary_writer,
-               settings, stop, hook, model):
-    """Runs loop calls up to `num_train_steps`, saving on the way; returns a TrainResult.
-
-    After a loop call, the hook is called when due; a stop it asks for, or one requested
-    by a signal (`preemption.StopRequests`), saves a checkpoint at the step reached and
-    ends the loops early.
-    """
-    num_train_steps, global_batch_size = settings.num_train_steps, settings.global_batch_size
-    steps_per_loop, save_checkpoints_steps = (settings.steps_per_loop,
-                                              settings.save_checkpoints_steps)
-    start_step = step = int(global_step.numpy())
-    if step >= num_train_steps:
-        logging.info("Checkpoint at step %d >= num_train_steps %d: nothing to train.",
-                     step, num_train_steps)
-    history, losses, train_seconds, started = [], {}, 0.0, time.time()
-    stopped_early = hook.begin(step)
-    while step < num_train_steps and not stopped_early:
-        next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-        num_steps = min(steps_per_loop, num_train_steps - step, next_save - step,
-                        hook.steps_to_next(step) or steps_per_loop)
-        tick = time.time()
-        losses = {k: float(v) for k, v in
-                  train_loop(iterator, tf.constant(num_steps, tf.int32)).items()}
-        elapsed = time.time() - tick
-        # The rate at the step reached (what the schedule gives `step`), not the loop's first.
-        learning_rate = float(optimization.current_learning_rate(optimizer))
-        train_seconds += elapsed
-        step = int(global_step.numpy())
-        rate = num_steps * global_batch_size / max(elapsed, 1e-9)
-        _log_progress(step, num_train_steps, losses, learning_rate, rate, summary_writer)
-        history.append(dict(losses, step=step, learning_rate=learning_rate,
-                            sequences_per_second=rate))
-        # A signal asks for a quick stop: the hook waits for the resumed run.
-        stopped_early = (not stop.requested and hook.is_due(step, num_train_steps)
-                         and hook.after_steps(step, model))
-        if (step % save_checkpoints_steps == 0 or step >= num_train_steps or stop.requested
-                or stopped_early):
-            preemption.save_checkpoint(manager, step, settings.output_dir)
-            if stop.requested:  # a signal during that save is honoured here too
-                break
-    summary_writer.flush()
-    done = step - start_step
-    throughput = done * global_batch_size / train_seconds if train_seconds else 0.0
-    logging.info(
-        "Training %s: global_step %d of %d planned (%d steps this run) in %.1f s, %.1f "
-        "sequences/s in the train loop; final %s; checkpoint %s",
-        "stopped" if stop.requested else "stopped early" if stopped_early else "done",
-        step, num_train_steps, done, time.time() - started, throughput,
-        ", ".join(f"{k} = {v:.4f}" for k, v in sorted(losses.items())),
-        manager.latest_checkpoint)
-    return TrainResult(model=None, global_step=step, losses=losses, history=history,
-                       steps_this_run=done, seconds=train_seconds,
-                       checkpoint=manager.latest_checkpoint, stopped_early=stopped_early)
-
-
-def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None):
-    """Weighted means of `metrics_fn(features, outputs)` over an eval dataset.
-
-    Args:
-        strategy: The strategy `model` was built under.
-        model: A built model.
-        eval_dataset_fn: (InputContext) -> dataset of feature dicts (finite, or capped by
-            `num_steps`).
-        metrics_fn: (features, outputs) -> {name: values or (values, weights)}.
-        num_steps: Stop after this many batches (None: the whole dataset).
-
-    Returns:
-        {name: float} weighted means, plus "eval_steps".
-    """
-    dataset = strategy.distribute_datasets_from_function(eval_dataset_fn)
-    eval_step = steps.make_eval_step(strategy, model, metrics_fn)
-    totals, num_batches = {}, 0
-    shown = progress.PhaseProgress("Evaluating", num_steps, unit="batches")
-    for features in dataset:
-        if num_steps is not None and num_batches >= num_steps:
-            break
-        sums = eval_step(features)
-        for name, (value, weight) in sums.items():
-            total = totals.setdefault(name, [0.0, 0.0])
-            total[0] += float(value)
-            total[1] += float(weight)
-        num_batches += 1
-        shown.update(1)
-    shown.finish()
-    results = {name: value / weight if weight else 0.0
-               for name, (value, weight) in totals.items()}
-    results["eval_steps"] = num_batches
-    return results
-
-
-def predict(strategy, model, dataset_fn, passthrough_keys=(), num_examples=None):
-    """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch,
-    logging progress (of `num_examples`, when given) every 30 seconds."""
-    dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    predict_step = steps.make_predict_step(strategy, model, passthrough_keys)
-    shown = progress.PhaseProgress("Predicting", num_examples)
-    for features in dataset:
-        per_replica = predict_step(features)
-        batch = {name: tf.concat(strategy.experimental_local_results(value), axis=0).numpy()
-                 for name, value in per_replica.items()}
-        shown.update(len(next(iter(batch.values()))))
-        yield batch
-    shown.finish()

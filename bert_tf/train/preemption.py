@@ -19,6 +19,7 @@ output_dir. `restore_latest` resumes a run from its latest checkpoint.
 """
 
 import errno
+import math
 import os
 import signal
 import threading
@@ -85,6 +86,36 @@ class DiskFullError(OSError):
 
     def __reduce__(self):
         return type(self), (self.output_dir, self.step, self._detail, self._latest)
+
+
+class NonFiniteLoss(ValueError):
+    """A training loss became NaN or infinite: the run stops without saving its weights
+    (as Keras' TerminateOnNaN and tf-models' trainers do).
+
+    Attributes:
+      step: The global step reached.
+      losses: {name: value} of the call that ended there.
+    """
+
+    def __init__(self, losses, step, num_steps, latest_checkpoint):
+        self.step, self.losses = int(step), dict(losses)
+        bad = ", ".join(f"{name} = {value}" for name, value in sorted(losses.items())
+                        if not math.isfinite(value))
+        first = int(step) - int(num_steps) + 1
+        steps = f"step {step}" if num_steps == 1 else f"steps {first}-{step}"
+        super().__init__(
+            f"training stopped: {bad} at {steps}; these weights are not saved (the latest "
+            f"checkpoint is {latest_checkpoint or 'none: no step was saved'}). A learning "
+            "rate too high, a config value (initializer_range) or data values out of range "
+            "make a loss diverge: lower learning_rate or check the config and data, then "
+            "rerun")
+
+
+def check_finite_losses(losses, step, num_steps, latest_checkpoint=None):
+    """Raises `NonFiniteLoss` when a value of `losses` (the means of the `num_steps`
+    steps up to global step `step`) is NaN or infinite."""
+    if not all(math.isfinite(value) for value in losses.values()):
+        raise NonFiniteLoss(losses, step, num_steps, latest_checkpoint)
 
 
 class StopRequests:

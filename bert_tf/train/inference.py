@@ -1,0 +1,66 @@
+"""Evaluation and prediction over a dataset, with progress every 30 seconds (what
+`bert_tf.train.loop.evaluate` and `loop.predict` are).
+
+    metrics = evaluate(strategy, model, eval_dataset_fn, metrics_fn)  # {name: mean}
+    for batch in predict(strategy, model, dataset_fn, passthrough_keys=("unique_ids",)):
+        ...                                                # numpy dict per batch
+"""
+
+import tensorflow as tf
+
+from bert_tf.train import progress
+from bert_tf.train import steps
+
+
+def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None,
+             name="Evaluating"):
+    """Weighted means of `metrics_fn(features, outputs)` over an eval dataset.
+
+    Args:
+        strategy: The strategy `model` was built under.
+        model: A built model.
+        eval_dataset_fn: (InputContext) -> dataset of feature dicts (finite, or capped by
+            `num_steps`).
+        metrics_fn: (features, outputs) -> {name: values or (values, weights)}.
+        num_steps: Stop after this many batches (None: the whole dataset).
+        name: How the progress lines start.
+
+    Returns:
+        {name: float} weighted means, plus "eval_steps".
+    """
+    dataset = strategy.distribute_datasets_from_function(eval_dataset_fn)
+    eval_step = steps.make_eval_step(strategy, model, metrics_fn)
+    totals, num_batches = {}, 0
+    shown = progress.PhaseProgress(name, num_steps, unit="batches")
+    for features in dataset:
+        if num_steps is not None and num_batches >= num_steps:
+            break
+        sums = eval_step(features)
+        for metric, (value, weight) in sums.items():
+            total = totals.setdefault(metric, [0.0, 0.0])
+            total[0] += float(value)
+            total[1] += float(weight)
+        num_batches += 1
+        shown.update(1)
+    shown.finish()
+    results = {metric: value / weight if weight else 0.0
+               for metric, (value, weight) in totals.items()}
+    results["eval_steps"] = num_batches
+    return results
+
+
+def predict(strategy, model, dataset_fn, passthrough_keys=(), num_examples=None,
+            name="Predicting"):
+    """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch,
+    logging progress (of `num_examples`, when given) every 30 seconds; the lines start
+    with `name` ("Evaluating" when the predictions are scored against gold labels)."""
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    predict_step = steps.make_predict_step(strategy, model, passthrough_keys)
+    shown = progress.PhaseProgress(name, num_examples)
+    for features in dataset:
+        per_replica = predict_step(features)
+        batch = {key: tf.concat(strategy.experimental_local_results(value), axis=0).numpy()
+                 for key, value in per_replica.items()}
+        shown.update(len(next(iter(batch.values()))))
+        yield batch
+    shown.finish()
