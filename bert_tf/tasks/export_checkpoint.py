@@ -97,6 +97,10 @@ ExportOptions = compose(
         "vocab_file": "vocab.txt the model was trained with (default: in init_checkpoint).",
         "allow_case_mismatch": "Export even when do_lower_case does not fit the vocab or "
                                "the released folder name (uncased / cased).",
+        "allow_random_encoder": "Export a model whose encoder weights do not all load from "
+                                "init_checkpoint (another model, another "
+                                "num_hidden_layers): the missing ones start random. "
+                                "Refused by default.",
         "do_lower_case": "Lower-case the input and strip accents (default: as the run at "
                          "init_checkpoint was trained; else true). Must match the run.",
         "max_seq_length": "Sequence length of the signatures (tfhub: the preprocessor's "
