@@ -27,6 +27,9 @@ import tensorflow as tf
 from bert_tf.train import masking, sequence_packing
 
 COMPRESSION_TYPES = ("auto", "none", "GZIP", "ZLIB")
+# Bytes each TFRecord reader buffers (TensorFlow warns when it is left unset; 256 KiB
+# then): 1 MiB a file, so that an interleave over many files stays small.
+READ_BUFFER_BYTES = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -88,7 +91,8 @@ def _read_examples(path, compression_type, count=None):
     Raises:
         ValueError: naming the file when it is not a TFRecord file of that compression.
     """
-    dataset = tf.data.TFRecordDataset(path, compression_type=compression_type)
+    dataset = tf.data.TFRecordDataset(path, compression_type=compression_type,
+                                      buffer_size=READ_BUFFER_BYTES)
     if count is not None:
         dataset = dataset.take(count)
     try:
@@ -274,7 +278,8 @@ def tfrecord_dataset(input_files, name_to_features, global_batch_size, is_traini
     repeat = is_training if repeat is None else repeat
 
     def read(path):
-        return tf.data.TFRecordDataset(path, compression_type=compression_type)
+        return tf.data.TFRecordDataset(path, compression_type=compression_type,
+                                       buffer_size=READ_BUFFER_BYTES)
 
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
     if is_training:
