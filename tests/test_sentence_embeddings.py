@@ -298,6 +298,71 @@ def test_options_refuse_bad_values_and_every_flag_reaches_them():
     check_every_flag_reaches_options(SentenceEmbeddingOptions)
 
 
+# ---------------------------------------------------------------------- packing
+def _text_batch(rng, count, length=16):
+    """`count` texts [CLS] ids [SEP] of random lengths, padded to `length`."""
+    arrays = {name: np.zeros((count, length), np.int32) for name in pair_data.FEATURE_NAMES}
+    for row, size in enumerate(rng.integers(3, length + 1, count)):
+        arrays["input_ids"][row, :size] = [2, *rng.integers(5, 99, size - 2), 3]
+        arrays["input_mask"][row, :size] = 1
+    return arrays
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max"])
+def test_packed_rows_give_each_text_its_unpacked_vector_and_loss(pooling):
+    model = tiny_model(SentenceEncoder, tiny_config(hidden_dropout_prob=0.0,
+                                                    attention_probs_dropout_prob=0.0),
+                       7, pooling=pooling)
+    batch = {name: tf.constant(values)
+             for name, values in _text_batch(np.random.default_rng(0), 10).items()}
+    packed = pair_data.pack_batch(dict(batch, scores=tf.range(5.0)), 4)
+    rows = int(tf.shape(packed["input_ids"])[0])
+    assert rows < 10 and int(tf.reduce_sum(packed["input_mask"])) == int(
+        tf.reduce_sum(batch["input_mask"]))
+    assert packed["scores"].numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    alone, together = model(batch)["embedding"], model(packed)["embedding"]
+    np.testing.assert_allclose(together.numpy(), alone.numpy(), atol=1e-5)
+    for name, scores in (("multiple_negatives_ranking", None),
+                         ("cosent", tf.constant([0.1, 0.9, 0.4, 0.6, 0.2]))):
+        np.testing.assert_allclose(losses.sentence_loss(name, together, 2, scores, 20.0),
+                                   losses.sentence_loss(name, alone, 2, scores, 20.0),
+                                   rtol=1e-5)
+
+
+def test_a_packed_dataset_holds_the_unpacked_batches_texts():
+    rng = np.random.default_rng(1)
+    arrays = {name: values.reshape(12, 2, 16)
+              for name, values in _text_batch(rng, 24).items()}
+    arrays["scores"] = rng.random(12).astype(np.float32)
+    plain = next(iter(pair_data.pairs_dataset(arrays, 6, True, seed=3, trim_padding=True)))
+    packed = next(iter(pair_data.pairs_dataset(arrays, 6, True, seed=3, trim_padding=True,
+                                               max_sequences_per_row=8)))
+    np.testing.assert_array_equal(packed["scores"], plain["scores"])
+    assert packed["input_ids"].shape[0] < plain["input_ids"].shape[0]
+    # Each slot's tokens are the text its number names.
+    ids, sequence_ids = packed["input_ids"].numpy(), packed["sequence_ids"].numpy()
+    for row, numbers in enumerate(packed["text_number"].numpy()):
+        for slot, number in enumerate(numbers):
+            if number:
+                text = plain["input_ids"][number - 1].numpy()
+                np.testing.assert_array_equal(ids[row][sequence_ids[row] == slot + 1],
+                                              text[text > 0])
+
+
+def test_packed_training_lowers_the_loss_and_refuses_what_it_cannot_pack(tmp_path):
+    write_sts(tmp_path / "data", train=64, dev=16)
+    outcome = driver.execute(SentenceEmbeddingTask(options(
+        tmp_path, do_train=True, num_train_epochs=3.0, steps_per_loop=4,
+        pack_sequences=True)))
+    curve = _loop_losses(outcome)
+    assert curve[-1] < 0.8 * curve[0], curve
+    for changes, message in (({"use_xla": True}, "leave it out with --use_xla"),
+                             ({"gradient_accumulation_steps": 2},
+                              "cannot split into micro-batches")):
+        with pytest.raises(ValueError, match=message):
+            options(tmp_path, do_train=True, pack_sequences=True, **changes).check()
+
+
 # -------------------------------------------------------------------------- runs
 def _loop_losses(outcome):
     return [entry["total_loss"] for entry in outcome.runner.train_result.history]

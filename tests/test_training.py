@@ -220,8 +220,8 @@ def test_resume_after_the_input_files_changed_starts_a_fresh_input_pass(tmp_path
 
 def _train_signalled(output_dir, signal_number, at_call, num_steps=12):
     """`train_tiny`'s run (steps_per_loop=3, saves every 4), whose loss sends
-    `signal_number` to this process on its `at_call`-th execution (the first is
-    `loss_names`' eager call, then one per step)."""
+    `signal_number` to this process on its `at_call`-th execution (one per step;
+    `loss_names` only traces it)."""
     calls = []
 
     def send():
@@ -264,7 +264,7 @@ def test_a_signal_saves_at_the_step_reached_then_stops_and_a_rerun_resumes(
     # Loops of 3 steps: [1-3] [4] (saved) [5-7] ... The signal comes in step 5, so the
     # run stops after step 7, with that step saved.
     with pytest.raises(preemption.TrainingInterrupted) as raised:
-        _train_signalled(out, signal_number, at_call=6)
+        _train_signalled(out, signal_number, at_call=5)
     monkeypatch.undo()
     stopped = raised.value
     name = signal.Signals(signal_number).name
@@ -287,7 +287,7 @@ def test_a_signal_saves_at_the_step_reached_then_stops_and_a_rerun_resumes(
 def test_a_signal_in_the_last_loop_stops_after_the_final_save(tmp_path):
     out = str(tmp_path)
     with pytest.raises(preemption.TrainingInterrupted) as raised:
-        _train_signalled(out, signal.SIGTERM, at_call=4, num_steps=3)
+        _train_signalled(out, signal.SIGTERM, at_call=3, num_steps=3)
     assert raised.value.step == 3 and raised.value.checkpoint_path.endswith("ckpt-3")
     assert train_tiny(out, 3, 4, steps_per_loop=3).steps_this_run == 0
 

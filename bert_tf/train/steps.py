@@ -65,10 +65,13 @@ def _next_replica_batches(strategy, iterator):
 
 
 def loss_names(model, loss_fn, element_spec):
-    """The keys `loss_fn` returns, from one eager call on a batch of zeros."""
-    dummy = tf.nest.map_structure(
-        lambda spec: tf.zeros([d or 1 for d in spec.shape], spec.dtype), element_spec)
-    return sorted(as_loss_dict(loss_fn(dummy, model(dummy, training=False))))
+    """The keys `loss_fn` returns, read from a trace on `element_spec`. Nothing runs: a
+    batch whose shapes follow from its values (rows packing a varying number of texts)
+    has no stand-in of zeros."""
+    def names(features):
+        with tf.name_scope("loss_names"):  # a model's own name need not be a root scope
+            return as_loss_dict(loss_fn(features, model(features, training=False)))
+    return sorted(tf.function(names).get_concrete_function(element_spec).structured_outputs)
 
 
 def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names,

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from bert_tf.tasks import text_files
 from bert_tf.text import input_layout, input_layout_graph
+from bert_tf.train import sequence_packing
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 DATA_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
@@ -192,14 +193,51 @@ def flatten_rows(batch):
     return flat
 
 
+# A packed batch's features: [R, S] rows, and [R, K] slots (`text_number`: the 1-based
+# position of the slot's text in the batch's text order, 0 for an empty slot).
+PACKED_ROW_NAMES = FEATURE_NAMES + ("position_ids", "sequence_ids")
+PACKED_SLOT_NAMES = ("cls_positions", "text_number")
+
+
+def pack_batch(batch, max_sequences_per_row):
+    """A batch's texts [T, S] packed into rows [R, S] of up to `max_sequences_per_row`
+    texts each (best fit; each text attends only to itself, its position ids restart
+    at 0), with `cls_positions` and `text_number` [R, K]; other features pass unchanged.
+
+    The batch keeps its texts: the model puts the pooled vectors back in text order
+    (`model.pool_packed_tokens`), so the loss and the step are those of the unpacked
+    batch; only the padding goes.
+    """
+    length = batch["input_ids"].shape[-1]
+
+    def pack(*arrays):
+        texts = dict(zip(FEATURE_NAMES, arrays))
+        texts["text_number"] = np.arange(1, len(arrays[0]) + 1, dtype=np.int32)
+        packed, _ = sequence_packing.pack_rows(texts, length, max_sequences_per_row,
+                                               instance_features=("text_number",))
+        return [packed[name].astype(np.int32)
+                for name in PACKED_ROW_NAMES + PACKED_SLOT_NAMES]
+
+    names = PACKED_ROW_NAMES + PACKED_SLOT_NAMES
+    values = tf.numpy_function(pack, [batch[name] for name in FEATURE_NAMES],
+                               [tf.int32] * len(names), stateful=False)
+    packed = dict(batch)
+    for name, value in zip(names, values):
+        value.set_shape([None, length if name in PACKED_ROW_NAMES
+                         else max_sequences_per_row])
+        packed[name] = value
+    return packed
+
+
 def pairs_dataset(arrays, batch_size, is_training, seed=None, input_context=None,
-                  trim_padding=False):
+                  trim_padding=False, max_sequences_per_row=None):
     """Batches of an example's texts as consecutive rows: inputs int32 [B * T, S] and
     `scores` [B] when the rows have them (B: the replica's share of `batch_size`).
 
     Training shuffles (indexes only: a checkpointed iterator stays small), repeats and
-    keeps full batches; otherwise one pass in order. With `trim_padding` each batch is
-    cut to its longest text (not for TPU / XLA).
+    keeps full batches; otherwise one pass in order. With `max_sequences_per_row` each
+    batch's texts are packed into rows (`pack_batch`; a varying number of rows). With
+    `trim_padding` each batch is cut to its longest text (row) (not for TPU / XLA).
     """
     count = len(arrays["input_ids"])
     per_replica = (input_context.get_per_replica_batch_size(batch_size)
@@ -214,8 +252,12 @@ def pairs_dataset(arrays, batch_size, is_training, seed=None, input_context=None
     dataset = dataset.batch(per_replica, drop_remainder=is_training)
     dataset = dataset.map(lambda index: flatten_rows(
         {name: tf.gather(values, index) for name, values in constants.items()}))
+    if max_sequences_per_row:
+        dataset = dataset.map(lambda batch: pack_batch(batch, max_sequences_per_row),
+                              num_parallel_calls=tf.data.AUTOTUNE)
     if trim_padding:
-        dataset = dataset.map(input_layout_graph.trim_to_longest)
+        dataset = dataset.map(lambda batch: input_layout_graph.trim_to_longest(
+            batch, PACKED_ROW_NAMES))
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 

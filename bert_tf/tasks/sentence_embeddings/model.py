@@ -30,6 +30,34 @@ def pool_tokens(sequence_output, input_mask, pooling):
     return total / tf.maximum(tf.reduce_sum(mask, axis=1), 1e-9)  # [B, H]
 
 
+def pool_packed_tokens(sequence_output, features, pooling):
+    """Token outputs of packed rows [R, S, H] -> one vector per text, in the batch's text
+    order, float32 [T, H] (`data.pack_batch`: `sequence_ids` [R, S] say which slot a token
+    is in, `cls_positions` [R, K] where each slot's text starts, `text_number` [R, K] the
+    1-based position of each slot's text, 0 for an empty slot).
+    """
+    tokens = tf.cast(sequence_output, tf.float32)  # [R, S, H]
+    numbers = tf.cast(features["text_number"], tf.int32)  # [R, K]
+    if pooling == "cls":
+        pooled = tf.gather(tokens, tf.cast(features["cls_positions"], tf.int32),
+                           batch_dims=1)  # [R, K, H]
+    else:
+        slots = tf.range(1, tf.shape(numbers)[1] + 1)  # [K]
+        member = tf.cast(tf.equal(tf.cast(features["sequence_ids"], tf.int32)[:, None, :],
+                                  slots[None, :, None]), tf.float32)  # [R, K, S]
+        if pooling == "max":
+            member = member[..., tf.newaxis]  # [R, K, S, 1]
+            pooled = tf.reduce_max(tokens[:, tf.newaxis] * member + (1.0 - member) * -1e9,
+                                   axis=2)  # [R, K, H]
+        else:
+            pooled = tf.einsum("rks,rsh->rkh", member, tokens) / tf.maximum(
+                tf.reduce_sum(member, axis=-1, keepdims=True), 1e-9)  # [R, K, H]
+    real = numbers > 0
+    vectors = tf.boolean_mask(pooled, real)  # [T, H], in slot order
+    order = tf.boolean_mask(numbers, real) - 1  # [T]: each vector's text position
+    return tf.gather(vectors, tf.math.invert_permutation(order))  # [T, H]
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class SentenceEncoder(EncoderHeadModel):
     """One vector per text: the encoder's token outputs pooled over the real tokens,
@@ -37,6 +65,8 @@ class SentenceEncoder(EncoderHeadModel):
 
     Call with the encoder's inputs (`input_ids`, `input_mask`, `segment_ids`, each
     [B, S]); returns dict `embedding` float32 [B, H] and `sequence_output` [B, S, H].
+    Rows that pack several texts (`data.pack_batch`) give `embedding` [T, H], one vector
+    per text in the order of the texts before packing.
     Has no weights of its own: the pooling and normalization are computations.
 
     Args:
@@ -62,7 +92,11 @@ class SentenceEncoder(EncoderHeadModel):
     def call(self, inputs, training=None):
         features = standardize_inputs(inputs)
         sequence_output = self.encoder(features, training=training)["sequence_output"]
-        embedding = pool_tokens(sequence_output, features["input_mask"], self.pooling)
+        if "text_number" in inputs:  # rows packing several texts (data.pack_batch)
+            embedding = pool_packed_tokens(sequence_output, inputs, self.pooling)  # [T, H]
+        else:
+            embedding = pool_tokens(sequence_output, features["input_mask"],
+                                    self.pooling)  # [B, H]
         if self.normalize:
             embedding = tf.math.l2_normalize(embedding, axis=-1)  # [B, H]
         return {"embedding": embedding, "sequence_output": sequence_output}

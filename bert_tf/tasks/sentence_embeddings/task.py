@@ -34,7 +34,7 @@ from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import driver
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks import text_files
-from bert_tf.tasks.options import (RUN, TRAINING_LOOP, EpochSchedule, EvalStep,
+from bert_tf.tasks.options import (RUN, TRAINING_LOOP, EpochSchedule, EvalStep, Packing,
                                   PredictStep, TrainingEvaluation, TrainStep, TrimPadding,
                                   check_micro_batches)
 from bert_tf.tasks.sentence_embeddings import data as pair_data
@@ -120,12 +120,27 @@ def check_in_batch_negatives(options) -> None:
                          "the other pairs of its batch; use batches of at least 2 pairs")
 
 
+def check_packing(options) -> None:
+    """Refuses --pack_sequences where a batch's varying number of packed rows cannot go:
+    static shapes (TPU, XLA) and micro-batches (a batch splits by rows)."""
+    if not (options.do_train and options.pack_sequences):
+        return
+    if options.distribution_strategy == "tpu" or options.use_xla:
+        raise ValueError("--pack_sequences packs each batch into as many rows as its texts "
+                         "need, a shape that changes from batch to batch: leave it out "
+                         "with --use_xla or --distribution_strategy=tpu (static shapes)")
+    if options.gradient_accumulation_steps > 1:
+        raise ValueError(f"--pack_sequences with gradient_accumulation_steps="
+                         f"{options.gradient_accumulation_steps}: a packed batch cannot "
+                         "split into micro-batches; leave one of them out")
+
+
 SentenceEmbeddingOptions = compose(
     "SentenceEmbeddingOptions", RUN, TrainStep, EvalStep, TRAINING_LOOP, groups.TOKENIZER,
     PredictStep, EpochSchedule, groups.ExportDir, TrainingEvaluation, TrimPadding,
     SentenceModel, SentenceLoss, SentencePairData, groups.DataDir, groups.SplitFiles,
-    groups.EvalFile, RetrievalData,
-    defaults={"train_batch_size": 16, "learning_rate": 2e-5, "num_train_epochs": 4.0,
+    groups.EvalFile, RetrievalData, Packing,
+    defaults={"max_sequences_per_row": 8, "train_batch_size": 16, "learning_rate": 2e-5, "num_train_epochs": 4.0,
               "eval_batch_size": 32, "predict_batch_size": 32},
     helps={"data_dir": "Folder with train / dev / test .tsv, .csv or .jsonl files (GLUE "
                        "STS-B's folder as it is).",
@@ -133,8 +148,15 @@ SentenceEmbeddingOptions = compose(
            "eval_file": "Dev pairs with scores (overrides data_dir).",
            "predict_file": "Pairs whose cosine similarity to write (overrides data_dir); "
                            "with scores, scored too.",
-           "max_seq_length": "Sub-tokens of each text's row, [CLS] text [SEP]."},
-    checks=(check_micro_batches, check_in_batch_negatives),
+           "max_seq_length": "Sub-tokens of each text's row, [CLS] text [SEP].",
+           "pack_sequences": "Pack each training batch's texts into rows of up to "
+                             "--max_sequences_per_row texts (best fit; each text attends "
+                             "only to itself): the same texts, loss and steps, less "
+                             "padding. Not with --use_xla / TPU or gradient accumulation. "
+                             "Evaluation and encoding stay unpacked.",
+           "max_sequences_per_row": "With --pack_sequences: at most this many texts share "
+                                    "a row (>= 1)."},
+    checks=(check_micro_batches, check_in_batch_negatives, check_packing),
     doc="Fine-tuning options plus the sentence model, the loss and the pair files.")
 
 
@@ -273,9 +295,11 @@ class SentenceEmbeddingTask(Task):
         arrays = pair_data.encode_rows(rows, self.context.tokenizer, options.max_seq_length)
 
         def dataset_fn(input_context):
-            return pair_data.pairs_dataset(arrays, options.train_batch_size, True,
-                                           seed=options.seed, input_context=input_context,
-                                           trim_padding=options.use_trim_padding)
+            return pair_data.pairs_dataset(
+                arrays, options.train_batch_size, True, seed=options.seed,
+                input_context=input_context, trim_padding=options.use_trim_padding,
+                max_sequences_per_row=(options.max_sequences_per_row
+                                       if options.pack_sequences else None))
         return TrainData(dataset_fn, len(rows.texts), options.train_batch_size)
 
     def metric_names(self):
