@@ -166,10 +166,12 @@ class SegmentPair(NamedTuple):
 
 def _bit_pattern(num_draws, first, step):
     """Bits 64 * i + 31 for i = first, first + step, ... < num_draws."""
-    pattern, stride = 0, 64 * step
-    for position in range(64 * first + 31, 64 * num_draws, stride):
-        pattern |= 1 << position
-    return pattern
+    # Built as bytes (bit 31 of word i is the top bit of its byte 8 * i + 3, little
+    # endian): linear in num_draws, where OR-ing shifted ints one at a time was quadratic
+    # (a 40,000-word line took 46 s).
+    data = bytearray(8 * max(num_draws, 0))
+    data[8 * first + 3::8 * step] = b"\x80" * len(range(first, num_draws, step))
+    return int.from_bytes(data, "little")
 
 
 @functools.lru_cache(maxsize=1 << 16)
