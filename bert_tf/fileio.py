@@ -15,6 +15,8 @@ import socket
 
 from absl import logging
 
+from bert_tf import input_paths
+
 TEMPORARY_MARKER = ".tmp-"
 
 
@@ -42,17 +44,32 @@ def process_is_running(pid: int) -> bool:
     return True
 
 
+def output_target(path: str) -> str:
+    """The file an output at `path` replaces: the target of a symbolic link (written
+    beside its target, so the link stays and keeps pointing at the new content), else
+    `path` itself."""
+    if "://" not in path and os.path.islink(path):
+        return os.path.realpath(path)
+    return path
+
+
 @contextlib.contextmanager
 def atomic_output(path: str):
     """Yields a temporary path to write; renamed onto `path` if the block succeeds.
 
     On an exception the temporary file is removed and the exception propagates; an
     existing file at `path` stays as it was. A device or FIFO (`is_special_file`) is
-    written directly.
+    written directly; a symbolic link's target is replaced (`output_target`). The new
+    file gets the mode of the file it replaces, else the one the umask gives a new file
+    (not the 0600 of writers that go through `tempfile`).
     """
+    path = output_target(path)
     if is_special_file(path):
         yield path
         return
+    if "://" not in path and os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a folder: expected a file name (an output "
+                                "never replaces a folder)")
     temporary = temporary_path(path)
     gfile = _gfile(path)
     try:
@@ -60,6 +77,7 @@ def atomic_output(path: str):
         if gfile:
             gfile.rename(temporary, path, overwrite=True)
         else:
+            apply_mode(temporary, like=path)
             os.replace(temporary, path)
     except BaseException:
         if gfile and gfile.exists(temporary):
@@ -67,6 +85,95 @@ def atomic_output(path: str):
         elif not gfile and os.path.lexists(temporary):
             os.remove(temporary)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where /proc tells it)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def apply_mode(path: str, like: str = None) -> None:
+    """Gives the new output `path` (a file, or a folder and all it holds) the modes the
+    umask gives new files and folders, or a regular file the mode of the file `like`
+    that it replaces. Writers that create files through `tempfile` or libraries that
+    do (safetensors writes 0600) would otherwise leave outputs others cannot read."""
+    mask = _umask()
+    if os.path.isfile(path):
+        keep = like and os.path.isfile(like) and not os.path.islink(like)
+        os.chmod(path, os.stat(like).st_mode & 0o7777 if keep else 0o666 & ~mask)
+        return
+    if not os.path.isdir(path):
+        return
+    os.chmod(path, 0o777 & ~mask)
+    for folder, folders, files in os.walk(path):
+        for name in folders:
+            os.chmod(os.path.join(folder, name), 0o777 & ~mask)
+        for name in files:
+            if not os.path.islink(os.path.join(folder, name)):
+                os.chmod(os.path.join(folder, name), 0o666 & ~mask)
+
+
+def _named_paths(named):
+    """(name, path) pairs of {name: a path, a list of paths or None}."""
+    for name, paths in named.items():
+        for path in [paths] if isinstance(paths, (str, os.PathLike)) else (paths or ()):
+            if path:
+                yield name, os.fspath(path)
+
+
+def _resolved(path: str) -> str:
+    """`path` made absolute with its symbolic links resolved (remote: as written)."""
+    return path.rstrip("/") if "://" in path else os.path.realpath(path)
+
+
+def path_relation(output: str, source: str):
+    """How path `output` meets path `source`: "is", "holds" (a folder above it), "lies
+    inside", or None when neither can touch the other (links and hard links followed)."""
+    out, src = _resolved(output), _resolved(source)
+    if out == src or (os.path.exists(output) and os.path.exists(source)
+                      and os.path.samefile(output, source)):
+        return "is"
+    if src.startswith(out.rstrip("/") + "/"):
+        return "holds"
+    if out.startswith(src.rstrip("/") + "/"):
+        return "lies inside"
+    return None
+
+
+def check_outputs_apart(outputs: dict, inputs: dict) -> None:
+    """Refuses, before any work, a run whose output would replace what it reads.
+
+    An output never is, holds (a folder that `--overwrite` would replace) or lies inside
+    an input of the same run, and no two outputs are one file. Symbolic links and hard
+    links are followed: a link to the corpus is the corpus.
+
+    Args:
+      outputs: {name (a flag or parameter): a path or a list of paths} the run writes.
+      inputs: {name: a path or a list of paths (or None)} the run reads; a checkpoint
+        prefix stands for its files.
+
+    Raises:
+      ValueError: naming both paths, their flags, and what to do.
+    """
+    outputs, inputs = list(_named_paths(outputs)), list(_named_paths(inputs))
+    for index, (name, path) in enumerate(outputs):
+        for other_name, other in outputs[:index]:
+            if path_relation(path, other) == "is":
+                raise ValueError(f"{name} {path} and {other_name} {other} are one file: "
+                                 "every output needs its own name")
+        for source_name, source in inputs:
+            relation = path_relation(path, source)
+            if relation:
+                raise ValueError(
+                    f"{name} {path} {relation} {source_name} {source}, which this run "
+                    f"reads: an output never replaces an input; choose another {name}")
 
 
 def write_text_atomic(path: str, text: str) -> None:
@@ -232,9 +339,11 @@ def iter_text_lines(path: str):
     A UTF-8 byte-order mark on the first line is dropped.
 
     Raises:
-      ValueError: naming file, line and byte, for a line that is not UTF-8 or holds a
-        NUL byte (what binary files hold).
+      ValueError: naming the file, for one that is binary data
+        (`input_paths.check_text_file`); naming file, line and byte, for a line that
+        is not UTF-8 or holds a NUL byte.
     """
+    input_paths.check_text_file(path)
     with open(path, "rb") as file:
         for line_number, raw in enumerate(file, start=1):
             if line_number == 1 and raw.startswith(codecs.BOM_UTF8):

@@ -15,6 +15,7 @@ Splits are ordered by (file index, split number): the order of the local tool's 
 import bz2
 import gzip
 import io
+import os
 from typing import Iterator, List, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -22,6 +23,7 @@ from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from bert_tf import input_paths
 from data_prep import wikipedia
 
 # A file that went away or cannot be opened is counted and skipped (not a corrupt one).
@@ -93,7 +95,9 @@ def match_input_files(patterns: str) -> List[str]:
     Raises:
       FileNotFoundError: naming the first glob that matches no file.
     """
-    files = wikipedia.resolve_input_files(str(patterns), match=_beam_matches)
+    files = wikipedia.resolve_input_files(
+        str(patterns), match=_beam_matches,
+        exists=lambda path: FileSystems.exists(path) if is_remote(path) else os.path.exists(path))
     dumps = set(files)
     return [f for f in files
             if not (f.endswith(INDEX_SUFFIX) and f[:-len(INDEX_SUFFIX)] + DUMP_SUFFIX in dumps)]
@@ -200,6 +204,8 @@ def iter_text_range(split: InputSplit, stats) -> Iterator[wikipedia.RawDocument]
     it reads on past its end to finish its last document. A skipped line is counted by
     the range it starts in.
     """
+    if split.start == 0:  # binary data is refused, naming the file (as locally)
+        input_paths.check_text_file(split.path, open_file)
     with open_file(split.path) as reader:
         if split.start:
             reader.seek(split.start - 1)
@@ -207,21 +213,22 @@ def iter_text_range(split: InputSplit, stats) -> Iterator[wikipedia.RawDocument]
         position, owned, sentences = reader.tell(), split.start == 0, []
         for raw_line in reader:
             line_start, position = position, position + len(raw_line)
-            try:
-                line = raw_line.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                stats["non_utf8_lines"] += line_start < split.end
-                continue
-            if line:
-                if owned:
-                    sentences.append(line)
-                continue
-            if sentences:
-                yield wikipedia.RawDocument(wikipedia.SENTENCES, sentences)
-                sentences = []
-            if line_start >= split.end:
-                return  # the documents after this blank line are the next range's
-            owned = True
+            for piece in raw_line.splitlines() or [b""]:  # CR alone ends a line too
+                try:
+                    line = piece.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    stats["non_utf8_lines"] += line_start < split.end
+                    continue
+                if line:
+                    if owned:
+                        sentences.append(line)
+                    continue
+                if sentences:
+                    yield wikipedia.RawDocument(wikipedia.SENTENCES, sentences)
+                    sentences = []
+                if line_start >= split.end:
+                    return  # the documents after this blank line are the next range's
+                owned = True
         if sentences:
             yield wikipedia.RawDocument(wikipedia.SENTENCES, sentences)
 

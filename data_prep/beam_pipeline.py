@@ -106,9 +106,15 @@ def define_flags(flag_values=flags.FLAGS):
 def settings_from_options(options: CreatePretrainingDataBeamOptions):
     """BeamSettings of the tool's options; bad values and empty globs are refused here."""
     instance_options = options.instance_options()  # every option checked first
+    input_files = beam_inputs.match_input_files(options.input_file)
+    prefix = options.output_file
+    fileio.check_outputs_apart(  # an output never replaces the corpus or the vocab
+        {"output_file": (beam_chunks.output_files(prefix, options.num_output_shards)
+                         or [prefix]) + [prefix + pretraining_pipeline.STATS_SUFFIX]},
+        {"input_file": input_files, "vocab_file": options.vocab_file})
     vocab_bytes, vocab_ids = read_vocab(options.vocab_file, options.do_lower_case)
     return beam_chunks.BeamSettings(
-        input_files=tuple(beam_inputs.match_input_files(options.input_file)),
+        input_files=tuple(input_files),
         output_prefix=options.output_file, num_shards=options.num_output_shards,
         options=instance_options, vocab_bytes=vocab_bytes, vocab_ids=vocab_ids,
         do_lower_case=options.do_lower_case, random_seed=options.random_seed,

@@ -124,6 +124,8 @@ def run(flag_values, pipeline_args) -> dict:
     if not beam_inputs.is_remote(options.output_file):
         fileio.check_output_path(options.output_file, parent_must_exist=False)
     input_files = beam_inputs.match_input_files(options.input_file)
+    fileio.check_outputs_apart({"output_file": options.output_file},
+                               {"input_file": input_files})
     with beam.Pipeline(options=PipelineOptions(pipeline_args)) as pipeline:
         build_pipeline(pipeline, input_files, options)
     summary = dict(beam_pipeline.metric_counts(pipeline.result),

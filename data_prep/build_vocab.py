@@ -161,9 +161,11 @@ def build_vocab(options: BuildVocabOptions):
     options.check()
     output_file = options.output_file
     fileio.check_output_path(output_file, parent_must_exist=False)  # before any work
+    input_files = wikipedia.resolve_input_files(options.input_file)
+    fileio.check_outputs_apart({"output_file": output_file}, {"input_file": input_files})
     stats = collections.Counter()
     sentences = (sentence for document in wikipedia.iter_documents(
-        options.input_file, input_format=options.input_format, stats=stats,
+        input_files, input_format=options.input_format, stats=stats,
         language=options.language) for sentence in document)
     counts = count_words(sentences, options.do_lower_case, options.max_sentences)
     start = time.time()

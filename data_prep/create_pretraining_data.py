@@ -21,6 +21,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import command_line
+from bert_tf import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups
 from bert_tf.text import cached_tokenizer
@@ -101,7 +102,13 @@ def create(options: CreatePretrainingDataOptions):
     input_files = wikipedia.resolve_input_files(options.input_file)
     output_files = pretraining_pipeline.resolve_output_files(
         options.output_file, options.num_output_shards)
-    word_segmentation.boundaries_files(options.word_boundaries_file, input_files)
+    stats_file = output_files[0] + pretraining_pipeline.STATS_SUFFIX
+    # An output never replaces the corpus, the vocab or a reference file it reads.
+    fileio.check_outputs_apart(
+        {"output_file": output_files + [stats_file]},
+        {"input_file": input_files, "vocab_file": options.vocab_file,
+         "word_boundaries_file": word_segmentation.boundaries_files(
+             options.word_boundaries_file, input_files)})
     logging.info("*** Reading from %d input file(s) ***", len(input_files))
     tokenizer, vocab_ids = load_vocab(options)
     config = pretraining_pipeline.PipelineConfig(
@@ -109,8 +116,7 @@ def create(options: CreatePretrainingDataOptions):
         random_seed=options.random_seed, input_format=options.input_format,
         num_workers=options.num_workers, gzip=options.gzip,
         chunk_chars=options.chunk_chars, language=options.language,
-        stats_file=(options.output_file.split(",")[0].strip()
-                    + pretraining_pipeline.STATS_SUFFIX))
+        stats_file=stats_file)
     return pretraining_pipeline.create_pretraining_data(tokenizer, instance_options, config,
                                                         vocab_ids=vocab_ids)
 

@@ -135,9 +135,12 @@ def check_output_dir(options: ExtendVocabOptions) -> None:
     if "://" in output_dir:
         raise ValueError(f"output_dir {output_dir!r}: expected a local folder")
     fileio.check_output_dir(output_dir)
-    if os.path.realpath(output_dir) == os.path.realpath(options.init_checkpoint):
-        raise ValueError(f"output_dir {output_dir!r} is the init_checkpoint folder: expected "
-                         "a new folder (the original model stays as it is)")
+    # Not the model folder, nor a folder holding it or the corpus (--overwrite would
+    # remove them), nor inside them.
+    fileio.check_outputs_apart(
+        {"output_dir": output_dir},
+        {"init_checkpoint": options.init_checkpoint,
+         "input_file": wikipedia.resolve_input_files(options.input_file)})
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not options.overwrite:
         raise ValueError(f"output_dir {output_dir!r} exists and is not empty: pass "
                          "--overwrite to replace it, or name a new folder")
@@ -197,9 +200,8 @@ def extend_vocab(options: ExtendVocabOptions) -> dict:
     options.check()
     model = vocab_extension.ModelFolder.read(options.init_checkpoint)
     do_lower_case = model_case(options, model)
-    check_output_dir(options)
+    check_output_dir(options)  # a missing corpus too, before any work
     limit = tokens_to_add(options, model)
-    wikipedia.resolve_input_files(options.input_file)  # a missing corpus, before any work
     counts, texts, skipped = count_corpus(options, do_lower_case)
     ranked = vocab_extension.rank_words(counts, model.vocab.tokens, do_lower_case,
                                         options.min_frequency)
@@ -266,6 +268,7 @@ def write_model_folder(options, model, tokens, ids, chosen, summary) -> None:
             file.write(report_text(ids, chosen))
         with open(os.path.join(temporary, SUMMARY_FILE), "w", encoding="utf-8") as file:
             file.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        fileio.apply_mode(temporary)
         _replace_folder(temporary, output_dir)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)

@@ -113,7 +113,8 @@ class ShardedWriter:
     """
 
     def __init__(self, paths: Sequence[str], gzip: bool = False):
-        self.paths = list(paths)
+        # A symbolic link's target is written (beside it), the link kept.
+        self.paths = [fileio.output_target(path) for path in paths]
         # A device or FIFO (--output_file=/dev/null) is written in place, never renamed over.
         self.temp_paths = [path if fileio.is_special_file(path) else fileio.temporary_path(path)
                            for path in self.paths]
@@ -143,14 +144,17 @@ class ShardedWriter:
         for writer in self._writers:
             writer.close()
         if stats_path is not None:
+            stats_path = fileio.output_target(stats_path)
             temp_stats = fileio.temporary_path(stats_path)
             with open(temp_stats, "w", encoding="utf-8") as stats_file:
                 json.dump(stats, stats_file, indent=2, sort_keys=True)
                 stats_file.write("\n")
         for temp, path in zip(self.temp_paths, self.paths):
             if temp != path:
+                fileio.apply_mode(temp, like=path)
                 os.replace(temp, path)
         if stats_path is not None:
+            fileio.apply_mode(temp_stats, like=stats_path)
             os.replace(temp_stats, stats_path)
         self._committed = True
         for path in stale_outputs(self.paths):

@@ -35,6 +35,8 @@ from typing import (BinaryIO, Callable, Counter, Iterable, Iterator, List, Named
 
 import pysbd.languages
 
+from bert_tf import input_paths
+
 INPUT_FORMATS = ("auto", "text", "wikiextractor", "wikipedia_xml")
 # The language codes pysbd splits sentences of (`--language`).
 LANGUAGES = tuple(sorted(pysbd.languages.LANGUAGE_CODES))
@@ -77,33 +79,22 @@ def local_matches(pattern: str) -> List[str]:
     return sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
 
 
-def resolve_input_files(patterns: Union[str, Sequence[str]],
-                        match=local_matches) -> List[str]:
-    """Expands comma-separated globs (or a list of them) into a sorted list of files.
+def resolve_input_files(patterns: Union[str, Sequence[str]], match=local_matches,
+                        exists=os.path.exists) -> List[str]:
+    """The files of comma-separated paths and globs (or a list of them), through
+    `bert_tf.input_paths.expand_input_paths`: a path that exists is that file, even
+    with glob characters or commas in its name; each pattern's matches sorted.
 
     Args:
-      patterns: comma-separated globs, or a list of them.
-      match: a glob -> its sorted files (the Beam pipeline passes one that reads any
-        Beam filesystem).
+      patterns: comma-separated paths and globs, or a list of them.
+      match: a glob -> its files (the Beam pipeline passes one that reads any
+        Beam filesystem), and `exists` of the same filesystem.
 
     Raises:
-      FileNotFoundError: naming the first pattern that matches no file.
+      FileNotFoundError: naming the first path that is no file, or pattern that matches
+        none.
     """
-    if isinstance(patterns, (str, os.PathLike)):
-        patterns = [p for p in str(patterns).split(",")]
-    files = []
-    for pattern in (str(p).strip() for p in patterns):
-        if not pattern:
-            continue
-        matches = match(pattern)
-        if not matches:
-            raise FileNotFoundError(
-                f"input_file pattern {pattern!r} matches no file (expected a path or glob "
-                "of text, WikiExtractor or MediaWiki XML dump files)")
-        files.extend(matches)
-    if not files:
-        raise FileNotFoundError("input_file is empty: expected at least one path or glob")
-    return files
+    return input_paths.expand_input_paths(patterns, "input_file", match=match, exists=exists)
 
 
 def open_binary(path: str):
@@ -136,14 +127,18 @@ def detect_format(path: str, opener: Callable[[str], BinaryIO] = open_binary) ->
 
 
 def _decoded_lines(path: str, stats: Counter, opener=open_binary) -> Iterator[Optional[str]]:
-    """Yields the lines of `path` stripped; None for a line that is not UTF-8."""
+    """Yields the lines of `path` stripped; None for a line that is not UTF-8.
+
+    A line ends in LF, CRLF or CR alone (old Mac files).
+    """
     with opener(path) as reader:
         for raw_line in reader:
-            try:
-                yield raw_line.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                stats["non_utf8_lines"] += 1
-                yield None
+            for piece in raw_line.splitlines() or [b""]:
+                try:
+                    yield piece.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    stats["non_utf8_lines"] += 1
+                    yield None
 
 
 def _iter_text(path: str, stats: Counter, opener=open_binary) -> Iterator[RawDocument]:
@@ -356,7 +351,8 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
         one that reads any Beam filesystem, or one stream range of a multistream dump).
 
     Raises:
-      ValueError: unknown input_format or language, or a malformed XML dump.
+      ValueError: unknown input_format or language, a malformed XML dump, or a file
+        that is not text (`bert_tf.input_paths.check_text_file`).
     """
     stats = stats if stats is not None else collections.Counter()
     check_language(language)
@@ -364,6 +360,10 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
         raise ValueError(f"input_format {input_format!r}: expected one of {INPUT_FORMATS}")
     if input_format == "auto":
         input_format = _named_decompression_errors(path, detect_format, path, opener)
+    # Binary data (an executable, a gzip without its suffix) is refused, naming the file
+    # (an XML dump declares its own encoding: UTF-16 is read).
+    _named_decompression_errors(path, input_paths.check_text_file, path, opener,
+                                input_format == "wikipedia_xml")
     if input_format == "text":
         documents = _iter_text(path, stats, opener)
     elif input_format == "wikiextractor":

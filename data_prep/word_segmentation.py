@@ -28,6 +28,7 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tup
 
 import numpy as np
 
+from bert_tf import input_paths
 from bert_tf.options import OptionGroup, option
 from bert_tf.text import rules
 
@@ -221,6 +222,7 @@ def read_boundaries(path: str) -> Iterator[LineBoundaries]:
     Raises:
       ValueError: naming file and line.
     """
+    input_paths.check_text_file(path)  # binary data: refused as a whole, named
     with open(path, "rb") as file:
         for number, raw in enumerate(file, start=1):
             where = f"{path}:{number}"

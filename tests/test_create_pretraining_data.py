@@ -349,10 +349,15 @@ def test_bad_input_counted_or_rejected(tmp_path, vocab_file):
     assert stats["documents"] == 3 and stats["single_sentence_documents"] == 1
     assert stats["sentences"] == 5
     empty = tmp_path / "empty.txt"
-    empty.write_bytes(b"\x01\x02\n\n\x00\n\xff\n")
+    empty.write_bytes(b"\n\n  \n")
     with pytest.raises(ValueError, match="no training instances"):
         run_tool(tmp_path, vocab_file, str(empty), name="empty.tfrecord")
     assert not list(tmp_path.glob("empty.tfrecord*"))
+    binary = tmp_path / "binary.txt"  # all of it bad: refused as a whole, naming it
+    binary.write_bytes(b"\x01\x02\n\n\x00\n\xff\n")
+    with pytest.raises(ValueError, match="binary.txt: not a text file"):
+        run_tool(tmp_path, vocab_file, str(binary), name="binary.tfrecord")
+    assert not list(tmp_path.glob("binary.tfrecord*"))
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         run_tool(tmp_path, vocab_file, str(tmp_path / "nothing-here*.txt"))
     with pytest.raises(ValueError, match="max_seq_length"):

@@ -252,7 +252,7 @@ def test_existing_output_dir_needs_overwrite(model_folder, corpus, tmp_path):
     assert os.listdir(output) == ["keep.txt"]
     run(model_folder, corpus, output, mode="unused", overwrite=True)
     assert "keep.txt" not in os.listdir(output) and (output / "vocab.txt").exists()
-    with pytest.raises(ValueError, match="is the init_checkpoint folder"):
+    with pytest.raises(ValueError, match="is init_checkpoint"):
         run(model_folder, corpus, model_folder, mode="unused", overwrite=True)
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -22,13 +22,13 @@ OVERWRITE_HINT = "pass overwrite=True to replace it"
 
 def check_output_folder(path, overwrite=False, hint=OVERWRITE_HINT):
     """The absolute folder to write: a missing or empty folder, or any folder with
-    `overwrite`.
+    `overwrite`; through a symbolic link, the folder it points to (the link stays).
 
     Raises:
         FileExistsError: naming the folder when it is a file, or not empty without
             `overwrite` (with `hint`: how the caller replaces it).
     """
-    path = os.path.abspath(os.fspath(path))
+    path = os.path.realpath(os.fspath(path))
     if os.path.exists(path) and not os.path.isdir(path):
         raise FileExistsError(f"export_dir {path} is a file, expected a folder")
     entries = sorted(os.listdir(path)) if os.path.isdir(path) else []
@@ -58,6 +58,7 @@ def write_folder(target, write):
     temporary = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
     try:
         write(temporary)
+        fileio.apply_mode(temporary)  # the umask's modes (safetensors writes 0600)
         if os.path.isdir(target) and os.listdir(target):
             old = f"{temporary}.old"
             os.replace(target, old)

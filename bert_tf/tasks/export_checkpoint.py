@@ -136,8 +136,8 @@ def read_label_names(label_names, labels_file):
     if labels_file:
         if not os.path.isfile(labels_file):
             raise FileNotFoundError(f"labels_file not found: {labels_file}")
-        with open(labels_file, encoding="utf-8") as reader:
-            names = [line.strip() for line in reader if line.strip()]
+        names = [line.strip() for _, line in fileio.iter_text_lines(labels_file)
+                 if line.strip()]
         if not names:
             raise ValueError(f"labels_file {labels_file} lists no labels; expected one a line")
         return names
@@ -318,6 +318,12 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         tokenization.check_case_matches(options.do_lower_case, VocabFile.read(vocab_file).tokens,
                                         vocab_file, options.init_checkpoint)
     model_type = model_registry.get(options.model_type).name
+    # --overwrite never removes what the export reads (a run folder, its vocab).
+    fileio.check_outputs_apart(
+        {"--export_dir": options.export_dir},
+        {"--init_checkpoint": options.init_checkpoint, "--vocab_file": vocab_file,
+         "--bert_config_file": options.bert_config_file,
+         "--labels_file": options.labels_file})
     _check_format_and_export_dir(options, model_type)  # fail before loading
     saved = run_config.read(options.init_checkpoint)
     problem_type = _problem_type(model_type, options, saved)

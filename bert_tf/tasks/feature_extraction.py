@@ -57,6 +57,10 @@ def run(options: ExtractOptions) -> int:
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
                                 "--vocab_file")
+    fileio.check_outputs_apart(  # the output never replaces a file the run reads
+        {"output_file": options.output_file},
+        {"input_file": options.input_file, "vocab_file": vocab_file,
+         "bert_config_file": options.bert_config_file})
     vocab = VocabFile.read(vocab_file)
     tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=lower_case(options))
     encoder = from_pretrained(BertEncoder, options.init_checkpoint,
@@ -92,16 +96,10 @@ def read_examples(input_file):
     if not os.path.isfile(input_file):
         raise FileNotFoundError(f"input_file not found: {input_file}")
     examples = []
-    with open(input_file, "rb") as reader:
-        for line_number, raw in enumerate(reader, start=1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as err:
-                raise ValueError(f"{input_file}:{line_number}: not valid UTF-8 at byte "
-                                 f"{err.start}; expected UTF-8 text") from None
-            match = PAIR_PATTERN.match(line)
-            text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
-            examples.append((len(examples), text_a, text_b))
+    for _, line in fileio.iter_text_lines(input_file):  # binary data refused, named
+        match = PAIR_PATTERN.match(line.strip())
+        text_a, text_b = (match.group(1), match.group(2)) if match else (line.strip(), None)
+        examples.append((len(examples), text_a, text_b))
     return examples
 
 

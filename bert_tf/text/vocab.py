@@ -8,6 +8,8 @@ import os
 
 from absl import logging
 
+from bert_tf import input_paths
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
@@ -45,6 +47,7 @@ class VocabFile:
 
 
 def _parse_vocab(data, vocab_file):
+    input_paths.check_text_bytes(data, vocab_file)  # binary data: refused as a whole
     raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()  # the newline that ends the last line

@@ -19,11 +19,11 @@ is reported by name, with the feature and the flag to fix, before training start
 (`check_record_shapes`).
 """
 
-import os
 import re
 
 import tensorflow as tf
 
+from bert_tf import input_paths
 from bert_tf.train import masking, sequence_packing
 
 COMPRESSION_TYPES = ("auto", "none", "GZIP", "ZLIB")
@@ -122,31 +122,19 @@ _SIDE_FILE_PATTERN = re.compile(r"(\.stats\.json|\.tmp-\d+)$")
 
 
 def expand_input_files(input_patterns):
-    """Expands comma-separated globs (a string or a list of them) to a sorted file list.
+    """The files of comma-separated paths and globs (a string or a list of them), through
+    `bert_tf.input_paths.expand_input_paths` (a path that exists is that file, even with
+    glob characters in its name); each pattern's matches sorted.
 
     Glob matches that are side files (`*.stats.json`, `*.tmp-<pid>`) are left out; a path
     named exactly is always kept.
 
     Raises:
-        ValueError: naming a pattern that matches no file.
+        ValueError: naming a path that is no file or a pattern that matches none.
     """
-    if isinstance(input_patterns, str):
-        input_patterns = [input_patterns]
-    files = []
-    for pattern_list in input_patterns:
-        for pattern in pattern_list.split(","):
-            pattern = pattern.strip()
-            if not pattern:
-                continue
-            matched = [pattern] if os.path.exists(pattern) else sorted(
-                path for path in tf.io.gfile.glob(pattern)
-                if not _SIDE_FILE_PATTERN.search(path))
-            if not matched:
-                raise ValueError(f"input file pattern {pattern!r} matches no file")
-            files.extend(matched)
-    if not files:
-        raise ValueError(f"no input files given (got {input_patterns!r})")
-    return files
+    return input_paths.expand_input_paths(
+        input_patterns, "input_file", match=tf.io.gfile.glob, exists=tf.io.gfile.exists,
+        keep=lambda path: not _SIDE_FILE_PATTERN.search(path))
 
 
 def detect_compression(path):

@@ -188,11 +188,10 @@ def is_version_2(data_json):
 
 def _load_json(path, what):
     try:
-        with open(path, encoding="utf-8") as reader:
-            return json.load(reader)
+        return json.loads("".join(line for _, line in fileio.iter_text_lines(path)))
     except OSError as error:
         raise SystemExit(f"{what} {path}: cannot read: {error}") from error
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError) as error:  # binary, not UTF-8, not JSON
         raise SystemExit(f"{what} {path}: not valid UTF-8 JSON: {error}") from error
 
 

@@ -254,8 +254,7 @@ def read_gold(predict_file):
     """(SQuAD JSON, whether it is v2.0) of a predict file that every question has answers
     in, else None: v1.1 scores need a gold answer for every question; v2.0 takes [] as
     "no answer"."""
-    with open(predict_file, encoding="utf-8") as reader:
-        data_json = json.load(reader)
+    data_json = json.loads("".join(line for _, line in fileio.iter_text_lines(predict_file)))
     version_2 = squad_evaluate.is_version_2(data_json)
     if not all(isinstance(qa.get("answers"), list) and (version_2 or qa["answers"])
                for qa in _questions(data_json)):
