@@ -26,6 +26,7 @@ import threading
 
 from absl import app, flags
 
+from bert_tf import command_help
 from bert_tf import fileio
 from bert_tf import options as options_lib
 
@@ -308,6 +309,10 @@ def run_command(module, run_fn, required=(), options_class=None):
         for flag in flags.FLAGS.get_flags_for_module(module_name):
             flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
 
+    if command_help.help_requested(sys.argv):
+        print_help(module, options_class, required)
+        sys.exit(0)
+
     def check_and_run(argv):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; flags are written "
@@ -322,3 +327,42 @@ def run_command(module, run_fn, required=(), options_class=None):
         run_reporting_user_errors(program, check_and_run, argv)
 
     app.run(main)
+
+
+def print_help(module, options_class=None, required=()):
+    """Prints the `--help` of `module`'s command: its docstring, its options by group
+    (`bert_tf.command_help`), then its other flags (`--config`, `--verbose`, its own);
+    `--helpfull` adds absl's flags."""
+    if options_class is None:  # a tool that defines its flags itself: its options class
+        options_class = _module_options_class(module)
+    names = set()
+    if options_class is not None:
+        for spec in options_lib.option_specs(options_class):
+            names.update((spec.name,) + spec.aliases + tuple(spec.switches))
+    other = {}
+    for module_name in (module.__name__, sys.argv[0], __name__):
+        for flag in flags.FLAGS.get_flags_for_module(module_name):
+            if flag.name not in names and flag.name not in other:
+                text = flag.help  # an enum's starts "<a|b|c>: "; the choices follow it
+                if text.startswith("<") and ">: " in text:
+                    text = text.split(">: ", 1)[1] + " One of: " + ", ".join(
+                        text[1:text.index(">: ")].split("|")) + "."
+                other[flag.name] = (flag.name, flag.default, text)
+    print(command_help.format_help(module.__doc__, options_class, list(other.values()),
+                                   required), end="")
+    if "--helpfull" in sys.argv:
+        print("\n" + flags.FLAGS.module_help("absl.logging"))
+
+
+def _module_options_class(module):
+    """The options class that `module` composes and whose every option is a flag of the
+    command (a tool that defines its flags from it itself), else None."""
+    defined = {flag.name for name in (module.__name__, sys.argv[0])
+               for flag in flags.FLAGS.get_flags_for_module(name)}
+    for value in vars(module).values():
+        if (isinstance(value, type) and getattr(value, "__module__", None) == module.__name__
+                and options_lib.option_groups(value) != (value,)):
+            names = {spec.name for spec in options_lib.option_specs(value)}
+            if names and names <= defined:
+                return value
+    return None

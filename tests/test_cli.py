@@ -4,6 +4,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -98,3 +99,118 @@ def test_errors_outside_the_user_error_types_and_signals_are_one_line(tmp_path, 
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == line.format(path=path)
     assert not list(tmp_path.iterdir())  # the unfinished output was removed
+
+
+# Every command's entry: (root script or module, what it is run as).
+COMMANDS = [[sys.executable, script] for script in (
+    "run_pretraining.py", "run_classifier.py", "run_squad.py", "run_ner.py",
+    "run_multiple_choice.py", "extract_features.py", "export_model.py",
+    "create_pretraining_data.py")] + [
+    [sys.executable, "-m", f"bert_tf.cli.{name}"] for name in ("train", "encode")]
+
+# Runs a command's --help in this process and says whether TensorFlow was imported.
+HELP_PROBE = """
+import runpy, sys
+sys.argv = [sys.argv[1], "--help"]
+try:
+    if sys.argv[0].endswith(".py"):
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    else:
+        runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+except SystemExit as done:
+    status = done.code
+tf = sys.modules.get("tensorflow")
+print("TENSORFLOW IMPORTED" if getattr(tf, "__file__", None) else "no tensorflow")
+sys.exit(status)
+"""
+
+
+def test_every_command_is_listed_here():
+    cli = {path.stem for path in (REPO / "bert_tf" / "cli").glob("*.py")} - {
+        "__init__", "startup", "help_stubs"}
+    root = {path.name for path in REPO.glob("*.py")} - {"setup.py"}
+    listed = {command[-1] for command in COMMANDS}
+    assert root <= listed, root - listed
+    assert {name for name in cli if f"{name}.py" not in root} <= {
+        command[-1].rsplit(".", 1)[-1] for command in COMMANDS}
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command[-1])
+def test_help_exits_zero_without_tensorflow_and_groups_flags_with_defaults(command):
+    target = command[-1]
+    probe = subprocess.run([sys.executable, "-c", HELP_PROBE, target], cwd=REPO,
+                           env=dict(os.environ), capture_output=True, text=True,
+                           timeout=120)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    lines = probe.stdout.splitlines()
+    assert lines[-1] == "no tensorflow", lines[-1]
+    if target == "bert_tf.cli.train":  # no --task: the tasks (each lists its own flags)
+        assert "Tasks:" in lines and "  squad: " in probe.stdout
+        return
+    flag_lines = [line for line in lines if line.startswith("  --")]
+    assert len(flag_lines) >= 5
+    assert all("(default: " in line or line.endswith("(required)") for line in flag_lines)
+    assert any(line.endswith("):") and "(" in line for line in lines)  # groups
+    assert probe.stderr == ""
+
+
+def test_help_is_quick_and_choices_are_not_cut_mid_word():
+    started = time.monotonic()
+    done = _run([sys.executable, "-m", "bert_tf.cli.train", "--task=squad", "--help"])
+    seconds = time.monotonic() - started
+    assert done.returncode == 0 and seconds < 5.0, (seconds, done.stderr[-1000:])
+    for choice in ("multiple_choice", "sentence_embeddings", "google_research"):
+        assert choice in done.stdout, choice
+    assert "--seed (default: unset)\n      Random seed" in done.stdout
+    assert "Unset: a new random start each run" in " ".join(done.stdout.split())
+    assert "--output_dir (required)" in done.stdout
+
+
+def test_start_up_shows_no_tensorflow_lines_unless_asked(tmp_path):
+    command = [sys.executable, "run_classifier.py", "--task_name=mrpc", "--do_train",
+               f"--data_dir={tmp_path / 'none'}", f"--output_dir={tmp_path / 'out'}"]
+    env = {key: value for key, value in os.environ.items()
+           if key != "TF_CPP_MIN_LOG_LEVEL"}
+    quiet = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert quiet.returncode == 1
+    assert quiet.stderr.splitlines() == [
+        f"run_classifier: error: task mrpc: the train file was expected at "
+        f"{tmp_path / 'none' / 'train.tsv'} (not found)"]
+    asked = subprocess.run(command + ["--verbosity=1"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert len(asked.stderr.splitlines()) > 1  # TensorFlow's own lines, as it prints them
+
+
+def test_tensorflow_lines_are_told_from_ours():
+    from bert_tf.cli import startup
+    text = ("WARNING: All log messages before absl::InitializeLog() is called are written "
+            "to STDERR\n"
+            "I0000 00:00:1795772945.716176   26561 port.cc:153] oneDNN custom operations\n"
+            "I0000 00:00:1795772946.1   26561 cpu_feature_guard.cc:227] This TensorFlow "
+            "binary is optimized\n"
+            "To enable the following instructions: AVX2 FMA, in other operations, rebuild\n"
+            "E0000 00:00:1795772948.135688   26561 cuda_platform.cc:52] failed call to "
+            "cuInit\n"
+            "a warning of ours\n")
+    assert startup.drop_tensorflow_lines(text) == "a warning of ours\n"
+    assert startup.wants_tensorflow_lines(["x", "--verbosity=1"], {})
+    assert startup.wants_tensorflow_lines(["x"], {"TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert not startup.wants_tensorflow_lines(["x", "--verbosity", "0"], {})
+
+
+def test_create_pretraining_data_root_script_writes_records(tmp_path):
+    """The original keeps create_pretraining_data.py at its root: so do we."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"the cat number {i} sat on the mat .\nit was warm .\n\n"
+                              for i in range(20)))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
+                                "number", "sat", "on", "mat", ".", "it", "was", "warm"]
+                               + [str(i) for i in range(20)]) + "\n")
+    output = tmp_path / "out.tfrecord"
+    done = _run([sys.executable, "create_pretraining_data.py", f"--input_file={corpus}",
+                 f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=32",
+                 "--max_predictions_per_seq=5", "--dupe_factor=1"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert output.exists() and output.stat().st_size > 0

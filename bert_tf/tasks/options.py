@@ -140,7 +140,8 @@ class Runtime(OptionGroup):
         None, "Cores the TPU should have (the original's flag): TPUStrategy finds them "
         "itself; a warning names both numbers when they differ.")
     seed: Optional[int] = option(
-        None, "Random seed (weights of new layers, dropout, shuffling).")
+        None, "Random seed (weights of new layers, dropout, shuffling). Unset: a new "
+        "random start each run, so that two runs differ.")
 
     def check(self) -> None:
         check_integer(self, "num_gpus", 0)

@@ -12,6 +12,16 @@ from bert_tf.train import progress
 from bert_tf.train import steps
 
 
+def batches(strategy, dataset_fn):
+    """The batches of `dataset_fn` for a strategy's steps: the plain dataset on one
+    replica of one worker (what tf.distribute would wrap in a generator-based device
+    iterator, which tf.data then warns it cannot optimise), else the distributed one."""
+    if strategy.num_replicas_in_sync == 1 and not isinstance(
+            strategy, (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy)):
+        return dataset_fn(tf.distribute.InputContext())
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
 def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None,
              name="Evaluating"):
     """Weighted means of `metrics_fn(features, outputs)` over an eval dataset.
@@ -28,7 +38,7 @@ def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None,
     Returns:
         {name: float} weighted means, plus "eval_steps".
     """
-    dataset = strategy.distribute_datasets_from_function(eval_dataset_fn)
+    dataset = batches(strategy, eval_dataset_fn)
     eval_step = steps.make_eval_step(strategy, model, metrics_fn)
     totals, num_batches = {}, 0
     shown = progress.PhaseProgress(name, num_steps, unit="batches")
@@ -54,7 +64,7 @@ def predict(strategy, model, dataset_fn, passthrough_keys=(), num_examples=None,
     """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch,
     logging progress (of `num_examples`, when given) every 30 seconds; the lines start
     with `name` ("Evaluating" when the predictions are scored against gold labels)."""
-    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    dataset = batches(strategy, dataset_fn)
     predict_step = steps.make_predict_step(strategy, model, passthrough_keys)
     shown = progress.PhaseProgress(name, num_examples)
     for features in dataset:
