@@ -24,6 +24,7 @@ from bert_tf import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups as groups
+from bert_tf.tasks import options as task_options
 from bert_tf.tasks import run_config, run_context
 from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
@@ -36,16 +37,30 @@ class ExtractLayers(OptionGroup):
     layers: str = option("-1,-2,-3,-4", "Comma-separated Transformer block indexes.")
 
 
+@dataclasses.dataclass(kw_only=True)
+class OneHotEmbeddings(OptionGroup):
+    """The original's embedding-lookup switch (a TPU speed choice)."""
+    use_one_hot_embeddings: bool = option(
+        False, "The original's flag (embeddings looked up by a one-hot matmul, faster on "
+        "its TPUs): accepted; the lookup gives the same values either way.")
+
+
 ExtractOptions = compose(
     "ExtractOptions", groups.InputFile, groups.OutputFile, ExtractLayers, groups.ModelBatch,
     groups.MODEL_SOURCE, groups.Vocab, groups.Case, groups.SequenceLength,
+    task_options.Devices, task_options.TpuCluster, OneHotEmbeddings,
     defaults={"do_lower_case": None},  # None: as the run at init_checkpoint, else true
     helps={"input_file": "Text file: one text or `text_a ||| text_b` a line.",
            "do_lower_case": "Lower-case the input and strip accents (default: as the "
                             "bert_tf run at init_checkpoint was trained; else true).",
            "output_file": "JSON lines output.",
            "init_checkpoint": "Released checkpoint folder, checkpoint prefix or Hugging "
-                              "Face folder."},
+                              "Face folder.",
+           "distribution_strategy": "Accepted for the original's command lines (--use_tpu): "
+                                    "extraction runs on one device, as TensorFlow places "
+                                    "it (the first GPU, else the CPU); a warning says so.",
+           "num_gpus": "Accepted for the runners' command lines: extraction runs on one "
+                       "device (the first GPU, else the CPU)."},
     doc="What bert-extract-features reads and writes (see each field's help).")
 
 
@@ -53,6 +68,12 @@ def run(options: ExtractOptions) -> int:
     """Checks the options, loads the encoder and the vocab (once) and writes the
     features; returns the count."""
     options.check()
+    if not os.path.isfile(options.input_file):  # before the model loads (seconds)
+        raise FileNotFoundError(f"input_file not found: {options.input_file}")
+    if options.distribution_strategy != "one_device" or options.num_gpus:
+        logging.warning("extract_features runs on one device, as TensorFlow places it: "
+                        "distribution_strategy=%s and num_gpus=%d are not used",
+                        options.distribution_strategy, options.num_gpus)
     vocab_file = run_context.resolve_vocab_file(options.vocab_file, options.init_checkpoint)
     if not vocab_file:
         raise FileNotFoundError(f"no vocab.txt in {options.init_checkpoint}; pass "
