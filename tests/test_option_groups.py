@@ -208,8 +208,8 @@ BAD_VALUES = {
                             ("warmup_proportion", _floats_outside(0, 1), {})],
     options.Checkpointing: [(name, _ints_below(1), {}) for name in (
         "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop")],
-    options.Runtime: [("num_gpus", _ints_below(0), {}),
-                      ("num_tpu_cores", _ints_below(1), {})],
+    options.Devices: [("num_gpus", _ints_below(0), {})],
+    options.TpuCluster: [("num_tpu_cores", _ints_below(1), {})],
     options.Packing: [("max_sequences_per_row", _ints_below(1), {"pack_sequences": True})],
     options.TrainingEvaluation: [
         ("eval_every_steps", _ints_below(0), {}),

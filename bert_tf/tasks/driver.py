@@ -14,6 +14,7 @@ and export then use (`bert_tf.tasks.best_checkpoint`).
 import contextlib
 import dataclasses
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -26,7 +27,7 @@ from bert_tf.serving import export
 from bert_tf.tasks import best_checkpoint, run_config
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
-from bert_tf.train import distribute, loop, optimization, step_hook
+from bert_tf.train import distribute, loop, optimization, preemption, step_hook
 from bert_tf.weights import checkpoints
 from bert_tf.weights.load_report import name_list
 
@@ -56,13 +57,54 @@ def execute(task, strategy=None) -> Outcome:
             options.export_dir, hint=f"use a new --export_dir, or remove that one "
             f"(bert-export-model --init_checkpoint={options.output_dir} --overwrite or "
             "--versioned exports a finished run again)")
-    task.check_inputs()
-    context = RunContext.create(options, strategy, needs_vocab=task.needs_vocab)
-    check_model_source(task, context)
-    # One run per output_dir: the chief holds its lock (workers share the folder).
-    with (fileio.locked_folder(options.output_dir) if distribute.is_chief(context.strategy)
-          else contextlib.nullcontext()):
-        return _execute_steps(task, context)
+    with undone_on_refusal(options.output_dir):
+        task.check_inputs()
+        context = RunContext.create(options, strategy, needs_vocab=task.needs_vocab)
+        check_model_source(task, context)
+        # One run per output_dir: the chief holds its lock (workers share the folder).
+        with (fileio.locked_folder(options.output_dir)
+              if distribute.is_chief(context.strategy) else contextlib.nullcontext()):
+            return _execute_steps(task, context)
+
+
+def _checkpoint_state(folder):
+    """(mtime, size) of `folder`'s checkpoint state file, None without one."""
+    try:
+        stat = os.stat(os.path.join(folder, "checkpoint"))
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+@contextlib.contextmanager
+def undone_on_refusal(folder):
+    """Leaves `folder` as it was when the block fails before a training checkpoint is
+    saved: a refused run (bad input found after the run settings or features were
+    written) removes what it added there, and the folder when it made it. A run that
+    saved a checkpoint, or whose loss diverged while training (its summaries tell how),
+    keeps its files. Remote folders (`gs://`) are left alone."""
+    if not folder or "://" in folder:
+        yield
+        return
+    existed = os.path.isdir(folder)
+    before = set(os.listdir(folder)) if existed else set()
+    state = _checkpoint_state(folder)
+    try:
+        yield
+    except Exception as error:
+        if (not isinstance(error, preemption.NonFiniteLoss)
+                and _checkpoint_state(folder) == state and os.path.isdir(folder)):
+            for name in set(os.listdir(folder)) - before:
+                path = os.path.join(folder, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+            if not existed:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+        raise
 
 
 def _execute_steps(task, context) -> Outcome:
@@ -75,6 +117,9 @@ def _execute_steps(task, context) -> Outcome:
     hook = best_checkpoint.training_evaluation(task, runner)  # refuses bad flags first
     if task.records_run_settings:
         context.check_run_settings(task.model_type, task.name, task.labels)
+    if options.do_train:  # continues output_dir's run only with its settings
+        run_config.check_continuation(options.output_dir, run_config.describe(task, context),
+                                      context.latest_checkpoint())
     if options.do_train or not os.path.exists(os.path.join(options.output_dir,
                                                            run_config.CONFIG_FILE)):
         if distribute.is_chief(context.strategy):  # an eval-only run keeps the trained one
