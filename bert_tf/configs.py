@@ -2,8 +2,11 @@
 
 import dataclasses
 import json
+import math
 import os
 from typing import Optional
+
+from absl import logging
 
 from bert_tf import fileio
 
@@ -22,6 +25,12 @@ _POSITIVE_INT_FIELDS = (
 )
 _PROBABILITY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
+
+# Keys of google-research's released configs (the Chinese and multilingual models') that
+# its BertConfig ignores: read with a note in the log. Other unknown keys are refused
+# (a misspelt field would silently take its default).
+IGNORED_KEYS = ("directionality", "pooler_fc_size", "pooler_num_attention_heads",
+                "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type")
 
 # Fields every bert_config.json must name: they fix the shapes of the weights.
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -82,13 +91,14 @@ class BertConfig:
                              f"{size!r}.")
         for name in _PROBABILITY_FIELDS:
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not 0.0 <= value < 1.0):
                 raise ValueError(f"`{name}` must be a number in [0, 1), got {value!r}.")
-        if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
-            raise ValueError(
-                f"`initializer_range` must be a positive number, "
-                f"got {self.initializer_range!r}."
-            )
+        value = self.initializer_range
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or value <= 0):
+            raise ValueError(f"`initializer_range` must be a finite positive number, "
+                             f"got {value!r}.")
         if self.hidden_act not in HIDDEN_ACTIVATIONS:
             raise ValueError(
                 f"unknown `hidden_act` {self.hidden_act!r}; "
@@ -123,11 +133,17 @@ class BertConfig:
             source: What to call the input in error messages (e.g. a file path).
 
         Raises:
-            ValueError: on unknown keys, a missing shape field or an invalid value.
+            ValueError: on unknown keys (but `IGNORED_KEYS`, logged), a missing shape
+                field or an invalid value.
         """
         if not isinstance(values, dict):
             raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}.")
         known = set(cls.field_names())
+        ignored = sorted(set(values) & set(IGNORED_KEYS))
+        if ignored:
+            logging.info("%s: ignoring %s (keys of google-research's released configs "
+                         "that its BertConfig does not use)", source, ", ".join(ignored))
+            values = {key: value for key, value in values.items() if key not in ignored}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(

@@ -139,7 +139,8 @@ def test_run_classifier_killed_then_rerun(tmp_path):
                 f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}",
                 "--do_train", "--do_eval", "--max_seq_length=12", "--train_batch_size=16",
                 "--learning_rate=2e-3", "--num_train_epochs=20", "--save_checkpoints_steps=8",
-                "--steps_per_loop=4", "--seed=1", "--dropout_rate=0"]
+                "--steps_per_loop=4", "--seed=1", "--dropout_rate=0",
+                "--allow_random_encoder"]
 
     seconds = _timed(command(tmp_path / "reference"))
     expected = (tmp_path / "reference" / "eval_results.txt").read_text().splitlines()

@@ -24,6 +24,9 @@ import json
 import os
 from typing import Optional
 
+import tensorflow as tf
+from absl import logging
+
 from bert_tf import fileio
 from bert_tf import options as options_lib
 from bert_tf.tasks import run_context
@@ -118,3 +121,112 @@ def same_model(saved: dict, model_type: str, task_name: str, labels) -> bool:
     return (bool(saved) and saved.get("model_type") == model_type
             and saved.get("task") == task_name and saved.get("labels") == labels)
 
+
+
+# The options that shape a run's checkpoint, input pipeline or schedule: a run continued
+# from output_dir's checkpoint must have them as the run that wrote it did (the model's
+# config, vocab, case, task and labels are compared too). Options that only say what
+# to evaluate, where to log or how often to save are not among them.
+CONTINUATION_OPTIONS = (
+    "max_seq_length", "train_batch_size", "gradient_accumulation_steps", "pack_sequences",
+    "max_sequences_per_row", "packing_window", "num_warmup_steps", "warmup_proportion", "learning_rate", "lr_schedule", "optimizer",
+    "weight_decay_rate", "adam_bias_correction", "mixed_precision", "seed",
+    "max_predictions_per_seq", "masked_lm_prob", "whole_word_masking", "dynamic_masking",
+    "max_ngram_size", "next_sentence", "doc_stride", "max_query_length", "is_regression",
+    "multi_label", "long_document", "head_initializer", "dropout_rate", "class_weights",
+    "version_2_with_negative", "min_score", "max_score", "negative_column", "loss",
+    "pooling", "normalize", "similarity_scale", "temperature", "generator_config_file",
+    "generator_hidden_size", "generator_layers", "gen_weight", "disc_weight")
+
+
+# The length of the run: a continued run may train for more (or fewer) steps. It goes on
+# from the step reached with the schedule of the new length (as the original's
+# Estimator did with a larger num_train_steps), which is logged.
+LENGTH_OPTIONS = ("num_train_steps", "num_train_epochs")
+
+
+def continuation_differences(saved: dict, config: dict) -> list:
+    """`(setting, saved value, new value)` for each setting of `config` (`describe`)
+    that a continued run must share with the run `saved` and does not."""
+    differ = []
+    for name in ("model_type", "task", "labels"):
+        if saved.get(name) is not None and saved.get(name) != config.get(name):
+            differ.append((name, saved.get(name), config.get(name)))
+    there, now = saved.get("model") or {}, config.get("model") or {}
+    differ += [(f"bert_config {key}", there.get(key), now.get(key))
+               for key in sorted(set(there) | set(now)) if there.get(key) != now.get(key)]
+    there, now = saved.get("vocab") or {}, config.get("vocab") or {}
+    if there.get("sha256") and now.get("sha256") and there["sha256"] != now["sha256"]:
+        differ.append(("vocab_file sha256", there["sha256"][:12], now["sha256"][:12]))
+    there, now = saved.get("options") or {}, config.get("options") or {}
+    differ += [(name, there[name], now[name]) for name in CONTINUATION_OPTIONS
+               if name in there and name in now and there[name] != now[name]]
+    return differ
+
+
+def check_continuation(output_dir: str, config: dict, checkpoint: Optional[str]) -> None:
+    """Refuses, before any work, to continue the run in `output_dir` with other settings.
+
+    A training run whose output_dir holds a checkpoint continues that run: every setting
+    that shapes the checkpoint, the input pipeline or the schedule
+    (`continuation_differences`) must be the one the run was started with, or the run
+    would mix two models, two data orders or two schedules (or fail on a shape).
+
+    Args:
+      output_dir: the run's folder.
+      config: this run's `describe`.
+      checkpoint: the checkpoint it would continue from (None: a fresh run, nothing
+        checked).
+
+    Raises:
+      ValueError: one line naming each setting, its saved value and the new one.
+    """
+    if checkpoint is None:
+        return
+    check_checkpoint_complete(checkpoint)
+    saved = read(output_dir)
+    if os.path.dirname(saved.get("path", "")) != os.path.normpath(output_dir):
+        return  # no config of this run (a folder of an older version: run_settings.json)
+    differ = continuation_differences(saved, json.loads(json.dumps(
+        config, default=fileio.json_default)))
+    there, now = saved.get("options") or {}, config.get("options") or {}
+    for name in LENGTH_OPTIONS:
+        if name in there and name in now and there[name] != now[name]:
+            logging.warning(
+                "Continuing the run in %s from %s with %s=%s (it was started with %s): "
+                "the step counter and the input position go on; the learning-rate "
+                "schedule (warm-up and decay) is the one of the new length, so the rate "
+                "from this step on is not the one the first run would have used",
+                output_dir, os.path.basename(checkpoint), name, now[name], there[name])
+    if differ:
+        listed = "; ".join(f"{name}: {there!r} there, {now!r} now"
+                           for name, there, now in differ)
+        raise ValueError(
+            f"output_dir {output_dir} holds a run at {os.path.basename(checkpoint)} that "
+            f"this one would continue, with other settings ({listed}): give the settings "
+            f"of {saved['path']} to continue it, or use a new output_dir "
+            f"(--init_checkpoint={output_dir} starts a new run from its weights)")
+
+
+def check_checkpoint_complete(prefix: str) -> None:
+    """Refuses a checkpoint whose files are damaged or truncated (a full disk, a copy cut
+    short) before a run restores it, instead of a restore failing with "IndexError: Read
+    less bytes than requested". Reads every tensor once (seconds for BERT-large with its
+    optimizer moments; the run resumes at most once per start).
+
+    Raises:
+      ValueError: naming the checkpoint and what to do.
+    """
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name, dtype in reader.get_variable_to_dtype_map().items():
+            if dtype.is_numpy_compatible:
+                reader.get_tensor(name)
+    except (tf.errors.OpError, RuntimeError, ValueError, IndexError) as error:
+        detail = str(error).strip().splitlines()[0][:120] if str(error).strip() else \
+            type(error).__name__
+        what = "truncated" if isinstance(error, IndexError) else "damaged"
+        raise ValueError(
+            f"checkpoint {prefix} is {what} ({detail}): remove its files (the run then "
+            "continues from the checkpoint before it, named in the folder's 'checkpoint' "
+            "file), or use a new output_dir") from None
