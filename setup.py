@@ -49,6 +49,11 @@ TFHUB_TEST_REQUIRES = ["tensorflow-hub>=0.16,<0.17", "tf-keras>=2.21,<2.22"]
 # interpreter (ai-edge-litert, ~60 MB; it leaves tensorflow and numpy as they are).
 LITERT_TEST_REQUIRES = ["ai-edge-litert>=2.1,<3"]
 
+# bert-export-model --export_format=onnx converts with tf2onnx (the ids signature to an
+# ONNX graph) and quantizes with onnxruntime; tests/test_export_onnx.py runs the files
+# in onnxruntime. tf2onnx 1.17 installs beside TensorFlow 2.21 and protobuf 6.
+ONNX_REQUIRES = ["tf2onnx>=1.17,<1.18", "onnx>=1.16", "onnxruntime>=1.20"]
+
 # Every command module defines `run_main()`; its console script is `bert-<module-name>`,
 # e.g. bert_tf/cli/run_squad.py -> bert-run-squad, data_prep/build_vocab.py ->
 # bert-build-vocab. The root scripts (run_squad.py, ...) are thin shims, not installed.
@@ -77,6 +82,7 @@ setuptools.setup(
     extras_require={"test": TEST_REQUIRES, "beam": BEAM_REQUIRES,
                     "chinese": CHINESE_REQUIRES, "keras-hub": KERAS_HUB_REQUIRES,
                     "huggingface-test": HUGGINGFACE_TEST_REQUIRES,
-                    "tfhub-test": TFHUB_TEST_REQUIRES, "litert-test": LITERT_TEST_REQUIRES},
+                    "tfhub-test": TFHUB_TEST_REQUIRES, "litert-test": LITERT_TEST_REQUIRES,
+                    "onnx": ONNX_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

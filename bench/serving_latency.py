@@ -1,55 +1,60 @@
-"""Serving latency and throughput on this CPU, in one run: the raw-text SavedModel of an
-MRPC-style classifier (`bert-export-model`, TF Serving's format), Hugging Face
-transformers' `pipeline("text-classification")` on the same weights, and the LiteRT
-float32 and int8 models (issue 29, deliverable 5).
+"""Serving latency and throughput on this CPU, every side timed in the same alternating
+rounds (ABBA) of one run: the SavedModel of an MRPC-style classifier (`bert-export-model`,
+TF Serving's format) through its raw-text and ids signatures, ONNX Runtime on the
+transformers export (the runtime people compare us with), ONNX Runtime on our own
+`--export_format=onnx` (float32 and int8), and optionally transformers' pipeline and
+the LiteRT models (issues 29 and 41).
 
-Full command (the transformers side needs a Python with torch and transformers):
-
-    .venv/bin/python bench/serving_latency.py --requests=200 --warmup=10 \
-        --batch_sizes=1,32 --reference_python=/work/venv-ref/bin/python
+    .venv/bin/python bench/serving_latency.py --rounds=20 --calls_per_round=5 \
+        --batch_sizes=1,32 --reference_python=.venv/bin/python
 
 Smoke test (the figures mean little):
 
-    .venv/bin/python bench/serving_latency.py --requests=5 --warmup=1 --batch_sizes=1,4 \
-        --reference_python=/work/venv-ref/bin/python
+    .venv/bin/python bench/serving_latency.py --rounds=2 --calls_per_round=2 \
+        --batch_sizes=1,4 --reference_python=.venv/bin/python
 
 The model: `BertClassifier` (2 classes) on ../shared/data/checkpoints/uncased_L-6_H-384_A-12,
 its head drawn at random from `--seed` (timing does not need a trained head). It is
-written once as a Hugging Face folder (`bert_tf.serving.huggingface`, what
-`--export_format=huggingface` writes), and that folder is the `--init_checkpoint` of the
-other exports, through the function behind `bert-export-model`
-(`export_checkpoint.export_from_checkpoint`): `--export_format=saved_model --text_pair`,
-`--export_format=litert` and `--export_format=litert --quantize=int8`, all
-`--max_seq_length=128`. So every side runs the very weights the pipeline loads.
+written once as a Hugging Face folder (what `--export_format=huggingface` writes), and
+that folder is the `--init_checkpoint` of the other exports, through the function behind
+`bert-export-model` (`export_checkpoint.export_from_checkpoint`): `saved_model
+--text_pair`, `onnx`, `onnx --quantize=int8` (and `litert`), all `--max_seq_length=128`.
+So every side runs the very weights transformers loads.
 
-Texts: the MRPC dev pairs (../shared/data/glue/MRPC/dev.tsv). Request i at batch size B
-sends the pairs i*B .. i*B+B-1, cycling; `--warmup` untimed calls first, then
-`--requests` calls each timed by wall clock (`time.perf_counter`), one after another.
-Sides:
+Texts: the MRPC dev pairs (../shared/data/glue/MRPC/dev.tsv); call i at batch size B
+sends the pairs i*B .. i*B+B-1, cycling. `--warmup` untimed calls a side first. Then
+`--rounds` rounds at each batch size: in each, every side makes `--calls_per_round`
+calls, each timed by wall clock (`time.perf_counter`), the sides in one order in even
+rounds and in the reverse order in odd ones (ABBA), so that the load of a shared machine
+falls on all of them alike. Sides (`--sides`):
 
-- SavedModel (raw text): `serving_default(text_a, text_b)` of `tf.saved_model.load`
-  (tensorflow_text imported, as TF Serving links it): tokenization inside the graph,
-  each batch padded to its longest row (at most 128); the call ends with the `labels`
-  as numpy.
-- SavedModel (ids): `serve_ids` on rows tokenized beforehand (tokenization not timed).
-- transformers pipeline: `bench/reference_serving_latency.py` in `--reference_python`,
-  timed the same way; its tokenizer (Rust) and post-processing into labels are inside
-  the call; a batch is padded to its longest row (`--reference_padding`); torch threads =
-  `os.cpu_count()` (`--reference_threads`). On a machine where other work runs, torch's
-  OpenMP threads wait on each other: at 2 threads on a busy 2 cores a batch-1 call took
-  2 to 25 times as long as at 1 thread (smoke, 2026-11-25).
-- LiteRT float32 / int8: `ai_edge_litert`'s interpreter (`--litert_threads`), batch 1
-  only (the model's row is [1, 128]). Timed twice: "ids" is one `invoke` of a row made
-  beforehand; "text" includes the app-side tokenization with `FullTokenizer` (pure
-  Python, as docs/export_litert.md's example) and packing into the row.
+- `saved_model_text`: `serving_default(text_a, text_b)` of `tf.saved_model.load`
+  (tensorflow_text imported, as TF Serving links it): WordPiece in the graph, each batch
+  computed up to its longest row (at most 128); the call ends with the labels as numpy.
+- `saved_model_ids`: `serve_ids` on rows tokenized beforehand, padded to 128 (not timed).
+- `ort_hf`, `ort_onnx`, `ort_onnx_int8`, `pipeline`: bench/reference_serving_latency.py,
+  a worker in `--reference_python` driven round by round (its docstring says what each
+  times: the folder's Rust tokenizer inside the call, a batch padded to its longest row).
+- `litert_float32`, `litert_int8` (batch 1 only, `ai-edge-litert`): one `invoke` of a
+  row tokenized and packed in the call by `FullTokenizer`.
+- `baseline_text`, `baseline_ids`: the two SavedModel sides on `--baseline_saved_model`,
+  the same weights exported by another commit (before / after in one run):
 
-Printed: a markdown table (p50 / p99 ms per call and sequences/s at each batch size, the
-folder's size on disk), the targets (SavedModel at least as fast as the pipeline at the
-smallest and largest batch size; int8 LiteRT at least 2x float32 at batch 1: printed,
-not asserted), and the outputs' check on the first `--check_texts` pairs (argmax equal
-and logits within 1e-3 between the SavedModel and transformers; LiteRT float32 against
-the SavedModel; int8's argmax). Also written to `<output_dir>/results.json`.
-Needs the `litert-test` extra (ai-edge-litert). Not part of the tests.
+      .venv/bin/python bench/serving_latency.py --output_dir=/tmp/sl --rounds=1 \
+          --sides=saved_model_text                      # writes /tmp/sl/huggingface
+      (in the other checkout) bert-export-model --export_format=saved_model \
+          --init_checkpoint=/tmp/sl/huggingface --model_type=classifier \
+          --label_names=0,1 --text_pair --export_dir=/tmp/sl/saved_model_before
+      .venv/bin/python bench/serving_latency.py --output_dir=/tmp/sl \
+          --baseline_saved_model=/tmp/sl/saved_model_before \
+          --sides=saved_model_text,saved_model_ids,baseline_text,baseline_ids
+
+Printed: a markdown table (p50 / p99 ms of all calls and sequences/s at each batch size,
+size on disk); for each comparison the median of its round ratios (the other side's
+median call over ours, in the same round) with their range; the issue's targets with
+those figures (printed, not asserted); and the outputs' check on the first
+`--check_texts` pairs against the SavedModel (argmax equal, logits within 1e-3; int8
+argmax only). All figures also go to `<output_dir>/results.json`.
 """
 
 import json
@@ -79,20 +84,51 @@ CHECKPOINT = os.path.join(SHARED, "checkpoints", "uncased_L-6_H-384_A-12")
 MRPC = os.path.join(SHARED, "glue", "MRPC")
 LABELS = ["0", "1"]
 LOGIT_TOLERANCE = 1e-3
+LOCAL_SIDES = ("saved_model_text", "saved_model_ids", "litert_float32", "litert_int8",
+               "baseline_text", "baseline_ids")
+REMOTE_SIDES = ("ort_hf", "ort_onnx", "ort_onnx_int8", "pipeline")
+# The export folder each side runs (the others: the folder of the side's own name).
+FOLDER_OF = {"saved_model_text": "saved_model", "saved_model_ids": "saved_model",
+             "ort_hf": "huggingface", "pipeline": "huggingface", "ort_onnx": "onnx",
+             "ort_onnx_int8": "onnx_int8", "baseline_text": "baseline",
+             "baseline_ids": "baseline"}
+# (name, faster side, slower side, least ratio slower / faster, batch sizes: all or 1)
+TARGETS = (
+    ("SavedModel (text) at least as fast as ONNX Runtime (HF export)", "saved_model_text",
+     "ort_hf", 1.0, "first"),
+    ("SavedModel (text) at least 1.1x ONNX Runtime (HF export)", "saved_model_text",
+     "ort_hf", 1.1, "last"),
+    ("--export_format=onnx no slower than the HF export, both on ONNX Runtime", "ort_onnx",
+     "ort_hf", 1.0, "all"),
+    ("int8 at least 1.8x float32 (--export_format=onnx on ONNX Runtime)", "ort_onnx_int8",
+     "ort_onnx", 1.8, "all"),
+    ("SavedModel (ids) against ONNX Runtime (HF export; tokenization outside ours)",
+     "saved_model_ids", "ort_hf", None, "all"),
+    ("SavedModel (text) against transformers' pipeline", "saved_model_text", "pipeline",
+     None, "all"),
+    ("LiteRT int8 at least 2x float32", "litert_int8", "litert_float32", 2.0, "first"),
+    ("serving_default against --baseline_saved_model's", "saved_model_text",
+     "baseline_text", None, "all"),
+    ("serve_ids against --baseline_saved_model's", "saved_model_ids", "baseline_ids", None,
+     "all"),
+)
 
-flags.DEFINE_integer("requests", 200, "Timed calls at each batch size, for every side.")
-flags.DEFINE_integer("warmup", 10, "Untimed calls before timing, at each batch size.")
-flags.DEFINE_list("batch_sizes", ["1", "32"], "Batch sizes (pairs a call) of the "
-                  "SavedModel and the pipeline; LiteRT runs batch 1.")
+flags.DEFINE_integer("rounds", 20, "Alternating rounds at each batch size.")
+flags.DEFINE_integer("calls_per_round", 5, "Timed calls of each side in a round.")
+flags.DEFINE_integer("warmup", 5, "Untimed calls of each side before the rounds.")
+flags.DEFINE_list("batch_sizes", ["1", "32"], "Batch sizes (pairs a call).")
+flags.DEFINE_list("sides", ["saved_model_text", "saved_model_ids", "ort_hf", "ort_onnx",
+                            "ort_onnx_int8"],
+                  f"Of {', '.join(LOCAL_SIDES + REMOTE_SIDES)}.")
 flags.DEFINE_string("output_dir", None, "Work folder for the exports and results.json "
                     "(default: a temporary one).")
-flags.DEFINE_string("reference_python", None, "A Python with torch and transformers for "
-                    "the pipeline side (default: that side is left out).")
-flags.DEFINE_enum("reference_padding", "longest", ["longest", "max_length"],
-                  "The pipeline's padding: longest (its own) or max_length (128, as the "
-                  "SavedModel's rows).")
-flags.DEFINE_integer("reference_threads", os.cpu_count(), "torch threads of the pipeline "
-                     "side (default: os.cpu_count()).")
+flags.DEFINE_string("baseline_saved_model", None, "A SavedModel of the same weights "
+                    "exported by another commit (from <output_dir>/huggingface, which "
+                    "every run writes alike): the sides baseline_text and baseline_ids.")
+flags.DEFINE_string("reference_python", None, "A Python with torch, transformers and "
+                    "onnxruntime for the ort_* and pipeline sides.")
+flags.DEFINE_integer("reference_threads", os.cpu_count(), "torch threads of `pipeline`.")
+flags.DEFINE_integer("ort_threads", 0, "ONNX Runtime intra-op threads (0: its default).")
 flags.DEFINE_integer("max_seq_length", 128, "Row length of every export.")
 flags.DEFINE_integer("check_texts", 8, "Pairs whose outputs are compared across sides.")
 flags.DEFINE_integer("seed", 1, "Seed of the random classifier head.")
@@ -100,32 +136,25 @@ flags.DEFINE_integer("litert_threads", os.cpu_count(), "LiteRT interpreter threa
 FLAGS = flags.FLAGS
 
 
-def import_interpreter():
-    """ai_edge_litert's Interpreter, or exit naming the extra."""
-    try:
-        # pylint: disable-next=import-outside-toplevel
-        from ai_edge_litert.interpreter import Interpreter
-    except ModuleNotFoundError:
-        sys.exit("serving_latency: ai-edge-litert is not installed: pip install -e "
-                 ".[litert-test]")
-    return Interpreter
-
-
-def export_all(work_dir):
-    """Exports one random-headed MRPC classifier to every format; {side: folder}."""
+def export_all(work_dir, sides):
+    """Exports one random-headed MRPC classifier to the formats `sides` need."""
     keras.utils.set_random_seed(FLAGS.seed)
     model = checkpoints.from_pretrained(BertClassifier, CHECKPOINT, num_classes=len(LABELS))
     folders = {"huggingface": huggingface.export_huggingface(
         model, os.path.join(work_dir, "huggingface"), os.path.join(CHECKPOINT, "vocab.txt"),
         do_lower_case=True, label_names=LABELS, overwrite=True)}
-    for name, export_format, quantize in (("saved_model", "saved_model", "none"),
-                                          ("litert_float32", "litert", "none"),
-                                          ("litert_int8", "litert", "int8")):
-        folders[name] = export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
-            export_format=export_format, quantize=quantize, model_type="classifier",
-            init_checkpoint=folders["huggingface"], label_names=LABELS, text_pair=True,
-            max_seq_length=FLAGS.max_seq_length, export_dir=os.path.join(work_dir, name),
-            overwrite=True))
+    wanted = [("saved_model", "saved_model", "none")]
+    wanted += [(name, fmt, quantize) for name, fmt, quantize in (
+        ("onnx", "onnx", "none"), ("onnx_int8", "onnx", "int8"),
+        ("litert_float32", "litert", "none"), ("litert_int8", "litert", "int8"))
+        if any(side.endswith(name) for side in sides)]
+    for name, export_format, quantize in wanted:
+        folders[name] = export_checkpoint.export_from_checkpoint(
+            export_checkpoint.ExportOptions(
+                export_format=export_format, quantize=quantize, model_type="classifier",
+                init_checkpoint=folders["huggingface"], label_names=LABELS, text_pair=True,
+                max_seq_length=FLAGS.max_seq_length, export_dir=os.path.join(work_dir, name),
+                overwrite=True))
     return folders
 
 
@@ -139,23 +168,6 @@ def dev_pairs():
     """[(text_a, text_b)] of the MRPC dev set."""
     examples = classification_data.get_processor("MRPC").get_examples(MRPC, "dev")
     return [(example.text_a, example.text_b) for example in examples]
-
-
-def batch_of(pairs, batch_size, call):
-    """The pairs of request `call` at `batch_size`, cycling over `pairs`."""
-    return [pairs[(call * batch_size + row) % len(pairs)] for row in range(batch_size)]
-
-
-def time_calls(run_call, requests, warmup):
-    """Latencies (ms) of `run_call(i)` for i < requests, after `warmup` untimed calls."""
-    for call in range(warmup):
-        run_call(call % requests)
-    latencies = []
-    for call in range(requests):
-        started = time.perf_counter()
-        run_call(call)
-        latencies.append(1000 * (time.perf_counter() - started))
-    return latencies
 
 
 class PairRows:
@@ -175,78 +187,119 @@ class PairRows:
                 for name, values in zip(("input_ids", "input_mask", "segment_ids"), inputs)}
 
 
-def time_saved_model(folder, pairs, rows, batch_sizes):
-    """{side: {batch size: latencies}} of the raw-text and ids signatures, and the
-    raw-text logits of the first --check_texts pairs."""
+def saved_model_calls(folder, rows):
+    """(raw-text call, ids call) of the SavedModel in `folder`: batch of pairs -> logits;
+    `rows`: pair -> its ids, tokenized beforehand."""
     loaded = tf.saved_model.load(folder)
     text_fn, ids_fn = loaded.signatures["serving_default"], loaded.signatures["serve_ids"]
 
     def text_call(batch):
         outputs = text_fn(text_a=tf.constant([a for a, _ in batch]),
                           text_b=tf.constant([b for _, b in batch]))
-        return outputs["labels"].numpy(), outputs["logits"].numpy()
+        outputs["labels"].numpy()
+        return outputs["logits"].numpy()
 
-    def ids_call(batch_rows):
-        inputs = {name: tf.constant(np.concatenate([row[name] for row in batch_rows]))
-                  for name in batch_rows[0]}
+    def ids_call(batch):
+        inputs = {name: tf.constant(np.concatenate([rows[pair][name] for pair in batch]))
+                  for name in ("input_ids", "input_mask", "segment_ids")}
         return ids_fn(**inputs)["logits"].numpy()
 
-    times = {"SavedModel, raw text": {}, "SavedModel serve_ids, ids": {}}
-    for size in batch_sizes:
-        times["SavedModel, raw text"][size] = time_calls(
-            lambda call, size=size: text_call(batch_of(pairs, size, call)),
-            FLAGS.requests, FLAGS.warmup)
-        times["SavedModel serve_ids, ids"][size] = time_calls(
-            lambda call, size=size: ids_call(batch_of(rows, size, call)),
-            FLAGS.requests, FLAGS.warmup)
-    return times, text_call(pairs[:FLAGS.check_texts])[1]
+    return text_call, ids_call
 
 
-def time_litert(folder, name, pairs, rows, pair_rows):
-    """{side: {1: latencies}} of one .tflite, ids and text, and its check logits."""
-    interpreter = import_interpreter()(model_path=os.path.join(folder, "model.tflite"),
-                                       num_threads=FLAGS.litert_threads)
-    runner = interpreter.get_signature_runner("serving_default")
-    times = {
-        f"LiteRT {name}, ids": {1: time_calls(
-            lambda call: runner(**rows[call % len(rows)]), FLAGS.requests, FLAGS.warmup)},
-        f"LiteRT {name}, text (FullTokenizer)": {1: time_calls(
-            lambda call: runner(**pair_rows(*pairs[call % len(pairs)])),
-            FLAGS.requests, FLAGS.warmup)}}
-    logits = np.concatenate([runner(**row)["logits"] for row in rows[:FLAGS.check_texts]])
-    return times, logits
+def local_sides(folders, pairs, names):
+    """{side: call(pairs) -> logits [B, C]} of the sides that run in this process."""
+    pair_rows = PairRows(os.path.join(folders["saved_model"], "assets", "vocab.txt"),
+                         FLAGS.max_seq_length)
+    rows = {pair: pair_rows(*pair) for pair in pairs}  # tokenized beforehand
+    sides = dict(zip(("saved_model_text", "saved_model_ids"),
+                     saved_model_calls(folders["saved_model"], rows)))
+    if FLAGS.baseline_saved_model:
+        sides.update(zip(("baseline_text", "baseline_ids"),
+                         saved_model_calls(FLAGS.baseline_saved_model, rows)))
+    for name in ("litert_float32", "litert_int8"):
+        if name in names:
+            # pylint: disable-next=import-outside-toplevel
+            from ai_edge_litert.interpreter import Interpreter
+            runner = Interpreter(model_path=os.path.join(folders[name], "model.tflite"),
+                                 num_threads=FLAGS.litert_threads).get_signature_runner()
+            sides[name] = lambda batch, runner=runner: runner(**pair_rows(*batch[0]))["logits"]
+    return {name: side for name, side in sides.items() if name in names}
 
 
-def time_reference(folder, pairs, work_dir, batch_sizes):
-    """{side: {batch size: latencies}} and check logits of the transformers pipeline,
-    run by bench/reference_serving_latency.py in --reference_python."""
-    texts_file, output = (os.path.join(work_dir, name)
-                          for name in ("texts.json", "reference.json"))
-    with open(texts_file, "w", encoding="utf-8") as file:
-        json.dump(pairs, file)
-    command = [FLAGS.reference_python, os.path.join(REPO, "bench",
-                                                    "reference_serving_latency.py"),
-               f"--model_dir={folder}", f"--texts_file={texts_file}", f"--output={output}",
-               f"--batch_sizes={','.join(map(str, batch_sizes))}",
-               f"--requests={FLAGS.requests}", f"--warmup={FLAGS.warmup}",
-               f"--check_texts={FLAGS.check_texts}",
-               f"--max_seq_length={FLAGS.max_seq_length}",
-               f"--padding={FLAGS.reference_padding}",
-               f"--threads={FLAGS.reference_threads}"]
-    subprocess.run(command, check=True)
-    with open(output, encoding="utf-8") as file:
-        result = json.load(file)
-    side = f"transformers pipeline ({result['transformers']}, torch {result['torch']}, " \
-           f"{result['torch_threads']} threads)"
-    times = {side: {int(size): values for size, values in result["latencies_ms"].items()}}
-    return times, np.asarray(result["check_logits"]), side
+class Worker:
+    """bench/reference_serving_latency.py in --reference_python, one request a line."""
+
+    def __init__(self, folders, texts_file, work_dir, names):
+        command = [FLAGS.reference_python,
+                   os.path.join(REPO, "bench", "reference_serving_latency.py"),
+                   f"--model_dir={folders['huggingface']}", f"--texts_file={texts_file}",
+                   f"--work_dir={work_dir}", f"--sides={','.join(names)}",
+                   f"--max_seq_length={FLAGS.max_seq_length}",
+                   f"--threads={FLAGS.reference_threads}", f"--ort_threads={FLAGS.ort_threads}"]
+        command += [f"--{key}_dir={folders[key]}" for key in ("onnx", "onnx_int8")
+                    if key in folders]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        self.ask(None)  # waits for {"ready": ...}
+
+    def ask(self, request):
+        if request is not None:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("bench/reference_serving_latency.py ended without an answer "
+                               "(see its messages above)")
+        return json.loads(line)
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
 
 
-def summary(latencies, batch_size):
-    """(p50 ms, p99 ms, sequences/s) of one side at one batch size."""
-    latencies = np.asarray(latencies)
+def time_side(side, worker, local, pairs, size, calls):
+    """Latencies (ms) of `side` making `calls` at batch `size`."""
+    if side not in local:
+        return worker.ask({"side": side, "batch_size": size, "calls": calls})["latencies_ms"]
+    latencies = []
+    for call in calls:
+        batch = [pairs[(call * size + row) % len(pairs)] for row in range(size)]
+        started = time.perf_counter()
+        local[side](batch)
+        latencies.append(1000 * (time.perf_counter() - started))
+    return latencies
+
+
+def run_rounds(names, worker, local, pairs, size):
+    """{side: [per-round lists of latencies]} at batch `size` (module docstring)."""
+    names = [name for name in names if size == 1 or not name.startswith("litert")]
+    for side in names:
+        time_side(side, worker, local, pairs, size, list(range(FLAGS.warmup)))
+    rounds = {side: [] for side in names}
+    per = FLAGS.calls_per_round
+    for number in range(FLAGS.rounds):
+        order = names if number % 2 == 0 else names[::-1]
+        calls = [FLAGS.warmup + number * per + call for call in range(per)]
+        for side in order:
+            rounds[side].append(time_side(side, worker, local, pairs, size, calls))
+    return rounds
+
+
+def summary(rounds, batch_size):
+    """(p50 ms, p99 ms, sequences/s) of all the calls of one side at one batch size."""
+    latencies = np.concatenate(rounds)
     return (np.percentile(latencies, 50), np.percentile(latencies, 99),
             batch_size * len(latencies) / (latencies.sum() / 1000))
+
+
+def round_ratios(times, fast, slow, size):
+    """Per round: slow side's median call over the fast side's; None without both."""
+    by_size = {side: by.get(size) for side, by in times.items()}
+    if by_size.get(fast) is None or by_size.get(slow) is None:
+        return None
+    return np.array([np.median(s) / np.median(f)
+                     for f, s in zip(by_size[fast], by_size[slow])])
 
 
 def print_table(times, sizes, batch_sizes):
@@ -258,98 +311,97 @@ def print_table(times, sizes, batch_sizes):
     for side, by_size in times.items():
         cells = []
         for size in batch_sizes:
-            if size in by_size:
-                p50, p99, rate = summary(by_size[size], size)
-                cells += [f"{p50:.1f}", f"{p99:.1f}", f"{rate:.1f}"]
-            else:
-                cells += ["-"] * 3
+            cells += ([f"{value:.1f}" for value in summary(by_size[size], size)]
+                      if size in by_size else ["-"] * 3)
         print(f"| {side} | {sizes.get(side, '')} | {' | '.join(cells)} |")
 
 
-def print_targets(times, reference_side, batch_sizes):
-    """The issue's targets, printed with their figures (not asserted)."""
-    ours = times["SavedModel, raw text"]
-    if reference_side:
-        theirs = times[reference_side]
-        small, large = batch_sizes[0], batch_sizes[-1]
-        ours_p50, theirs_p50 = summary(ours[small], small)[0], summary(theirs[small], small)[0]
-        ours_rate, theirs_rate = summary(ours[large], large)[2], summary(theirs[large], large)[2]
-        print(f"target SavedModel >= pipeline at batch {small}: p50 {ours_p50:.1f} ms "
-              f"against {theirs_p50:.1f} ms ({theirs_p50 / ours_p50:.2f}x): "
-              f"{'met' if ours_p50 <= theirs_p50 else 'NOT met'}")
-        print(f"target SavedModel >= pipeline at batch {large}: {ours_rate:.1f} against "
-              f"{theirs_rate:.1f} seq/s ({ours_rate / theirs_rate:.2f}x): "
-              f"{'met' if ours_rate >= theirs_rate else 'NOT met'}")
-    for kind in ("ids", "text (FullTokenizer)"):
-        fp32 = summary(times[f"LiteRT float32, {kind}"][1], 1)[0]
-        int8 = summary(times[f"LiteRT int8, {kind}"][1], 1)[0]
-        print(f"target int8 >= 2x float32 (LiteRT, batch 1, {kind}): p50 {int8:.1f} against "
-              f"{fp32:.1f} ms ({fp32 / int8:.2f}x): {'met' if fp32 >= 2 * int8 else 'NOT met'}")
+def print_targets(times, batch_sizes):
+    """Each comparison's median round ratio and range, and the targets (not asserted)."""
+    results = []
+    for name, fast, slow, least, which in TARGETS:
+        chosen = {"first": batch_sizes[:1], "last": batch_sizes[-1:]}.get(which, batch_sizes)
+        for size in chosen:
+            ratios = round_ratios(times, fast, slow, size)
+            if ratios is None:
+                continue
+            median = float(np.median(ratios))
+            verdict = "" if least is None else (
+                f": target {least}x {'met' if median >= least else 'NOT met'}")
+            print(f"{name}, batch {size}: {slow} / {fast} = {median:.2f}x (rounds "
+                  f"{ratios.min():.2f}x to {ratios.max():.2f}x){verdict}")
+            results.append({"comparison": name, "batch_size": size, "median": median,
+                            "low": float(ratios.min()), "high": float(ratios.max()),
+                            "target": least})
+    return results
 
 
 def check_outputs(logits):
-    """Prints the outputs' agreement with the SavedModel's raw-text logits; returns it."""
-    ours = logits["SavedModel, raw text"]
-    margin = float(np.abs(ours[:, 0] - ours[:, 1]).min())  # the random head's smallest
+    """Prints each side's agreement with the SavedModel's raw-text logits; returns it."""
+    ours = logits["saved_model_text"]
     checks = {}
     for side, other in logits.items():
-        if side == "SavedModel, raw text":
+        if side == "saved_model_text":
             continue
+        other = np.asarray(other)
         agree = int(np.sum(np.argmax(ours, 1) == np.argmax(other, 1)))
         largest = float(np.abs(ours - other).max())
         checks[side] = {"argmax_equal": agree, "pairs": len(ours),
                         "largest_logit_difference": largest}
-        verdict = ("int8 is approximate: not checked" if "int8" in side else
+        verdict = ("int8 is approximate: argmax only" if "int8" in side else
                    "OK" if agree == len(ours) and largest <= LOGIT_TOLERANCE else
                    f"FAILED (expected every argmax equal, logits within {LOGIT_TOLERANCE})")
         print(f"check, {side} against the SavedModel: argmax equal on {agree} of "
               f"{len(ours)} pairs, largest logit difference {largest:.2e}: {verdict}")
-    print(f"(the SavedModel's smallest margin between the two logits there: {margin:.2e})")
     return checks
 
 
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    import_interpreter()  # fail before any work
+    names = list(FLAGS.sides)
+    unknown = sorted(set(names) - set(LOCAL_SIDES + REMOTE_SIDES))
+    remote = [name for name in names if name in REMOTE_SIDES]
+    if unknown or (remote and not FLAGS.reference_python):
+        sys.exit(f"serving_latency: unknown sides {unknown}" if unknown else
+                 f"serving_latency: sides {remote} need --reference_python")
     batch_sizes = [int(size) for size in FLAGS.batch_sizes]
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="serving_latency_")
     os.makedirs(work_dir, exist_ok=True)
-    folders = export_all(work_dir)
-    pairs = dev_pairs()
-    pair_rows = PairRows(os.path.join(folders["saved_model"], "assets", "vocab.txt"),
-                         FLAGS.max_seq_length)
-    rows = [pair_rows(*pair) for pair in pairs]
-    times, logits = {}, {}
-    side_times, logits["SavedModel, raw text"] = time_saved_model(
-        folders["saved_model"], pairs, rows, batch_sizes)
-    times.update(side_times)
-    sizes = {side: f"{folder_size(folders['saved_model']) / 1e6:.1f} MB"
-             for side in side_times}
-    for name in ("float32", "int8"):
-        side_times, logits[f"LiteRT {name}"] = time_litert(
-            folders[f"litert_{name}"], name, pairs, rows, pair_rows)
-        times.update(side_times)
-        sizes.update({side: f"{folder_size(folders[f'litert_{name}']) / 1e6:.1f} MB"
-                      for side in side_times})
-    reference_side = None
-    if FLAGS.reference_python:
-        side_times, logits["transformers pipeline"], reference_side = time_reference(
-            folders["huggingface"], pairs, work_dir, batch_sizes)
-        times.update(side_times)
-        sizes[reference_side] = f"{folder_size(folders['huggingface']) / 1e6:.1f} MB"
+    folders = export_all(work_dir, names)
+    pairs = [tuple(pair) for pair in dev_pairs()]
+    local = local_sides(folders, pairs, names)
+    texts_file = os.path.join(work_dir, "texts.json")
+    with open(texts_file, "w", encoding="utf-8") as file:
+        json.dump(pairs, file)
+    worker = Worker(folders, texts_file, work_dir, remote) if remote else None
+    times = {name: {} for name in names}
+    for size in batch_sizes:
+        for side, rounds in run_rounds(names, worker, local, pairs, size).items():
+            times[side][size] = rounds
+    check = {name: np.concatenate([side([pair]) for pair in pairs[:FLAGS.check_texts]])
+             for name, side in local.items()}
+    if worker:
+        check.update(worker.ask({"check": FLAGS.check_texts})["logits"])
+        versions = worker.ask({"versions": True})
+        worker.close()
+    else:
+        versions = {}
+    folders["baseline"] = FLAGS.baseline_saved_model
+    sizes = {side: f"{folder_size(folders[FOLDER_OF.get(side, side)]) / 1e6:.1f} MB"
+             for side in names}
     print(f"\nServing latency: MRPC dev pairs, max_seq_length {FLAGS.max_seq_length}, "
-          f"{FLAGS.requests} timed calls a batch size after {FLAGS.warmup} warm-up, "
-          f"{os.cpu_count()} CPU cores, TensorFlow {tf.__version__}, LiteRT threads "
-          f"{FLAGS.litert_threads}; exports in {work_dir}")
+          f"{FLAGS.rounds} alternating rounds of {FLAGS.calls_per_round} calls a side, "
+          f"{os.cpu_count()} CPU cores, TensorFlow {tf.__version__}, {versions}; exports "
+          f"in {work_dir}")
     print_table(times, sizes, batch_sizes)
-    print_targets(times, reference_side, batch_sizes)
-    checks = check_outputs(logits)
+    targets = print_targets(times, batch_sizes)
+    checks = check_outputs(check)
     with open(os.path.join(work_dir, "results.json"), "w", encoding="utf-8") as file:
-        json.dump({"latencies_ms": {side: {str(size): values for size, values in by.items()}
+        json.dump({"latencies_ms": {side: {str(size): rounds for size, rounds in by.items()}
                                     for side, by in times.items()},
-                   "sizes": sizes, "checks": checks, "flags": FLAGS.flag_values_dict()},
-                  file, indent=1)
+                   "targets": targets, "sizes": sizes, "checks": checks,
+                   "versions": versions, "flags": FLAGS.flag_values_dict()}, file, indent=1)
 
 
 if __name__ == "__main__":

@@ -208,9 +208,9 @@ class ShapeRecordingModule(export.ServingModule):
         super().__init__(*args)
         self.last_length = tf.Variable(0, dtype=tf.int32, trainable=False)
 
-    def logits(self, features):
+    def run_model(self, features):
         self.last_length.assign(tf.shape(features["input_ids"])[1])
-        return super().logits(features)
+        return super().run_model(features)
 
 
 @pytest.mark.parametrize("doc_stride", [None, 4])

@@ -189,8 +189,8 @@ def test_toy_formats_follow_its_registration(toy_type, vocab):
     huggingface.check_model_class(ToyScorer)
     with pytest.raises(ValueError, match=r"a ToyScorer cannot be exported as a keras-hub "
                                          r"preset: keras-hub has no toy scorer\. Export it "
-                                         r"with export_format=saved_model, huggingface or "
-                                         r"litert"):
+                                         r"with export_format=saved_model, huggingface, "
+                                         r"litert or onnx"):
         keras_hub.check_model_class(ToyScorer)
     with pytest.raises(ValueError, match=r"a ToyScorer cannot be exported as a TF Hub"):
         tfhub.check_model_class(ToyScorer)
@@ -255,8 +255,8 @@ def test_a_type_is_registered_once(toy_type):
                                     saved_model=export_toy))
     with pytest.raises(ValueError, match=r"supports litert without what the format needs"):
         ModelType(name="x", model_class=ToyScorer, formats=("litert",))
-    with pytest.raises(ValueError, match=r"unknown export formats \['onnx'\]"):
-        ModelType(name="x", model_class=ToyScorer, formats=(), refused={"onnx": "no"})
+    with pytest.raises(ValueError, match=r"unknown export formats \['coreml'\]"):
+        ModelType(name="x", model_class=ToyScorer, formats=(), refused={"coreml": "no"})
 
 
 def test_an_unregistered_model_is_told_how_to_register(vocab, tmp_path):

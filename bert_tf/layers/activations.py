@@ -1,14 +1,36 @@
 """Hidden activations named as in `bert_config.json` (`hidden_act`)."""
 
+import contextlib
+import contextvars
+
 import tensorflow as tf
+
+# Set while tracing for a converter whose target has no Erfc op (`erf_gelu`).
+_ERF_GELU = contextvars.ContextVar("erf_gelu", default=False)
+_SQRT_HALF = 0.7071067811865476
 
 
 def gelu(x):
-    """Exact GELU, x * Phi(x) with the erf form; what the released checkpoints used.
+    """Exact GELU, x * Phi(x); what the released checkpoints used.
 
-    `tf.nn.gelu` is the form TensorFlow's CPU graph optimizer fuses into the matmul.
+    `tf.nn.gelu` (0.5 x erfc(-x / sqrt 2)) is the form TensorFlow's CPU graph optimizer
+    fuses into the matmul; inside `erf_gelu()` the same function is traced as
+    0.5 x (1 + erf(x / sqrt 2)), equal to float32 rounding.
     """
+    if _ERF_GELU.get():
+        return 0.5 * x * (1.0 + tf.math.erf(x * tf.cast(_SQRT_HALF, x.dtype)))
     return tf.nn.gelu(x, approximate=False)
+
+
+@contextlib.contextmanager
+def erf_gelu():
+    """Within it, `gelu` is traced with `Erf` instead of `Erfc` (ONNX has an Erf op and
+    no Erfc; ONNX Runtime fuses the erf pattern into one Gelu)."""
+    token = _ERF_GELU.set(True)
+    try:
+        yield
+    finally:
+        _ERF_GELU.reset(token)
 
 
 def gelu_tanh(x):

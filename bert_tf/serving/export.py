@@ -188,16 +188,45 @@ class ServingModule(tf.Module):
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="bert_serving")
         object.__setattr__(self, "model", model)  # untracked
-        self.output_names = registry.for_model(model).outputs
+        entry = registry.for_model(model)
+        self.output_names = entry.outputs
+        self.sequence_outputs = entry.sequence_outputs
         self.model_variables = [tf_variable(variable) for variable in model.variables]
         self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
+        config = model.config
+        self.id_ranges = (config.vocab_size, config.type_vocab_size)
 
-    def logits(self, features):
+    def logits(self, features, trim=True, check_ids=True):
         """The model's raw outputs (float32), dropout off: those its model type serves
-        (`ModelType.outputs`)."""
-        outputs = self.model(features, training=False)
-        return {name: tf.cast(outputs[name], tf.float32) for name in self.output_names}
+        (`ModelType.outputs`).
+
+        Args:
+            features: int `input_ids`, `input_mask`, `segment_ids` [..., S].
+            trim: Compute only up to the batch's longest row (its last nonzero
+                `input_mask` position): padding is masked out of attention, so the
+                outputs are those of the padded rows; the type's `sequence_outputs`
+                are padded back to S with 0.
+            check_ids: Fail (when run) on `input_ids` or `segment_ids` outside the
+                model's vocab (`signatures.check_ids`), naming the input.
+        """
+        if check_ids:
+            features = sig.check_ids(features, *self.id_ranges)
+        ids = features["input_ids"]
+        length = ids.shape[-1] or tf.shape(ids)[-1]  # static when the signature fixes it
+        position_axis = ids.shape.rank - 1
+        if trim:
+            features = sig.trim_inputs(features, sig.longest_row(features["input_mask"]))
+        outputs = self.run_model(features)
+        result = {name: tf.cast(outputs[name], tf.float32) for name in self.output_names}
+        if trim:
+            result.update((name, sig.pad_positions(result[name], length, position_axis))
+                          for name in self.sequence_outputs)
+        return result
+
+    def run_model(self, features):
+        """The model's outputs on `features` as `logits` gives them (trimmed, checked)."""
+        return self.model(features, training=False)
 
 
 def export_signatures(model, vocab_file, do_lower_case, max_seq_length, export_dir,

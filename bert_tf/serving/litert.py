@@ -41,20 +41,28 @@ from bert_tf.text.vocab import SPECIAL_TOKENS, VocabFile
 
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.tflite", "litert_config.json", "vocab.txt"
 QUANTIZATIONS = ("none", "int8")
-def check_model_class(model_cls, doc_stride=None):
-    """Raises ValueError, with the reason, for a model a .tflite of ids cannot hold."""
-    reason = registry.refusal(model_cls, "litert")
+def check_ids_model_class(model_cls, export_format, runtime, doc_stride=None):
+    """Raises ValueError, with the reason, for a model that a file of token ids in
+    (`export_format`: litert, onnx; `runtime`: "LiteRT", "ONNX") cannot hold: a refused
+    model type, or a classifier of long documents (`doc_stride`)."""
+    title = f"{'an' if runtime[0] in 'AEIOU' else 'a'} {runtime} model"
+    reason = registry.refusal(model_cls, export_format)
     if reason is not None:
-        takes = ", ".join(cls.__name__ for cls in registry.classes_for("litert"))
-        raise ValueError(f"a {model_cls.__name__} cannot be exported as a LiteRT model: "
-                         f"{reason or 'LiteRT exports hold a ' + takes}")
+        takes = ", ".join(cls.__name__ for cls in registry.classes_for(export_format))
+        raise ValueError(f"a {model_cls.__name__} cannot be exported as {title}: "
+                         f"{reason or runtime + ' exports hold a ' + takes}")
     if doc_stride is not None:
-        raise ValueError("a classifier of long documents (doc_stride) cannot be exported "
-                         "as a LiteRT model: its windows are cut from the raw text inside "
-                         "the graph, and the tokenizer's tensorflow-text ops are not "
-                         "LiteRT ops. Export it without doc_stride (one window of "
+        raise ValueError(f"a classifier of long documents (doc_stride) cannot be exported "
+                         f"as {title}: its windows are cut from the raw text inside "
+                         f"the graph (tensorflow-text ops), and {title} takes token ids. "
+                         "Export it without doc_stride (one window of "
                          "max_seq_length ids; the app cuts the windows and pools their "
                          "logits) or with export_format=saved_model")
+
+
+def check_model_class(model_cls, doc_stride=None):
+    """`check_ids_model_class` for a .tflite."""
+    check_ids_model_class(model_cls, "litert", "LiteRT", doc_stride)
 
 
 def check_quantize(quantize):
@@ -70,8 +78,8 @@ def ids_function(module, max_seq_length):
     spec = {name: tf.TensorSpec([1, max_seq_length], tf.int32, name) for name in INPUT_NAMES}
 
     @tf.function(autograph=False, input_signature=[spec])
-    def serve_ids(features):
-        return module.logits(features)
+    def serve_ids(features):  # one fixed row: no trimming, no in-graph checks
+        return module.logits(features, trim=False, check_ids=False)
 
     return serve_ids.get_concrete_function()
 

@@ -54,6 +54,7 @@ registry.register(ModelType(
     name="encoder", model_class=BertEncoder,
     formats=("saved_model", "huggingface", "keras_hub", "tfhub", "litert"),
     saved_model=export.export_encoder, outputs=("pooled_output", "sequence_output"),
+    sequence_outputs=("sequence_output",),
     hf_architecture="BertModel", litert_layout="[CLS] text_a [SEP] (text_b [SEP])"))
 
 registry.register(ModelType(
@@ -82,7 +83,7 @@ registry.register(ModelType(
     name="token_classifier", model_class=BertTokenClassifier, aliases=("ner",),
     formats=("saved_model", "huggingface", "litert"),
     refused={"keras_hub": "keras-hub has no BERT token-classification task"},
-    saved_model=export.export_token_classifier, labelled=True,
+    saved_model=export.export_token_classifier, labelled=True, sequence_outputs=("logits",),
     hf_architecture="BertForTokenClassification",
     litert_layout="[CLS] the words' pieces [SEP]; a word's tag is read at its first piece"))
 
@@ -92,7 +93,8 @@ registry.register(ModelType(
     refused={"keras_hub": "keras-hub has no BERT question-answering task"},
     saved_model=export.export_span_labeler,
     signature_options=("max_query_length", "max_answer_length"),
-    outputs=("start_logits", "end_logits"), hf_architecture="BertForQuestionAnswering",
+    outputs=("start_logits", "end_logits"), sequence_outputs=("start_logits", "end_logits"),
+    hf_architecture="BertForQuestionAnswering",
     litert_layout="[CLS] question [SEP] context [SEP] (question cut to max_query_length "
                   "pieces), segment_ids 1 on the context; an answer is the best start <= "
                   "end span of context positions"))

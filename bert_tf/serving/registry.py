@@ -28,8 +28,12 @@ from typing import Callable, Mapping, Optional, Union
 # Every export format of bert-export-model, in --export_format's order.
 # sentence_transformers: a sentence-transformers folder (modules.json, pooling beside a
 # transformers BertModel), of a sentence encoder (bert_tf.tasks.sentence_embeddings).
+# onnx: converted from the ids signature (`bert_tf.serving.onnx_export`), so every type
+# with a SavedModel exporter has it unless its record refuses it (`ModelType.supports`).
 FORMATS = ("saved_model", "huggingface", "keras_hub", "tfhub", "litert",
-           "sentence_transformers")
+           "sentence_transformers", "onnx")
+# Formats that a type has without naming them: format -> the format it comes from.
+DERIVED_FORMATS = {"onnx": "saved_model"}
 # How a class of one's own becomes a model type.
 HOW_TO_REGISTER = ("describe it once with bert_tf.serving.registry.register(ModelType("
                    "name=..., model_class=...)); bert_tf/serving/model_types.py registers "
@@ -55,7 +59,12 @@ class ModelType:
         signature_options: Keyword arguments of `saved_model` that bert-export-model
             fills from its options of the same name.
         outputs: The model outputs that its ids signatures (`serve_ids`,
-            `serve_examples`, LiteRT) return, as float32, in this order.
+            `serve_examples`, LiteRT, ONNX) return, as float32, in this order.
+        sequence_outputs: Those of `outputs` with a position axis (after the batch
+            axes): the signatures compute only up to the batch's longest row and pad
+            these back to the input's length with 0.
+        ids_rank: The rank of its ids signature's inputs: 2 for [batch, sequence], 3 for
+            [batch, choices, sequence] (multiple choice).
         labelled: The head has one output per label (classes or tags): its
             `num_classes` is the number of label names, and exports name them.
         hf_architecture: The transformers class of a Hugging Face export, or a function
@@ -81,6 +90,8 @@ class ModelType:
     saved_model: Optional[Callable] = None
     signature_options: tuple = ()
     outputs: tuple = ("logits",)
+    sequence_outputs: tuple = ()
+    ids_rank: int = 2
     labelled: bool = False
     hf_architecture: Union[str, Callable, None] = None
     hf_problem_type: bool = False
@@ -102,6 +113,13 @@ class ModelType:
             if export_format in self.formats and needs is None:
                 raise ValueError(f"model type {self.name!r} supports {export_format} "
                                  "without what the format needs (see ModelType)")
+
+    def supports(self, export_format):
+        """Whether this type exports to `export_format`: named in `formats`, or derived
+        from one that is (`DERIVED_FORMATS`) and not refused."""
+        source = DERIVED_FORMATS.get(export_format)
+        return export_format in self.formats or (
+            source in self.formats and export_format not in self.refused)
 
     @property
     def spellings(self):
@@ -202,20 +220,21 @@ def refusal(model_cls, export_format):
     entry = find(model_cls)
     if entry is None:
         return ""
-    if export_format in entry.formats:
+    if entry.supports(export_format):
         return None
     return entry.refused.get(export_format, "")
 
 
 def classes_for(export_format):
     """The model classes whose types export to `export_format`, in registration order."""
-    return [entry.model_class for entry in types() if export_format in entry.formats]
+    return [entry.model_class for entry in types() if entry.supports(export_format)]
 
 
 def other_formats(model_cls, export_format):
     """The formats besides `export_format` that `model_cls`'s type exports to, in words
     ("saved_model or huggingface"); "saved_model" for a class without a type."""
     entry = find(model_cls)
-    others = [name for name in (entry.formats if entry else ("saved_model",))
-              if name != export_format]
+    formats = [name for name in FORMATS if entry.supports(name)] if entry else [
+        "saved_model"]
+    others = [name for name in formats if name != export_format]
     return " or ".join(filter(None, [", ".join(others[:-1]), others[-1]])) if others else ""

@@ -3,14 +3,14 @@ SavedModel exporter (`bert_tf.serving.export`) puts beside `serve_ids` and
 `serve_examples` (the inputs and outputs are listed in that module's docstring).
 
 Each builder takes the `export.ServingModule` (`tokenizer`, `max_seq_length`,
-`logits(features)`) and returns a concrete function; a new model type writes its own
+`logits(features)`, which computes up to the batch's longest row) and returns a concrete
+function (ids from the tokenizer are in the vocab: `check_ids=False`); a new model type writes its own
 the same way and passes it to `export.export_signatures(make_default=...)`.
 """
 
 import tensorflow as tf
 
 from bert_tf.serving import signatures as sig
-from bert_tf.text import input_layout_graph
 
 
 def _text_spec(*names):
@@ -30,11 +30,11 @@ def classifier_text_signature(module, label_names, is_regression, text_pair,
     def outputs(text_a, text_b=None):
         if doc_stride is None:  # one input a text, cut to max_seq_length
             features = sig.encode_texts(tokenizer, length, text_a, text_b)  # [B, S]
-            logits = module.logits(input_layout_graph.trim_to_longest(features))["logits"]  # [B, C]
+            logits = module.logits(features, check_ids=False)["logits"]  # [B, C]
         else:  # every window of a text, their logits pooled per text
             features, document = sig.encode_windowed_texts(tokenizer, length, doc_stride,
                                                            text_a, text_b)
-            logits = module.logits(input_layout_graph.trim_to_longest(features))["logits"]  # [N, C]
+            logits = module.logits(features, check_ids=False)["logits"]  # [N, C]
             logits = sig.pool_windows(logits, document,
                                       tf.shape(text_a)[0], window_pooling)  # [B, C]
         if is_regression:
@@ -63,7 +63,7 @@ def span_text_signature(module, max_query_length, max_answer_length):
         features, context_start, context_length, char_starts, char_ends = (
             sig.encode_question_context(module.tokenizer, module.max_seq_length,
                                         max_query_length, question, context))
-        logits = module.logits(features)
+        logits = module.logits(features, check_ids=False)
         start, end, score = sig.best_span(logits["start_logits"], logits["end_logits"],
                                           context_start, context_length, max_answer_length)
         answer = sig.decode_answer(context, char_starts, char_ends, start, end,
@@ -81,7 +81,7 @@ def tagger_text_signature(module, label_names):
     def serve_text(text):
         features, words, starts, ends, first, tagged = sig.encode_words(
             module.tokenizer, module.max_seq_length, text)
-        logits = module.logits(features)["logits"]  # [B, S, C]
+        logits = module.logits(features, check_ids=False)["logits"]  # [B, S, C]
         word_logits = tf.gather(logits, first, batch_dims=1)  # [B, W, C]
         tag_ids = tf.where(tagged, tf.argmax(word_logits, -1, output_type=tf.int32), -1)
         return {"words": tf.where(tagged, words, ""),
@@ -99,5 +99,6 @@ def encoder_text_signature(module):
     @tf.function(autograph=False, input_signature=_text_spec("text"))
     def serve_text(text):
         features = sig.encode_texts(module.tokenizer, module.max_seq_length, text)
-        return dict(module.logits(features), input_mask=features["input_mask"])
+        return dict(module.logits(features, check_ids=False),
+                    input_mask=features["input_mask"])
     return serve_text.get_concrete_function()

@@ -16,7 +16,8 @@ or classifier, `bert_tf.serving.keras_hub`), "tfhub" (TF Hub's preprocessor and 
 SavedModels of an encoder, `bert_tf.serving.tfhub`) or "litert" (a .tflite of token ids
 in, float32 or with `quantize="int8"`, `bert_tf.serving.litert`) or
 "sentence_transformers" (a sentence encoder as a sentence-transformers folder,
-`bert_tf.tasks.sentence_embeddings.sentence_transformers`).
+`bert_tf.tasks.sentence_embeddings.sentence_transformers`) or "onnx" (an ONNX model of
+token ids in, float32 or with `quantize="int8"`, `bert_tf.serving.onnx_export`).
 """
 
 import dataclasses
@@ -30,6 +31,7 @@ from bert_tf import options as options_lib
 from bert_tf.models import EncoderHeadModel
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
+from bert_tf.serving import onnx_export
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import export_settings, run_config, run_context
 from bert_tf.tasks import registry as task_registry
@@ -64,11 +66,13 @@ class ExportModel(OptionGroup):
         "a classifier, token classifier, span labeler or encoder taking int32 token ids "
         "[1, max_seq_length], with vocab.txt and litert_config.json for the app's "
         "tokenizer; sentence_transformers: a sentence encoder as a sentence-transformers "
-        "folder (modules.json, 1_Pooling/, the transformers BertModel at its root).",
+        "folder (modules.json, 1_Pooling/, the transformers BertModel at its root); onnx: "
+        "an ONNX model of the ids signature (int32 token ids [batch, sequence] in, any "
+        "batch and length; needs the onnx extra) with vocab.txt and onnx_config.json.",
         choices=EXPORT_FORMATS)
     quantize: str = option(
-        "none", "--export_format=litert: int8 is dynamic-range quantization (int8 weights, "
-        "float32 inputs and outputs), about a quarter of the float32 model's size.",
+        "none", "--export_format=litert or onnx: int8 is dynamic-range quantization (int8 "
+        "weights, float32 inputs and outputs), about a quarter of the float32 model's size.",
         choices=litert.QUANTIZATIONS)
     label_names: Optional[list] = option(
         None, "Class / tag names in label-id order (default: the label list of a "
@@ -236,10 +240,11 @@ def _check_format_and_export_dir(options, model_type):
     """Refuses what `options.export_format` cannot hold, a missing optional package and
     an export_dir it would not write, before the model is loaded."""
     replace = "pass --overwrite to replace it"
-    if options.quantize != "none" and options.export_format != "litert":
+    if options.quantize != "none" and options.export_format not in ("litert", "onnx"):
         raise ValueError(f"--quantize={options.quantize} quantizes a LiteRT model "
                          f"(--export_format=litert); --export_format={options.export_format} "
-                         "writes float32 weights: leave --quantize out")
+                         "writes float32 weights: leave --quantize out (an ONNX model, "
+                         "--export_format=onnx, quantizes too)")
     model_cls = model_registry.get(model_type).model_class
     if options.export_format == "saved_model":
         export.check_model_class(model_cls)
@@ -258,6 +263,9 @@ def _check_format_and_export_dir(options, model_type):
         tfhub.check_model_class(model_cls)
     elif options.export_format == "litert":
         litert.check_model_class(model_cls, options.doc_stride)
+    elif options.export_format == "onnx":
+        onnx_export.check_model_class(model_cls, options.doc_stride)
+        onnx_export.import_converters()
     elif options.export_format == sentence_transformers.FORMAT:
         sentence_transformers.check_model_class(model_cls)
     else:
@@ -352,8 +360,10 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         return sentence_transformers.export_sentence_transformers(
             model, options.export_dir, vocab_file, options.do_lower_case,
             options.max_seq_length, overwrite=options.overwrite)
-    if options.export_format == "litert":
-        return litert.export_litert(
+    if options.export_format in ("litert", "onnx"):
+        exporter = litert.export_litert if options.export_format == "litert" else \
+            onnx_export.export_onnx
+        return exporter(
             model, options.export_dir, vocab_file, options.do_lower_case,
             options.max_seq_length, label_names=signature.get("label_names"),
             quantize=options.quantize, problem_type=problem_type,

@@ -178,7 +178,10 @@ def extract_features(encoder, tokenizer, input_file, output_file, layers="-1,-2,
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     examples = read_examples(input_file)
 
-    @tf.function(reduce_retracing=True)
+    # Each batch runs up to its longest row: one trace for every length.
+    @tf.function(autograph=False, input_signature=[{
+        name: tf.TensorSpec([None, None], tf.int32, name)
+        for name in ("input_ids", "input_mask", "segment_ids")}])
     def chosen_layers(features):
         outputs = encoder(features, training=False)["encoder_outputs"]
         return tf.stack([tf.cast(outputs[i], tf.float32) for i in layer_indexes], axis=1)
@@ -189,8 +192,10 @@ def extract_features(encoder, tokenizer, input_file, output_file, layers="-1,-2,
             for first in range(0, len(examples), batch_size):
                 batch = examples[first:first + batch_size]
                 tokens, arrays = convert_examples(batch, tokenizer, max_seq_length)
-                activations = chosen_layers({k: tf.constant(v) for k, v in arrays.items()})
-                activations = activations.numpy()  # [B, len(layers), S, H]
+                longest = max(len(row) for row in tokens)  # the rest is padding
+                activations = chosen_layers({k: tf.constant(v[:, :longest])
+                                             for k, v in arrays.items()})
+                activations = activations.numpy()  # [B, len(layers), longest, H]
                 for row, (unique_id, _, _) in enumerate(batch):
                     writer.write(feature_json(unique_id, tokens[row], activations[row],
                                               layer_indexes) + "\n")

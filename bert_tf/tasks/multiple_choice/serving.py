@@ -132,4 +132,4 @@ registry.register(registry.ModelType(
     refused={"litert": "a multiple-choice model scores [B, C, S] rows, one per choice, "
                        "laid out from context, question and choices in its raw-text "
                        "signature; export it with export_format=saved_model"},
-    saved_model=export_multiple_choice))
+    saved_model=export_multiple_choice, ids_rank=3))
