@@ -118,7 +118,7 @@ def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettin
     for document in itertools.islice(documents(split), first_doc, None):
         chunk.append(document)
         filled += beam_inputs.document_chars(document)
-        if filled >= settings.chunk_chars:
+        if pretraining_pipeline.chunk_is_full(filled, len(chunk), settings.chunk_chars):
             yield chunk_index, chunk
             chunk_index, chunk, filled = chunk_index + 1, [], 0
     if not chunk:
@@ -127,7 +127,7 @@ def owned_chunks(split: beam_inputs.InputSplit, plan: dict, settings: BeamSettin
         for document in documents(later):
             chunk.append(document)
             filled += beam_inputs.document_chars(document)
-            if filled >= settings.chunk_chars:
+            if pretraining_pipeline.chunk_is_full(filled, len(chunk), settings.chunk_chars):
                 yield chunk_index, chunk
                 return
     yield chunk_index, chunk  # the corpus ends inside it

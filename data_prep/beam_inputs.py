@@ -24,6 +24,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from bert_tf import input_paths
+from data_prep import pretraining_pipeline
 from data_prep import wikipedia
 
 # A file that went away or cannot be opened is counted and skipped (not a corrupt one).
@@ -313,23 +314,22 @@ def plan_chunks(sizes_by_split: Sequence, chunk_chars: int) -> dict:
     """Where the local tool's chunks start: split key -> (first doc, first chunk index).
 
     The local tool cuts the documents of all files, in reading order, into chunks that
-    end at the first document that brings them to `chunk_chars` characters. Each split
+    end at the first document that brings them to `chunk_chars` characters and two
+    documents (`pretraining_pipeline.chunk_is_full`). Each split
     builds the chunks that start in it, reading on into the next splits to finish its
     last one; a split where no chunk starts gets (None, None).
 
     Args:
       sizes_by_split: (split key, [n] document sizes) in any order.
     """
-    plan, chunk_index, filled, open_chunk = {}, 0, 0, False
+    plan, chunk_index, filled, held = {}, 0, 0, 0  # held: documents of the open chunk
     for key, sizes in sorted(sizes_by_split, key=lambda item: item[0]):
         first_doc = first_chunk = None
         for doc, size in enumerate(np.asarray(sizes, dtype=np.int64).tolist()):
-            if not open_chunk:
-                if first_doc is None:
-                    first_doc, first_chunk = doc, chunk_index
-                open_chunk = True
-            filled += size
-            if filled >= chunk_chars:
-                chunk_index, filled, open_chunk = chunk_index + 1, 0, False
+            if not held and first_doc is None:
+                first_doc, first_chunk = doc, chunk_index
+            filled, held = filled + size, held + 1
+            if pretraining_pipeline.chunk_is_full(filled, held, chunk_chars):
+                chunk_index, filled, held = chunk_index + 1, 0, 0
         plan[key] = (first_doc, first_chunk)
     return plan

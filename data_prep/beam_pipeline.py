@@ -112,7 +112,8 @@ def settings_from_options(options: CreatePretrainingDataBeamOptions):
         {"output_file": (beam_chunks.output_files(prefix, options.num_output_shards)
                          or [prefix]) + [prefix + pretraining_pipeline.STATS_SUFFIX]},
         {"input_file": input_files, "vocab_file": options.vocab_file})
-    vocab_bytes, vocab_ids = read_vocab(options.vocab_file, options.do_lower_case)
+    vocab_bytes, vocab_ids = read_vocab(options.vocab_file, options.do_lower_case,
+                                        options)
     return beam_chunks.BeamSettings(
         input_files=tuple(input_files),
         output_prefix=options.output_file, num_shards=options.num_output_shards,
@@ -130,10 +131,11 @@ def settings_from_flags(flag_values):
         command_line.options_from_flags(CreatePretrainingDataBeamOptions, flag_values))
 
 
-def read_vocab(vocab_file: str, do_lower_case: bool):
+def read_vocab(vocab_file: str, do_lower_case: bool, options=None):
     """(bytes, VocabIds) of the vocab file (any Beam filesystem), checked as the local
-    tool checks it: the bytes travel to the workers, which build their tokenizers from
-    them, and the VocabIds with them (built once, here)."""
+    tool checks it (with `options`, its case too: `create_pretraining_data.check_case`):
+    the bytes travel to the workers, which build their tokenizers from them, and the
+    VocabIds with them (built once, here)."""
     try:
         with FileSystems.open(vocab_file, compression_type=CompressionTypes.UNCOMPRESSED) as reader:
             content = reader.read()
@@ -148,6 +150,8 @@ def read_vocab(vocab_file: str, do_lower_case: bool):
             vocab_ids = pretraining_instances.VocabIds.from_vocab(tokenizer.vocab, vocab_file)
         except ValueError as error:
             raise app.UsageError(f"--vocab_file={vocab_file}: {error}") from error
+        if options is not None:
+            create_pretraining_data.check_case(options, tokenizer.vocab)
     return content, vocab_ids
 
 
@@ -165,7 +169,8 @@ def run_pipeline(settings, pipeline_options) -> dict:
     """Runs the pipeline to the end, writes stats.json; returns the stats dict.
 
     Raises:
-      ValueError: the corpus gave no instance (the empty output files are removed).
+      ValueError: the corpus gave no instance, or fewer than --num_output_shards (the
+        output files are removed).
     """
     files = beam_chunks.output_files(settings.output_prefix, settings.num_shards)
     start = time.time()
@@ -182,13 +187,18 @@ def run_pipeline(settings, pipeline_options) -> dict:
                                                    time.time() - start)
     summary["skipped"]["unreadable_files"] = stats["unreadable_files"]
     summary["runner"] = type(pipeline.runner).__name__
-    if not summary["instances"]:
+    try:
+        if not summary["instances"]:
+            raise ValueError(
+                f"no training instances from {list(settings.input_files)}: "
+                f"{summary['documents']} usable documents, skipped {summary['skipped']} "
+                "(expected text with one sentence per line, WikiExtractor output or a "
+                "MediaWiki XML dump)")
+        if settings.num_shards:  # shards the runner chose are never empty
+            pretraining_pipeline.check_shards_filled(summary["instances"], files)
+    except ValueError:
         FileSystems.delete([f for f in files if FileSystems.exists(f)])
-        raise ValueError(
-            f"no training instances from {list(settings.input_files)}: "
-            f"{summary['documents']} usable documents, skipped {summary['skipped']} "
-            "(expected text with one sentence per line, WikiExtractor output or a "
-            "MediaWiki XML dump)")
+        raise
     write_stats(settings.output_prefix + pretraining_pipeline.STATS_SUFFIX, summary)
     logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s)",
                  summary["instances"], len(files), summary["seconds"],

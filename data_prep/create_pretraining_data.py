@@ -25,6 +25,7 @@ from bert_tf import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups
 from bert_tf.text import cached_tokenizer
+from bert_tf.text import vocab as vocab_lib
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
 from data_prep import tool_options
@@ -68,7 +69,7 @@ def _instance_options(self) -> pretraining_instances.InstanceOptions:
 CreatePretrainingDataOptions = compose(
     "CreatePretrainingDataOptions", tool_options.CORPUS,
     pretraining_instances.INSTANCE_GROUPS, option_groups.OutputFile, option_groups.Vocab,
-    RecordOutput,
+    option_groups.CaseCheck, RecordOutput,
     helps=dict(tool_options.CORPUS_HELPS, **pretraining_instances.INSTANCE_HELPS,
                output_file="Output TFRecord file(s): comma-separated, or one name that "
                "--num_output_shards expands to NAME-00000-of-0000N.",
@@ -86,14 +87,23 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def load_vocab(options: CreatePretrainingDataOptions):
-    """(CachedTokenizer, VocabIds) of --vocab_file, read once for the whole run."""
+    """(CachedTokenizer, VocabIds) of --vocab_file, read once for the whole run; a
+    --do_lower_case that does not fit the vocab is refused as the runners refuse it
+    (`vocab.check_case_matches`), unless --allow_case_mismatch."""
     try:
         tokenizer = cached_tokenizer.CachedTokenizer.from_vocab_file(
             options.vocab_file, options.do_lower_case)
-        return tokenizer, pretraining_instances.VocabIds.from_vocab(
-            tokenizer.vocab, options.vocab_file)
+        ids = pretraining_instances.VocabIds.from_vocab(tokenizer.vocab, options.vocab_file)
     except (ValueError, OSError) as error:
         raise app.UsageError(f"--vocab_file: {error}") from error
+    check_case(options, tokenizer.vocab)
+    return tokenizer, ids
+
+
+def check_case(options, vocab) -> None:
+    """Refuses a --do_lower_case that does not fit the vocab (the runners' check)."""
+    if not options.allow_case_mismatch:
+        vocab_lib.check_case_matches(options.do_lower_case, vocab, options.vocab_file)
 
 
 def create(options: CreatePretrainingDataOptions):

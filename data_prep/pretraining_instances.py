@@ -208,7 +208,8 @@ def truncate_seq_pair(a_length, b_length, max_num_tokens, rng):
 
 
 def _random_next_span(documents, document_index, target_b_length, rng):
-    """(start, length) of sentences of another random document (original rules)."""
+    """(start, length) of sentences of another random document (original rules; never
+    this document: `documents` holds at least two)."""
     # rng._randbelow(n) is what rng.randint(0, n - 1) draws, without two call layers.
     randbelow = rng._randbelow  # pylint: disable=protected-access
     random_document_index = 0
@@ -216,6 +217,9 @@ def _random_next_span(documents, document_index, target_b_length, rng):
         random_document_index = randbelow(len(documents))
         if random_document_index != document_index:
             break
+    else:  # ten draws of this document (the original then used it): another one
+        random_document_index = (document_index + 1 + randbelow(len(documents) - 1)) \
+            % len(documents)
     offsets = documents[random_document_index]
     random_start = randbelow(len(offsets) - 1)
     b_end = random_start + 1
@@ -234,7 +238,9 @@ def create_segment_pairs(documents: Sequence[List[int]], document_index: int,
       document_index: the document to pair.
       max_seq_length: including [CLS] and two [SEP].
       short_seq_prob: chance of a random target length in [2, max_seq_length - 3].
-      rng: random.Random; called exactly as the original calls its rng.
+      rng: random.Random; called exactly as the original calls its rng, but that a
+        "random next" segment always comes from another document: a chunk of one
+        document (a one-document corpus) pairs actual next segments only.
     """
     offsets = documents[document_index]
     num_sentences = len(offsets) - 1
@@ -252,7 +258,11 @@ def create_segment_pairs(documents: Sequence[List[int]], document_index: int,
             if chunk_size >= 2:
                 a_end = 1 + rng._randbelow(chunk_size - 1)  # pylint: disable=protected-access
             a_start, a_length = offsets[first], offsets[first + a_end] - offsets[first]
-            if chunk_size == 1 or rng.random() < 0.5:
+            if len(documents) < 2 and chunk_size == 1:
+                first = i + 1  # no next sentence and no other document to draw from
+                i += 1
+                continue
+            if len(documents) >= 2 and (chunk_size == 1 or rng.random() < 0.5):
                 is_random_next = True
                 b_start, b_length = _random_next_span(
                     documents, document_index, target_seq_length - a_length, rng)

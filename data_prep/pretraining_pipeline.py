@@ -83,11 +83,39 @@ def resolve_output_files(output_file: str, num_output_shards: int = 1) -> List[s
     return names
 
 
+# A chunk holds at least two documents, so that a "random next" segment comes from
+# another document (with --chunk_chars=1 every chunk was one document, and its
+# random-next pairs were the document's own sentences, labelled random).
+MIN_CHUNK_DOCUMENTS = 2
+
+
+def chunk_is_full(chars: int, documents: int, chunk_chars: int) -> bool:
+    """Whether a chunk of `documents` documents and `chars` characters ends here: once
+    it holds `chunk_chars` characters and `MIN_CHUNK_DOCUMENTS` documents (the local
+    tool and the Beam pipeline cut the same chunks)."""
+    return chars >= chunk_chars and documents >= MIN_CHUNK_DOCUMENTS
+
+
+def check_shards_filled(instances: int, output_files: Sequence[str]) -> None:
+    """Refuses more output files than instances: the extra shards would be empty (a
+    glob of them reads as a larger data set than it is).
+
+    Raises:
+      ValueError: naming both counts and the largest shard count that works.
+    """
+    if instances < len(output_files):
+        raise ValueError(
+            f"{instances} instances for {len(output_files)} output files: "
+            f"{len(output_files) - instances} of them would be empty; give at most "
+            f"--num_output_shards={instances} (or more input); nothing was written")
+
+
 def iter_raw_chunks(input_files: Sequence[str], input_format: str, chunk_chars: int,
                     stats: Counter, language: Optional[str] = None,
                     boundaries_files: Optional[Sequence[str]] = None
                     ) -> Iterator[List[wikipedia.RawDocument]]:
-    """Whole documents in reading order, grouped until `chunk_chars` characters; with
+    """Whole documents in reading order, grouped until `chunk_chars` characters and two
+    documents (`chunk_is_full`); with
     `boundaries_files` (one per input file) `word_segmentation.MarkedDocument`s."""
     chunk, size = [], 0
     for index, path in enumerate(input_files):
@@ -99,7 +127,7 @@ def iter_raw_chunks(input_files: Sequence[str], input_format: str, chunk_chars: 
             chunk.append(document)
             content = document.content
             size += len(content) if isinstance(content, str) else sum(map(len, content))
-            if size >= chunk_chars:
+            if chunk_is_full(size, len(chunk), chunk_chars):
                 yield chunk
                 chunk, size = [], 0
     if chunk:
@@ -339,6 +367,7 @@ def create_pretraining_data(tokenizer, options: pretraining_instances.InstanceOp
                 f"{summary['documents']} usable documents, skipped {summary['skipped']} "
                 "(expected text with one sentence per line, WikiExtractor output or a "
                 "MediaWiki XML dump)")
+        check_shards_filled(summary["instances"], config.output_files)
         writer.commit(stats_path=stats_path_of(config), stats=summary)
     logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s): %s",
                  summary["instances"], len(config.output_files), summary["seconds"],

@@ -121,9 +121,10 @@ def test_text_ranges_own_each_document_once(tmp_path, split_bytes):
 def test_plan_chunks_matches_sequential_chunking():
     sizes = {(0, 0): [5, 1, 9], (0, 1): [2], (1, 0): [], (1, 1): [3, 3, 3, 20, 1]}
     plan = beam_inputs.plan_chunks(list(sizes.items()), chunk_chars=6)
-    # Sequential: [5,1] [9] [2,3,3] [3,20] [1] -> chunks start at docs
-    # (0,0):0, (0,0):2, (0,1):0, (1,1):2, (1,1):4.
-    assert plan == {(0, 0): (0, 0), (0, 1): (0, 2), (1, 0): (None, None), (1, 1): (2, 3)}
+    # Sequential (a chunk holds 6 characters and two documents): [5,1] [9,2] [3,3]
+    # [3,20] [1] -> chunks start at docs (0,0):0, (0,0):2, (1,1):0, (1,1):2, (1,1):4.
+    assert plan == {(0, 0): (0, 0), (0, 1): (None, None), (1, 0): (None, None),
+                    (1, 1): (0, 2)}
 
 
 # ------------------------------------------------------------ multistream dumps
@@ -288,4 +289,4 @@ def test_flags_for_unmasked_full_sentence_rows_reach_the_pipeline(tmp_path, voca
 
 def test_every_flag_reaches_the_options():
     tried = check_every_flag_reaches_options(beam_pipeline.CreatePretrainingDataBeamOptions)
-    assert tried == 25  # the local tool's 21 flags and 1 alias, 3 of Beam's own
+    assert tried == 26  # the local tool's 22 flags and 1 alias, 3 of Beam's own

@@ -109,7 +109,8 @@ def read_records(path: str):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(line, object_pairs_hook=lambda pairs: _unique_keys(
+                    pairs, f"{path}:{line_number}"))
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}:{line_number}: not a JSON object: {error}") from None
             if not isinstance(record, dict):
@@ -124,8 +125,27 @@ def read_records(path: str):
     for line_number, fields in rows:
         if names is None:
             names = fields
+            _refuse_repeated([name.strip() for name in names], f"{path}:{line_number}",
+                             "the header names column")
             continue
         yield line_number, dict(zip(names, fields))
+
+
+def _refuse_repeated(names, source, what) -> None:
+    """Refuses a name given twice (a header's columns, a JSON object's keys): the row
+    would silently keep the last of the two values."""
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{source}: {what} {name!r} twice; each needs its own name "
+                             "(the second would silently replace the first)")
+        seen.add(name)
+
+
+def _unique_keys(pairs, source):
+    """`json.loads(object_pairs_hook=...)`: the object, a key given twice refused."""
+    _refuse_repeated([key for key, _ in pairs], source, "the JSON object has key")
+    return dict(pairs)
 
 
 def _read_csv_rows(path: str):
@@ -209,7 +229,7 @@ class GenericProcessor:
         self.text_column, self.label_column = text_column, label_column
         self.text_pair_column, self.id_column = text_pair_column, id_column
         self.is_regression = bool(is_regression)
-        self._labels = [str(label) for label in labels] if labels else None
+        self._labels = [str(label).strip() for label in labels] if labels else None
         self._labels_origin = labels_origin or "the given labels"
         self.metric_names = ("pearson_and_spearman",) if is_regression else ("accuracy",)
         if self._labels and len(self._labels) == 2:
@@ -321,7 +341,9 @@ class GenericProcessor:
         check_label(label, labels, source, self._labels_origin)
 
     def _class_label(self, record, path, line_number, kinds) -> str:
-        """A class label as a string; `kinds` remembers the file's first label type."""
+        """A class label as a string without surrounding white space (`'pos '` is class
+        `'pos'`, in every file and in `labels`); `kinds` remembers the file's first
+        label type."""
         value = self._value(record, self.label_column, path, line_number, "label")
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise ValueError(f"{path}:{line_number}: label column {self.label_column!r} "
@@ -335,4 +357,4 @@ class GenericProcessor:
                 f"{path}:{line_number}: label {value!r} is {json_type(value)}, but the label "
                 f"of line {first_line} ({first!r}) is {json_type(first)}; one file's labels "
                 "must be all strings or all integers")
-        return str(value)
+        return str(value).strip()

@@ -143,8 +143,8 @@ def _jsonl_rows(path):
             raise ValueError(f"{source}: choices must be a list of at least two non-empty "
                              f"strings, got {_short(choices)}")
         label = record.get("label")
-        if isinstance(label, str) and label.strip().isdigit():
-            label = int(label)
+        if isinstance(label, str) and re.fullmatch(r"[0-9]+", label.strip()):
+            label = int(label)  # ("²".isdigit() is true; int("²") fails without a line)
         if label is not None and (isinstance(label, bool) or not isinstance(label, int)):
             raise ValueError(f"{source}: label {_short(label)} is "
                              f"{text_files.json_type(label)}; expected the index of the "

@@ -127,6 +127,28 @@ def detect_scheme(sentences: Sequence[Sentence]) -> str:
     return "iob2"
 
 
+CHUNK_PREFIXES = ("B", "I", "E", "S")
+
+
+def has_chunk_prefixes(tags, source: str = "the tags") -> bool:
+    """Whether `tags` mark chunks with B-/I- (E-, S-) prefixes, as CoNLL-2003's do.
+
+    False for plain tags (`PER`, `LOC` and `O`): conlleval then scores each token as
+    its own chunk (its raw mode, `-r`) instead of finding no chunk at all.
+
+    Raises:
+      ValueError: for prefixed and plain tags in one set (neither way reads both).
+    """
+    others = sorted(set(tags) - {"O"})
+    prefixed = [tag for tag in others if _split(tag)[1] and _split(tag)[0] in CHUNK_PREFIXES]
+    if prefixed and len(prefixed) != len(others):
+        plain = next(tag for tag in others if tag not in prefixed)
+        raise ValueError(f"{source}: tag {plain!r} has no B-/I- prefix but {prefixed[0]!r} "
+                         "has one; use one scheme for every tag (IOB: B-X, I-X and O; or "
+                         "plain tags without prefixes, scored token by token)")
+    return bool(prefixed)
+
+
 def build_label_list(sentences: Sequence[Sentence]) -> list:
     """Label list from training data (IOB2 tags): "O" first, then sorted."""
     found = {tag for sentence in sentences for tag in to_iob2(sentence.tags)}

@@ -159,12 +159,20 @@ def check_label_list(label_list, path) -> None:
     if len(label_list) < 2:
         raise ValueError(f"{path}: the train file holds only tag {label_list[0]!r}; "
                          "tagging needs at least two different tags (e.g. O and B-PER)")
+    ner_data.has_chunk_prefixes(label_list, f"{path}: the train file's tags")
 
 
 def _score(sentences, predicted, path, scheme):
     text = ner_data.format_predictions(sentences, predicted, scheme)
     fileio.write_text_atomic(path, text)
-    counts = conlleval.evaluate_lines(text.splitlines())
+    # Plain tags (PER, not B-PER) are scored token by token: conlleval's raw mode.
+    gold = {tag for sentence in sentences for tag in sentence.tags or ()}
+    raw = not ner_data.has_chunk_prefixes(gold | {t for tags in predicted for t in tags},
+                                          path)
+    if raw:
+        logging.info("%s: the tags have no B-/I- prefixes: each token is scored as its "
+                     "own chunk (conlleval -r)", path)
+    counts = conlleval.evaluate_lines(text.splitlines(), raw=raw)
     logging.info("conlleval on %s:\n%s", path, conlleval.format_report(counts))
     score = counts.overall()
     results = {"precision": score.precision, "recall": score.recall, "f1": score.f1,
