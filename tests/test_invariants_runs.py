@@ -206,3 +206,12 @@ def test_head_dropout_of_one_is_refused():
     for value in (1.0, 1.5, math.nan, -0.1):
         with pytest.raises(ValueError, match="dropout_rate must be in"):
             dataclasses.replace(HeadDropout(), dropout_rate=value).check()
+
+
+def test_records_of_a_larger_vocab_are_refused_before_any_step(trained, tmp_path):
+    options = _options(trained, output_dir=str(tmp_path / "small"),
+                       bert_config=harness.tiny_config(num_hidden_layers=1, vocab_size=20))
+    with pytest.raises(ValueError, match=r"token id \d+ is outside the model's vocab_size 20"):
+        pretraining.run_pretraining(options, distribute.get_strategy())
+    assert not any(name.startswith("ckpt") for name in os.listdir(tmp_path / "small")) \
+        if (tmp_path / "small").exists() else True

@@ -154,7 +154,35 @@ def check_options(options, context):
         raise ValueError(f"--input_file={options.input_file}: the {len(input_files)} "
                          "file(s) it names are empty (no records); write records with "
                          "create_pretraining_data first")
+    check_record_ids(input_files, options.input_compression, context.config.vocab_size)
     return _check_masking_options(options, context.vocab)
+
+
+# Records read per file by check_record_ids: enough to catch another vocab's records.
+ID_CHECK_RECORDS = 64
+
+
+def check_record_ids(input_files, compression, vocab_size):
+    """Refuses records whose token ids reach past the config's vocab_size (another
+    vocab's records), from the first records of each file, before any work: the first
+    step would fail on them with an op error.
+
+    Raises:
+      ValueError: naming the file, the largest id and the config's vocab_size.
+    """
+    compression = records.resolve_compression(input_files, compression)
+    for path in input_files:
+        for _, example in records._read_examples(  # pylint: disable=protected-access
+                path, compression, ID_CHECK_RECORDS):
+            features = example.features.feature
+            ids = [i for name in ("input_ids", "masked_lm_ids") if name in features
+                   for i in features[name].int64_list.value]
+            if ids and max(ids) >= vocab_size:
+                raise ValueError(
+                    f"{path}: token id {max(ids)} is outside the model's vocab_size "
+                    f"{vocab_size} (bert_config.json): the records were made with another "
+                    "vocab; make them with this model's vocab.txt, or give the config of "
+                    "their model")
 
 
 def _check_masking_options(options, vocab):
