@@ -11,6 +11,7 @@ that is not in the table (a console script, a module that globs, writes or reads
 
 import collections
 import gzip
+import json
 import os
 import pathlib
 import re
@@ -177,6 +178,17 @@ def test_export_overwrite_refuses_the_run_folder_it_reads(model_folder, tmp_path
     assert os.path.isfile(os.path.join(model_folder, "bert_model.ckpt.index"))
 
 
+def test_squad_evaluate_refuses_out_file_equal_to_an_input(tmp_path):
+    from bert_tf.tasks.squad import evaluate  # pylint: disable=import-outside-toplevel
+    data, predictions = tmp_path / "dev.json", tmp_path / "pred.json"
+    data.write_text(json.dumps({"version": "1.1", "data": []}), encoding="utf-8")
+    predictions.write_text("{}", encoding="utf-8")
+    for target in (data, predictions):
+        with pytest.raises(SystemExit, match="an output never replaces an input"):
+            evaluate.main([str(data), str(predictions), f"--out-file={target}"])
+    assert predictions.read_text(encoding="utf-8") == "{}"
+
+
 def test_extract_features_refuses_output_equal_to_input(model_folder, tmp_path):
     from bert_tf.tasks import feature_extraction  # pylint: disable=import-outside-toplevel
     text = tmp_path / "input.txt"
@@ -204,8 +216,13 @@ COMMAND_OUTPUTS = {
     "bert-run-classifier": "output_dir files", "bert-run-ner": "output_dir files",
     "bert-run-squad": "output_dir files", "bert-run-multiple-choice": "output_dir files",
     "bert-run-pretraining": "output_dir files", "bert-train": "output_dir files",
-    "bert-encode": "output_file (atomic)", "bert-evaluate-squad": "out_file (atomic)",
-    "bert-conlleval": "no file output",
+    "bert-encode": "output_file (atomic)",
+}
+# Commands run as modules (python -m ...), not installed as scripts.
+MODULE_COMMANDS = {
+    "bert_tf.tasks.squad.evaluate": "check_outputs_apart: --out-file / data.json, "
+                                    "pred.json, --na-prob-file",
+    "bert_tf.tasks.ner.conlleval": "no file output (reads stdin)",
 }
 
 
@@ -220,8 +237,17 @@ def console_scripts():
 
 
 def test_every_command_is_in_the_table():
-    missing = console_scripts() - set(COMMAND_OUTPUTS)
-    assert not missing, f"add these commands to COMMAND_OUTPUTS (invariant 1): {missing}"
+    assert set(COMMAND_OUTPUTS) == console_scripts(), \
+        "COMMAND_OUTPUTS must list every console script (invariant 1)"
+    runnable = {name for folder in ("bert_tf", "data_prep") for name, text in _sources(folder)
+                if 'if __name__ == "__main__"' in text}
+    modules = {name[:-3].replace("/", ".") for name in runnable}
+    scripts = {f"bert_tf.cli.{m}" for m in (p.stem for p in (REPO / "bert_tf" / "cli")
+                                              .glob("*.py"))} | {
+        "data_prep.create_pretraining_data", "data_prep.build_vocab",
+        "data_prep.extend_vocab", "data_prep.beam_pipeline", "data_prep.beam_vocab"}
+    assert modules - scripts <= set(MODULE_COMMANDS), \
+        f"add these module commands to MODULE_COMMANDS: {sorted(modules - scripts)}"
 
 
 # Modules that write files with a raw open/rename/remove instead of fileio's atomic

@@ -284,6 +284,11 @@ def main(argv=None):
                         help="Evaluation script to follow (default: from the data).")
     args = parser.parse_args(argv)
     try:
+        if args.out_file:  # the metrics never replace a file they are computed from
+            fileio.check_outputs_apart(
+                {"--out-file": args.out_file},
+                {"data.json": args.data_file, "pred.json": args.pred_file,
+                 "--na-prob-file": args.na_prob_file})
         version, result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file,
                                          args.na_prob_thresh, args.version)
     except ValueError as error:  # a data file that is not SQuAD-shaped, named by field
