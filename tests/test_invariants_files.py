@@ -178,6 +178,22 @@ def test_export_overwrite_refuses_the_run_folder_it_reads(model_folder, tmp_path
     assert os.path.isfile(os.path.join(model_folder, "bert_model.ckpt.index"))
 
 
+@pytest.mark.parametrize("task, flag, name", [
+    ("ner", "predict_file", "test_predictions.txt"), ("ner", "eval_file", "eval_results.txt"),
+    ("squad", "predict_file", "predictions.json"), ("squad", "train_file", "train.tf_record"),
+])
+def test_a_runner_refuses_an_input_it_would_write_over(tmp_path, task, flag, name):
+    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+    entry = registry.TASKS[task]
+    data = tmp_path / name
+    data.write_text("x\n", encoding="utf-8")
+    split = {"predict_file": "predict", "eval_file": "eval", "train_file": "train"}[flag]
+    options = entry.options_class(output_dir=str(tmp_path), **{flag: str(data)},
+                                  **{f"do_{split}": True})
+    with pytest.raises(ValueError, match=rf"is {flag} .*{name}.* never replaces an input"):
+        entry.task_class(options).check_inputs()
+
+
 def test_squad_evaluate_refuses_out_file_equal_to_an_input(tmp_path):
     from bert_tf.tasks.squad import evaluate  # pylint: disable=import-outside-toplevel
     data, predictions = tmp_path / "dev.json", tmp_path / "pred.json"

@@ -204,6 +204,17 @@ def settings_differences(saved: dict, settings: dict) -> list:
     return differ
 
 
+def check_inputs_apart(output_dir: str, names, inputs: dict) -> None:
+    """Refuses an input file that is one of the files a run writes into `output_dir`
+    (`names`: its predictions, results, feature caches), before any work.
+
+    Raises:
+      ValueError: naming the input's flag and the file (`fileio.check_outputs_apart`).
+    """
+    fileio.check_outputs_apart(
+        {"output_dir": [os.path.join(output_dir, name) for name in names]}, inputs)
+
+
 def write_label_list(output_dir: str, labels) -> None:
     """`output_dir/label_list.txt`: one label per line, in label-id order."""
     fileio.write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),

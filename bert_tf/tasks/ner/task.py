@@ -200,10 +200,15 @@ class NerTask(Task):
         return self.label_list
 
     def check_inputs(self):
-        """Refuses a missing data file (the options' own values: `options.check()`)."""
-        for split in ("train", "eval", "predict"):
-            if getattr(self.options, f"do_{split}"):
-                data_file(self.options, split)
+        """Refuses a missing data file (the options' own values: `options.check()`),
+        and one that is a file the run writes into output_dir (its predictions)."""
+        inputs = {f"{split}_file": data_file(self.options, split)
+                  for split in ("train", "eval", "predict")
+                  if getattr(self.options, f"do_{split}")}
+        written = [f"{name}_{kind}" for name in set(self.result_names.values())
+                   for kind in ("predictions.txt", "results.txt", "results.json")]
+        run_context.check_inputs_apart(self.options.output_dir or ".",
+                                       written + [run_context.LABEL_LIST_FILE], inputs)
 
     def setup(self, context):
         """Reads and checks every file the run will use before any work: a one-tag

@@ -34,7 +34,7 @@ from bert_tf import fileio
 from bert_tf.models import BertSpanLabeler, BertEncoder
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import driver
+from bert_tf.tasks import driver, run_context
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, TrainStep,
                                   check_micro_batches)
@@ -299,7 +299,15 @@ class SquadTask(Task):
         self.train_examples, self.train_stats, self.predict_examples = None, None, None
 
     def check_inputs(self):
+        """The options, and no input file that the run writes into output_dir."""
         check_squad_options(self.options)
+        options = self.options
+        run_context.check_inputs_apart(
+            options.output_dir or ".", [TRAIN_RECORD, "predictions.json",
+                                        "nbest_predictions.json", "null_odds.json",
+                                        "eval_results.txt", "eval_results.json"],
+            {"train_file": options.train_file if options.do_train else None,
+             "predict_file": options.predict_file if options.do_predict else None})
 
     def setup(self, context):
         """Reads and checks train_file and predict_file before any work: JSON shape,
