@@ -205,9 +205,32 @@ def command(module_name, options_class, run_fn, required=()):
     """
     def run_main():
         run_command(sys.modules[module_name],
-                    lambda: run_fn(options_from_flags(options_class)), required,
-                    options_class)
+                    lambda: _run_options(run_fn, options_from_flags(options_class),
+                                         _program(sys.modules[module_name])),
+                    required, options_class)
     return run_main
+
+
+def _run_options(run_fn, options, program):
+    """`run_fn(options)`; a multi-worker run under a supervising parent that signals
+    always reach (`bert_tf.cli.supervisor`)."""
+    if getattr(options, "distribution_strategy", None) == "multi_worker_mirrored":
+        from bert_tf.cli import supervisor  # pylint: disable=import-outside-toplevel
+        from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
+        if not supervisor.supervised():
+            sys.exit(supervisor.run_supervised(program,
+                                               getattr(options, "output_dir", None)))
+        supervisor.report_joined_on(distribute.CLUSTER_JOINED)
+    return run_fn(options)
+
+
+def _program(module):
+    """The command's name in its one-line errors (its module's last name)."""
+    spec = getattr(module, "__spec__", None)  # under `python -m`, __name__ is __main__
+    program = (spec.name if spec else module.__name__).rsplit(".", 1)[-1]
+    if program == "__main__":  # a script run by path: data_prep/build_vocab.py
+        program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    return program
 
 
 class Terminated(KeyboardInterrupt):
@@ -298,10 +321,7 @@ def run_command(module, run_fn, required=(), options_class=None):
     """
     if options_class is not None:
         define_flags(options_class, module.__name__)
-    spec = getattr(module, "__spec__", None)  # under `python -m`, __name__ is __main__
-    program = (spec.name if spec else module.__name__).rsplit(".", 1)[-1]
-    if program == "__main__":  # a script run by path: data_prep/build_vocab.py
-        program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    program = _program(module)
     main_module = sys.modules["__main__"]
     if main_module is not module:
         main_module.__doc__ = module.__doc__

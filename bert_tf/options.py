@@ -29,6 +29,7 @@ JSON values and back (a run's config.json). Nothing here reads flags.
 
 import dataclasses
 import inspect
+import math
 import sys
 import typing
 
@@ -173,9 +174,10 @@ def _bases_and_leaves(groups):
 
 def _check_composed(self) -> None:
     """Refuses options that cannot work, naming the option, before any work: values
-    outside their choices, then every group's own check once, then the rules across
-    groups of the composition."""
+    outside their choices, non-finite numbers and negative seeds, then every group's
+    own check once, then the rules across groups of the composition."""
     check_choices(self)
+    check_numbers(self)
     for group in getattr(type(self), _GROUPS):
         group.check(self)
     for rule in getattr(type(self), _CHECKS):
@@ -256,6 +258,26 @@ def check_choices(options) -> None:
         if spec.choices and value is not None and value not in spec.choices:
             raise ValueError(f"{spec.name} must be one of {', '.join(map(str, spec.choices))},"
                              f" got {value!r}")
+
+
+def is_seed(name: str) -> bool:
+    """Whether option `name` is a random seed (`seed`, `random_seed`, `*_seed`)."""
+    return name == "seed" or name.endswith("_seed")
+
+
+def check_numbers(options) -> None:
+    """Raises ValueError, naming the option, for a number option that is NaN or
+    infinite (no setting means that) or a random seed below 0 (the generators take
+    0 .. 2**32 - 1)."""
+    for spec in option_specs(type(options)):
+        value = getattr(options, spec.name)
+        if value is None or isinstance(value, bool):
+            continue
+        if spec.kind is float and not math.isfinite(value):
+            raise ValueError(f"{spec.name} must be a finite number, got {value!r}")
+        if spec.kind is int and is_seed(spec.name) and not 0 <= value < 2 ** 32:
+            raise ValueError(f"{spec.name} must be an integer from 0 to 2**32 - 1 (a "
+                             f"random seed), got {value!r}")
 
 
 def is_integer(value) -> bool:

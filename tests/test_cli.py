@@ -214,3 +214,40 @@ def test_create_pretraining_data_root_script_writes_records(tmp_path):
                  "--max_predictions_per_seq=5", "--dupe_factor=1"])
     assert done.returncode == 0, done.stderr[-2000:]
     assert output.exists() and output.stat().st_size > 0
+
+
+def test_a_multi_worker_run_waiting_for_a_missing_worker_stops_on_sigterm(tmp_path):
+    """MultiWorkerMirroredStrategy waits in TensorFlow's C++ code, which takes SIGTERM
+    for itself: the command's supervising parent ends the run with one line."""
+    import socket
+    import signal
+    import test_run_classifier
+    test_run_classifier.write_sst2(tmp_path / "data")
+    vocab_file, config_file = test_run_classifier.tiny_model_files(tmp_path)
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            ports.append(probe.getsockname()[1])
+    tf_config = ('{"cluster": {"worker": ["localhost:%d", "localhost:%d"]}, '
+                 '"task": {"type": "worker", "index": 0}}' % tuple(ports))
+    output_dir = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "run_classifier.py", "--task_name=SST-2", "--do_train",
+         f"--data_dir={tmp_path / 'data'}", f"--vocab_file={vocab_file}",
+         f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
+         "--allow_random_encoder", "--distribution_strategy=multi_worker_mirrored"],
+        cwd=REPO, env=dict(os.environ, TF_CONFIG=tf_config), stderr=subprocess.PIPE,
+        text=True)
+    time.sleep(12)  # the child imports TensorFlow and waits for worker 1
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("the run did not stop on SIGTERM")
+    assert process.returncode == 143
+    assert stderr.strip().splitlines()[-1] == (
+        "run_classifier: error: stopped by SIGTERM while waiting for the other workers "
+        "of TF_CONFIG")
+    assert not output_dir.exists()

@@ -218,7 +218,8 @@ def _training_command(command, tmp_path, output_dir):
     else:  # 64 examples in batches of 16: 4 steps an epoch
         flags += [f"--num_train_epochs={NUM_STEPS // 4}", "--allow_random_encoder"]
     return [sys.executable, f"{command}.py", "--do_train", f"--output_dir={output_dir}",
-            "--save_checkpoints_steps=100", "--steps_per_loop=3", "--seed=1", *flags]
+            "--save_checkpoints_steps=100", "--steps_per_loop=3", "--seed=1",
+            "--progress_every_seconds=0.01", *flags]  # a progress line every call
 
 
 def _signal_while_training(command, signal_number, at_step, log_path):

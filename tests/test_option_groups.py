@@ -293,3 +293,31 @@ def test_every_group_with_a_check_is_tried_and_accepts_its_defaults(modules):
     required = {option_groups.InputFile, option_groups.OutputFile}
     for group in checking - required:
         group().check()
+
+
+def _number_options():
+    """(options class, spec) of every float option and every seed of every command."""
+    found = []
+    for options_class in command_options():
+        for spec in option_specs(options_class):
+            if spec.kind is float or (spec.kind is int and options_lib.is_seed(spec.name)):
+                found.append((options_class, spec))
+    return found
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=st.sampled_from(_number_options()),
+       bad=st.sampled_from([math.inf, -math.inf, math.nan, -1, -(2 ** 40), 2 ** 32]))
+def test_non_finite_numbers_and_bad_seeds_are_refused_naming_the_option(case, bad):
+    """Every float option of every command refuses NaN and infinities, and every seed
+    a value no random generator takes, by the option's name, before any work."""
+    options_class, spec = case
+    if spec.kind is float and not isinstance(bad, float):
+        bad = float(bad)
+        if math.isfinite(bad):
+            return  # a finite float may be valid for the option
+    if spec.kind is int and isinstance(bad, float):
+        return
+    with pytest.raises(ValueError, match=rf"^{spec.name} must be "):
+        options_class(**{spec.name: bad}).check()
+

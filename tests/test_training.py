@@ -388,3 +388,13 @@ def test_a_non_finite_loss_stops_the_run_without_saving(tmp_path):
                                               global_batch_size=8, steps_per_loop=40,
                                               save_checkpoints_steps=40))
     assert tf.train.latest_checkpoint(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"cluster": [1]}'])
+def test_a_tf_config_that_is_not_a_cluster_object_is_refused_naming_it(text):
+    from bert_tf.train import distribute
+    with pytest.raises(ValueError, match="^TF_CONFIG (is not valid JSON|must be a JSON "
+                                         "object)"):
+        distribute.check_tf_config(text)
+    distribute.check_tf_config('{"cluster": {"worker": ["localhost:1"]}, '
+                               '"task": {"type": "worker", "index": 0}}')

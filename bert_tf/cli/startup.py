@@ -27,6 +27,9 @@ from bert_tf.command_help import help_requested
 
 _TF_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
 _ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called"
+# Set beside TF_CPP_MIN_LOG_LEVEL when `prepare` set it (not the user), so that a child
+# process of the command (bert_tf.cli.supervisor) holds TensorFlow's lines back too.
+_SET_HERE = "BERT_TF_QUIETED_TENSORFLOW"
 
 
 def _verbosity(argv) -> int:
@@ -49,7 +52,8 @@ def _verbosity(argv) -> int:
 def wants_tensorflow_lines(argv, environ=os.environ) -> bool:
     """Whether TensorFlow's own C++ lines are shown: the user set TF_CPP_MIN_LOG_LEVEL,
     or asked for `--verbosity` of 1 or more."""
-    return "TF_CPP_MIN_LOG_LEVEL" in environ or _verbosity(argv) >= 1
+    return (("TF_CPP_MIN_LOG_LEVEL" in environ and _SET_HERE not in environ)
+            or _verbosity(argv) >= 1)
 
 
 def drop_tensorflow_lines(text: str) -> str:
@@ -101,6 +105,7 @@ def prepare(argv=None, environ=os.environ) -> None:
     if wants_tensorflow_lines(argv, environ):
         return
     environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    environ[_SET_HERE] = "1"
     import_tensorflow_quietly()
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
     logging.getLogger("absl").addFilter(_tensorflow_info_dropped)

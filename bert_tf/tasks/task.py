@@ -25,6 +25,9 @@ from bert_tf.train import finetune_packing, loop
 from bert_tf.weights import checkpoints
 
 
+MAX_STEPS = 2 ** 31 - 1  # the schedules count steps in int32
+
+
 @dataclasses.dataclass
 class TrainData:
     """What a task trains on.
@@ -90,6 +93,10 @@ class Task:
         examples, as Hugging Face transformers counts an epoch."""
         options = self.options
         steps = max(1, int(num_examples / options.train_batch_size * options.num_train_epochs))
+        if steps > MAX_STEPS:
+            raise ValueError(f"num_train_epochs={options.num_train_epochs} over "
+                             f"{num_examples} examples is {steps} steps, more than a step "
+                             f"counter holds ({MAX_STEPS})")
         return steps, int(steps * options.warmup_proportion)
 
     def create_model(self):

@@ -11,11 +11,15 @@
   project=gcp_project)`, as google-research/bert's `--tpu_name/--tpu_zone/--gcp_project`.
 """
 
+import json
 import os
 
 import tensorflow as tf
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+# Called when a MultiWorkerMirroredStrategy has joined its cluster (the command line's
+# supervisor then passes signals on: `bert_tf.cli.supervisor`).
+CLUSTER_JOINED = []
 
 
 def tpu_cluster_resolver(tpu_name=None, tpu_zone=None, gcp_project=None):
@@ -63,8 +67,30 @@ def get_strategy(distribution_strategy="one_device", num_gpus=0, tpu_name=None,
             devices = [device.name for device in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(devices=devices)
     if distribution_strategy == "multi_worker_mirrored":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        check_tf_config(os.environ.get("TF_CONFIG"))
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()  # waits for the workers
+        for joined in CLUSTER_JOINED:
+            joined()
+        return strategy
     return tpu_strategy(tpu_name, tpu_zone, gcp_project)
+
+
+def check_tf_config(text):
+    """Raises ValueError naming TF_CONFIG unless `text` (its value) is unset or a JSON
+    object whose "cluster" and "task" are objects, as MultiWorkerMirroredStrategy reads
+    it."""
+    if not text:
+        return
+    try:
+        config = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON ({error}): expected "
+                         '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": '
+                         '"worker", "index": 0}}') from None
+    if not isinstance(config, dict) or not all(
+            isinstance(config.get(key, {}), dict) for key in ("cluster", "task")):
+        raise ValueError(f"TF_CONFIG must be a JSON object with a \"cluster\" object and a "
+                         f"\"task\" object, got {text[:200]!r}")
 
 
 # What resolving or connecting to an absent or unreachable TPU raises: a failed name or

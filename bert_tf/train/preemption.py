@@ -2,9 +2,10 @@
 
 `bert_tf.train.loop.train` runs its loops inside `StopRequests()`: while it trains, a
 SIGINT (Ctrl-C) or SIGTERM (what a preempted VM or Kubernetes sends) only records the
-request. At the end of the current loop of steps the loop saves a checkpoint at the
-step reached, logs where, and raises `TrainingInterrupted`; a rerun of the same command
-resumes from that checkpoint. The previous handlers are restored when training ends.
+request. At the end of the current call of steps (at most a progress period away) the
+loop saves a checkpoint at the step reached and raises `TrainingInterrupted`, whose
+message says where; a rerun of the same command resumes from that checkpoint. A loss
+that becomes NaN or infinite raises `NonFiniteLoss` instead, saving nothing. The previous handlers are restored when training ends.
 
     with preemption.StopRequests() as stop:
         ...                      # after each loop of steps:
@@ -141,20 +142,19 @@ class StopRequests:
         return self.signal_number is not None
 
     def interrupted(self, step, checkpoint_path):
-        """Logs where training stopped and returns the `TrainingInterrupted` to raise."""
-        error = TrainingInterrupted(self.signal_number, step, checkpoint_path)
-        logging.warning("%s", error)
-        return error
+        """The `TrainingInterrupted` to raise (its message says where training stopped;
+        the command line prints it once)."""
+        return TrainingInterrupted(self.signal_number, step, checkpoint_path)
 
     def _handle(self, signal_number, _frame):
         name = signal.Signals(signal_number).name
         if self.signal_number is None:
             self.signal_number = signal_number
-            logging.warning("%s received: saving a checkpoint at the end of this loop of "
-                            "steps, then stopping", name)
+            logging.warning("%s received: saving a checkpoint at the step reached (within "
+                            "a progress period), then stopping", name)
         else:
             logging.warning("%s received: already stopping (saving a checkpoint at the "
-                            "end of this loop of steps)", name)
+                            "step reached)", name)
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():

@@ -1,0 +1,86 @@
+"""A multi-worker run (`--distribution_strategy=multi_worker_mirrored`) under a parent
+process that SIGTERM and SIGINT always reach.
+
+While MultiWorkerMirroredStrategy waits for the other workers of TF_CONFIG, the process
+is inside TensorFlow's C++ code holding Python's lock, and TensorFlow has taken SIGTERM
+for its own preemption notice: neither signal could stop it (only SIGKILL did). So the
+command runs itself again as a child; the parent only waits, forwards signals and
+reports. Until the child says it joined its cluster (`report_joined`), a signal ends it
+(SIGKILL) with one line; afterwards the signal is passed on, and the child saves a
+checkpoint and stops as any training run does.
+
+    if not supervisor.supervised():
+        sys.exit(supervisor.run_supervised("run_classifier"))
+    supervisor.report_joined_on(distribute.CLUSTER_JOINED)   # in the child
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+SUPERVISOR_FD = "BERT_TF_SUPERVISOR_FD"  # in the child: where it says it joined
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def supervised() -> bool:
+    """Whether this process is the child of `run_supervised`."""
+    return SUPERVISOR_FD in os.environ
+
+
+def run_supervised(program: str, output_dir=None) -> int:
+    """Runs this command again as a child and waits for it; returns its exit status
+    (128 + the signal's number when a signal ended it while it waited, after removing
+    `output_dir` when the child made it and left it empty)."""
+    made = bool(output_dir) and not os.path.exists(output_dir)
+    read_fd, write_fd = os.pipe()
+    child = subprocess.Popen(  # its own session: Ctrl-C reaches the parent alone
+        [sys.executable, *sys.orig_argv[1:]], pass_fds=(write_fd,),
+        env=dict(os.environ, **{SUPERVISOR_FD: str(write_fd)}), start_new_session=True)
+    os.close(write_fd)
+    joined = threading.Event()
+
+    def watch():
+        with os.fdopen(read_fd, "rb") as reader:
+            if reader.read(1):
+                joined.set()
+    threading.Thread(target=watch, daemon=True).start()
+    stopped = []
+
+    def forward(signal_number, frame):
+        del frame
+        if joined.is_set():
+            child.send_signal(signal_number)  # it saves a checkpoint, then stops
+            return
+        if not stopped:
+            stopped.append(signal_number)
+            child.kill()
+            print(f"{program}: error: stopped by {signal.Signals(signal_number).name} "
+                  "while waiting for the other workers of TF_CONFIG", file=sys.stderr)
+
+    previous = {number: signal.signal(number, forward) for number in _STOP_SIGNALS}
+    try:
+        status = child.wait()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if stopped:
+        if made and os.path.isdir(output_dir) and not os.listdir(output_dir):
+            os.rmdir(output_dir)
+        return 128 + stopped[0]
+    return status if status >= 0 else 128 - status
+
+
+def report_joined_on(callbacks: list) -> None:
+    """In the child: appends to `callbacks` (called once the strategy has joined its
+    cluster) the message to the parent that signals may now be passed on."""
+    descriptor = int(os.environ[SUPERVISOR_FD])
+
+    def joined():
+        try:
+            os.write(descriptor, b"j")
+            os.close(descriptor)
+        except OSError:
+            pass  # told already, or the parent is gone
+    callbacks.append(joined)
