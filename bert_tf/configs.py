@@ -166,9 +166,7 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, path):
         """Reads a `bert_config.json`; errors name the file and the problem."""
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"BERT config file not found: {path}")
+        path = fileio.existing_file(path, "BERT config file")
         try:
             with open(path, encoding="utf-8") as f:
                 values = json.load(f)

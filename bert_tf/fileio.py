@@ -162,6 +162,9 @@ def check_outputs_apart(outputs: dict, inputs: dict) -> None:
     Raises:
       ValueError: naming both paths, their flags, and what to do.
     """
+    if not isinstance(outputs, dict) or not isinstance(inputs, dict):
+        raise TypeError("check_outputs_apart takes {name: path or paths} dicts, got "
+                        f"{type(outputs).__name__} and {type(inputs).__name__}")
     outputs, inputs = list(_named_paths(outputs)), list(_named_paths(inputs))
     for index, (name, path) in enumerate(outputs):
         for other_name, other in outputs[:index]:
@@ -274,6 +277,25 @@ def _nearest_existing(path: str) -> str:
     path = os.path.abspath(path)
     while not os.path.exists(path):
         path = os.path.dirname(path)
+    return path
+
+
+def existing_file(path, name: str) -> str:
+    """`path` (a str or os.PathLike) as a str, checked to be an existing file: what the
+    library's readers take first, so that a wrong argument is named.
+
+    Raises:
+      TypeError: `path` is not a path (a list, a number, ...).
+      IsADirectoryError / FileNotFoundError: a folder, or nothing there.
+    """
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path (str), got {type(path).__name__}: "
+                        f"{str(path)[:60]!r}")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{name} {path} is a folder: expected a file")
+    if not os.path.isfile(path) and "://" not in path:
+        raise FileNotFoundError(f"{name} not found: {path}")
     return path
 
 

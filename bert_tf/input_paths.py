@@ -85,6 +85,9 @@ def expand_input_paths(values: Union[str, os.PathLike, Sequence[str]],
         values = [os.fspath(values)]
     files = []
     for value in values:
+        if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{flag} must be paths or patterns (str), got "
+                            f"{type(value).__name__}: {str(value)[:60]!r}")
         value = os.fspath(value)
         names = [value] if exists(value) else value.split(",")
         for name in (n.strip() if not exists(n) else n for n in names):

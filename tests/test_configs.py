@@ -35,8 +35,11 @@ def test_invalid_values_are_rejected(change, message):
 
 
 def test_unknown_keys_are_reported():
-    with pytest.raises(ValueError, match=r"my\.json.*unknown.*'pooler_fc_size'"):
-        BertConfig.from_dict({**tiny_config_dict(), "pooler_fc_size": 768}, source="my.json")
+    with pytest.raises(ValueError, match=r"my\.json.*unknown.*'num_hiden_layers'"):
+        BertConfig.from_dict({**tiny_config_dict(), "num_hiden_layers": 2}, source="my.json")
+    # The keys of google-research's Chinese / multilingual configs load (issue 38).
+    assert BertConfig.from_dict({**tiny_config_dict(), "pooler_fc_size": 768}) == \
+        BertConfig.from_dict(tiny_config_dict())
 
 
 @pytest.mark.parametrize("key", ["vocab_size", "hidden_size", "num_hidden_layers",

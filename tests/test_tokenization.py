@@ -137,7 +137,7 @@ def test_load_vocab_strips_and_indexes(tmp_path):
     (b"[PAD]\nhello\n", "vocab file {path} has no [UNK] token"),
     (b"[UNK]\nhello\nworld\nhello\n",
      "{path}:4: duplicate vocab entry 'hello', first seen on line 2"),
-    (b"[UNK]\nhe\xffllo\n", "{path}:2: vocab line is not valid UTF-8"),
+    (b"[UNK]\nhello\nworld\nhe\xffllo\n", "{path}:4: vocab line is not valid UTF-8"),
 ])
 def test_bad_vocab(tmp_path, content, message):
     path = tmp_path / "vocab.txt"

@@ -82,9 +82,14 @@ def read(path: Optional[str]) -> dict:
     A config.json written by Hugging Face (a transformers folder) is not a run's.
 
     Raises:
+      TypeError: `path` is not a path.
       ValueError: when the run's file is not valid JSON, naming it.
     """
-    folder = run_folder(path)
+    if path is not None and (isinstance(path, bytes)
+                             or not isinstance(path, (str, os.PathLike))):
+        raise TypeError(f"path must be a run folder or checkpoint path (str), got "
+                        f"{type(path).__name__}")
+    folder = run_folder(path and os.fspath(path))
     if folder is None:
         return {}
     for name in (CONFIG_FILE, LEGACY_SETTINGS_FILE):

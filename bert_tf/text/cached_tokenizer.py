@@ -217,6 +217,7 @@ class CachedTokenizer:
 
     def ids_and_lengths(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
         """Ids of many texts at once: (flat [T] int32 ids, [len(texts)] int64 lengths)."""
+        rules.check_texts(texts)
         if max(len(self._token_index), len(self._word_ids)) > self.max_cached_tokens:
             self._clear_caches()
         if not texts:

@@ -30,6 +30,22 @@ def convert_to_unicode(text):
     raise TypeError(f"unsupported string type: {type(text).__name__}, expected str or bytes")
 
 
+def check_texts(texts, name="texts"):
+    """Refuses a single string where a sequence of texts is expected (it would be read
+    one character a text), and items that are not text.
+
+    Raises:
+      TypeError: naming the parameter and what it got.
+    """
+    if isinstance(texts, (str, bytes, bytearray)):
+        raise TypeError(f"{name} must be a list of texts, got one {type(texts).__name__} "
+                        f"({str(texts)[:40]!r}): wrap it in a list")
+    for text in texts:
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise TypeError(f"{name} must hold texts (str), got {type(text).__name__}: "
+                            f"{str(text)[:40]!r}")
+
+
 def printable_text(text):
     """Returns text encoded in a way suitable for print or logging (str in Python 3)."""
     if isinstance(text, str):

@@ -15,7 +15,7 @@ any other text, so user text can never inject a real special token. Pass
 
 import re
 
-from bert_tf.text import wordpiece_graph
+from bert_tf.text import rules, wordpiece_graph
 # The rules and vocab helpers are part of this module's public API, as in the original.
 from bert_tf.text.rules import (  # noqa: F401
     MAX_INPUT_CHARS_PER_WORD, BasicTokenizer, WordpieceTokenizer, basic_words_with_offsets,
@@ -115,6 +115,7 @@ class FullTokenizer:
 
     def convert_texts_to_ids(self, texts):
         """Token ids of many texts at once (fast path): list of lists of ints."""
+        rules.check_texts(texts)
         return self._graph().ids_as_lists(texts)
 
     def tokenize_batch(self, texts):
@@ -124,4 +125,5 @@ class FullTokenizer:
 
     def tokenize_batch_with_offsets(self, texts):
         """Fast path: (ids, start_chars, end_chars), each a list (per text) of int lists."""
+        rules.check_texts(texts)
         return self._graph().ids_and_offsets_as_lists(texts)

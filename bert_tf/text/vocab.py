@@ -8,6 +8,7 @@ import os
 
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf import input_paths
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -38,9 +39,7 @@ class VocabFile:
     @classmethod
     def read(cls, vocab_file):
         """Reads and checks `vocab_file` (see `load_vocab` for what is refused)."""
-        vocab_file = os.fspath(vocab_file)
-        if not os.path.isfile(vocab_file):
-            raise FileNotFoundError(f"vocab file not found: {vocab_file}")
+        vocab_file = fileio.existing_file(vocab_file, "vocab file")
         with open(vocab_file, "rb") as reader:
             data = reader.read()
         return cls(vocab_file, _parse_vocab(data, vocab_file), hashlib.sha256(data).hexdigest())
