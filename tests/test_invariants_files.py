@@ -276,6 +276,7 @@ RAW_WRITERS = {
     "bert_tf/train/distribute.py", "bert_tf/tasks/sentence_embeddings/encode.py",
     "bert_tf/tasks/feature_extraction.py", "bert_tf/text/wordpiece_tables.py",
     "bert_tf/serving/onnx_export.py",  # inside output_folder.write_folder's temporary
+    "bert_tf/tasks/driver.py",  # undone_on_refusal removes only what the run added
 }
 _RAW_WRITE = re.compile(r"open\([^)\n]*['\"](w|wb|a|ab)['\"]|os\.replace\(|shutil\.rmtree\("
                         r"|gfile\.rmtree\(|gfile\.rename\(|write_file\(")
