@@ -212,3 +212,28 @@ def test_the_library_refuses_before_writing(vocab, tmp_path):
     with pytest.raises(FileExistsError, match=r"c is not empty \(holds keep.txt\)"):
         onnx_export.export_onnx(model, tmp_path / "c", vocab, True, LENGTH)
     assert sorted(os.listdir(tmp_path)) == ["c"]
+
+
+def test_layer_norms_and_gelus_are_in_the_ops_runtimes_fuse(vocab, tmp_path):
+    """Every LayerNorm one LayerNormalization (embeddings + 2 a layer); every GELU
+    x / sqrt 2 -> Erf -> + 1 -> * x -> * 0.5 (ONNX Runtime's Gelu fusion)."""
+    import onnx  # pylint: disable=import-outside-toplevel
+    model = randomized(BertClassifier, 37, num_classes=3)
+    folder = onnx_export.export_onnx(model, tmp_path / "onnx", vocab, True, LENGTH)
+    graph = onnx.load(os.path.join(folder, "model.onnx")).graph
+    ops = [node.op_type for node in graph.node]
+    assert ops.count("LayerNormalization") == 1 + 2 * tiny_config().num_hidden_layers
+    assert "GlobalAveragePool" not in ops and "ReduceMean" not in ops
+    producer = {name: node for node in graph.node for name in node.output}
+    consumers = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    erfs = [node for node in graph.node if node.op_type == "Erf"]
+    assert len(erfs) == tiny_config().num_hidden_layers
+    for erf in erfs:
+        assert producer[erf.input[0]].op_type == "Div"
+        chain = [consumers[erf.output[0]][0]]
+        for _ in range(2):
+            chain.append(consumers[chain[-1].output[0]][0])
+        assert [node.op_type for node in chain] == ["Add", "Mul", "Mul"]

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 # Set while tracing for a converter whose target has no Erfc op (`erf_gelu`).
 _ERF_GELU = contextvars.ContextVar("erf_gelu", default=False)
-_SQRT_HALF = 0.7071067811865476
+_SQRT_TWO = 1.4142135623730951
 
 
 def gelu(x):
@@ -15,10 +15,11 @@ def gelu(x):
 
     `tf.nn.gelu` (0.5 x erfc(-x / sqrt 2)) is the form TensorFlow's CPU graph optimizer
     fuses into the matmul; inside `erf_gelu()` the same function is traced as
-    0.5 x (1 + erf(x / sqrt 2)), equal to float32 rounding.
+    (x (1 + erf(x / sqrt 2))) 0.5, equal to float32 rounding, in the order of ops that
+    ONNX Runtime fuses into one Gelu (and the bias before it into BiasGelu).
     """
     if _ERF_GELU.get():
-        return 0.5 * x * (1.0 + tf.math.erf(x * tf.cast(_SQRT_HALF, x.dtype)))
+        return x * (1.0 + tf.math.erf(x / tf.cast(_SQRT_TWO, x.dtype))) * 0.5
     return tf.nn.gelu(x, approximate=False)
 
 
