@@ -67,7 +67,8 @@ class VocabLearning(OptionGroup):
 BuildVocabOptions = compose(
     "BuildVocabOptions", tool_options.CORPUS, option_groups.OutputFile, VocabLearning,
     tool_options.MaxSentences,
-    helps=dict(tool_options.CORPUS_HELPS, output_file="Where to write vocab.txt."),
+    helps=dict(tool_options.CORPUS_HELPS, output_file="Where to write vocab.txt (an existing file there is replaced; "
+               "never the corpus)."),
     doc="Every option of bert-build-vocab.")
 
 

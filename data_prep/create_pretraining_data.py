@@ -72,7 +72,8 @@ CreatePretrainingDataOptions = compose(
     option_groups.CaseCheck, RecordOutput,
     helps=dict(tool_options.CORPUS_HELPS, **pretraining_instances.INSTANCE_HELPS,
                output_file="Output TFRecord file(s): comma-separated, or one name that "
-               "--num_output_shards expands to NAME-00000-of-0000N.",
+               "--num_output_shards expands to NAME-00000-of-0000N. A rerun replaces the "
+               "whole set (never the corpus or the vocab).",
                vocab_file="The vocabulary file of the BERT model."),
     checks=(tool_options.require("vocab_file"), pretraining_instances.check_instance_rules),
     namespace={"instance_options": _instance_options},

@@ -23,7 +23,6 @@ import dataclasses
 import importlib
 import json
 import logging
-import os
 from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -303,15 +302,12 @@ def boundaries_files(word_boundaries_file: Optional[str],
     """
     if not word_boundaries_file:
         return None
-    names = [name.strip() for name in word_boundaries_file.split(",") if name.strip()]
+    names = input_paths.expand_input_paths(word_boundaries_file, "word_boundaries_file")
     if len(names) != len(input_files):
         shown = ", ".join(input_files[:3]) + (" ..." if len(input_files) > 3 else "")
         raise ValueError(f"word_boundaries_file names {len(names)} file(s) for "
                          f"{len(input_files)} input file(s) ({shown}): expected one per "
                          "input file, in the order they are read")
-    for name in names:
-        if not os.path.isfile(name):
-            raise FileNotFoundError(f"word_boundaries_file: {name} is not a file")
     return names
 
 

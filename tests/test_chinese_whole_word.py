@@ -341,7 +341,7 @@ def test_bad_reference_files_are_refused_naming_file_and_line(tmp_path):
                            word_boundaries_file=corpus.reference)
     with pytest.raises(ValueError, match="names 2 file.s. for 1 input file"):
         ws.boundaries_files(f"{corpus.reference},{corpus.reference}", [corpus.text])
-    with pytest.raises(FileNotFoundError, match="nothing.txt is not a file"):
+    with pytest.raises(FileNotFoundError, match="word_boundaries_file .*nothing.txt not found"):
         ws.boundaries_files(str(tmp_path / "nothing.txt"), [corpus.text])
     # A skipped non-UTF-8 line would shift the pairing; wiki input has no lines to pair.
     broken = tmp_path / "broken.txt"

@@ -424,6 +424,16 @@ def test_a_pattern_expands_only_when_no_such_file_and_names_itself(tmp_path, exp
         expand(str(tmp_path))
 
 
+def test_word_boundaries_files_are_named_through_the_same_code(tmp_path):
+    from data_prep import word_segmentation  # pylint: disable=import-outside-toplevel
+    reference = tmp_path / "ref[1],a.txt"
+    reference.write_text("[1]\n", encoding="utf-8")
+    assert word_segmentation.boundaries_files(str(reference), ["corpus.txt"]) == \
+        [str(reference)]
+    with pytest.raises(FileNotFoundError, match=r"word_boundaries_file pattern .*-\*"):
+        word_segmentation.boundaries_files(f"{tmp_path}/none-*", ["corpus.txt"])
+
+
 def test_one_file_named_twice_in_an_output_list_leaves_nothing(tmp_path, vocab_file):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(CORPUS, encoding="utf-8")
