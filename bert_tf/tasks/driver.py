@@ -131,6 +131,7 @@ def _execute_steps(task, context) -> Outcome:
     results, written = {}, []
     for split in ("eval", "predict"):
         if getattr(options, f"do_{split}", False):
+            runner.phase = "Evaluating" if split == "eval" else "Predicting"
             scores = task.evaluate(split, runner)
             if scores:
                 scores = dict(scores, global_step=runner.global_step)
@@ -191,6 +192,7 @@ class ModelRunner:
         self.context, self.task = context, task
         self.model, self.global_step, self.train_result = None, 0, None
         self.best = None  # the best checkpoint (output_dir/best/) the model was read from
+        self.phase = "Evaluating"  # how progress lines of its predictions start
 
     def _model_fn(self, start=False, reports=None):
         """Builds the task's model; with `start`, also initializes it from
@@ -275,7 +277,7 @@ class ModelRunner:
                 f"{name_list(fresh)}: the task head would be random. Train first "
                 "(do_train), or set output_dir to a fine-tuned run")
         self.global_step = loop.restore_model(model, latest) if latest else 0
-        logging.info("Evaluating %s (global_step%s %d)", latest or options.init_checkpoint,
+        logging.info("Model: %s (global_step%s %d)", latest or options.init_checkpoint,
                      " of the best checkpoint, kept by --best_metric" if self.best else "",
                      self.global_step)
         self.model = model
@@ -286,7 +288,7 @@ class ModelRunner:
         (of `num_examples` when given) is logged every 30 seconds."""
         model = self.ensure_model(dataset_fn)
         yield from loop.predict(self.context.strategy, model, dataset_fn, passthrough_keys,
-                                num_examples)
+                                num_examples, name=self.phase)
 
     def predict(self, dataset_fn, output_key="logits", keys=(), num_examples=None):
         """Concatenated float32 numpy outputs (and passthrough features) over a dataset."""

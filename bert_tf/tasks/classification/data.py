@@ -386,6 +386,23 @@ def write_test_results(path: str, outputs: np.ndarray, is_regression: bool) -> N
     fileio.write_text_atomic(path, "".join(row + "\n" for row in rows))
 
 
+def write_predictions(path, examples, outputs, label_list) -> None:
+    """`predictions.tsv`: a header, then per example its id and prediction: for labels
+    `index prediction <label>...` (the predicted label, then each label's probability),
+    for a score `index prediction`."""
+    outputs = np.asarray(outputs)
+    header = ["index", "prediction"] + (list(label_list) if label_list is not None else [])
+    lines = ["\t".join(header) + "\n"]
+    for example, output in zip(examples, outputs):
+        index = example.guid.split("-", 1)[1]
+        if label_list is None:
+            row = [index, f"{float(np.reshape(output, -1)[0]):.6f}"]
+        else:
+            row = [index, label_list[int(np.argmax(output))]] + [f"{p:.6f}" for p in output]
+        lines.append("\t".join(row) + "\n")
+    fileio.write_text_atomic(path, "".join(lines))
+
+
 def write_submission(path, examples, outputs, label_list) -> None:
     """A GLUE-submission-style file: `index<TAB>prediction` (class name or score)."""
     outputs = np.asarray(outputs)

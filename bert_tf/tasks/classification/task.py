@@ -38,6 +38,9 @@ from bert_tf.tasks.task import Task, TrainData, cached_features, plan_packing
 from bert_tf.train import finetune_packing
 
 
+# Every predicted split's table: a header, each example's id and prediction.
+PREDICTIONS_FILE = "predictions.tsv"
+
 @dataclasses.dataclass(kw_only=True)
 class ClassifierData(OptionGroup):
     """The task and, for the generic task, its columns, labels and long texts."""
@@ -364,22 +367,29 @@ class ClassificationTask(Task):
         return {f"eval_{name}": value for name, value in results.items()}, loss
 
     def _write_predictions(self, examples, logits):
+        """test_results.tsv (the original's: probabilities or the score, no header),
+        predictions.tsv (a header, then each example's id, prediction and, for
+        labels, their probabilities) and a GLUE task's submission file."""
         options, processor = self.options, self.processor
-        submission = os.path.join(options.output_dir, processor.submission_name)
+        written = ["test_results.tsv", PREDICTIONS_FILE]
+        predictions = os.path.join(options.output_dir, PREDICTIONS_FILE)
         if self.multi_label:  # sigmoid probabilities; the predicted label sets
             outputs = multi_label.sigmoid(logits)
-            multi_label.write_predictions(submission, examples, outputs, self.label_list,
+            multi_label.write_predictions(predictions, examples, outputs, self.label_list,
                                           options.multi_label_threshold,
                                           options.label_separator)
         else:
             outputs = logits[:, 0] if self.is_regression else softmax(logits)
-            classification_data.write_submission(
-                submission, examples, logits if self.is_regression else outputs,
-                self.label_list)
+            classification_data.write_predictions(predictions, examples, outputs,
+                                                  self.label_list)
+            if processor.submission_name != PREDICTIONS_FILE:
+                written.append(processor.submission_name)
+                classification_data.write_submission(
+                    os.path.join(options.output_dir, processor.submission_name), examples,
+                    logits if self.is_regression else outputs, self.label_list)
         classification_data.write_test_results(
             os.path.join(options.output_dir, "test_results.tsv"), outputs, self.is_regression)
-        logging.info("Wrote test_results.tsv and %s for %d examples",
-                     processor.submission_name, len(examples))
+        logging.info("Wrote %s for %d examples", ", ".join(written), len(examples))
 
     def export_options(self):
         options = {"label_names": self.label_list, "is_regression": self.is_regression,
