@@ -1,21 +1,30 @@
-"""Speed of BertPretrainer training and BertEncoder inference on CPU, against keras-hub.
+"""Speed of BertPretrainer training and BertEncoder inference on CPU, against keras-hub,
+every side timed in the same alternating rounds (ABBA) of one process.
 
 Work (as ../shared/bench/peer_keras_hub.py): batch 16, sequence 128, 20 masked
-positions, vocab 30,522, AdamW; L=4/H=256/A=4 and BERT-base. Each mode is
+positions, vocab 30,522, AdamW; L=4/H=256/A=4 and BERT-base. Each of our modes is
 `precision:compiler`, compiler `graph` (tf.function, TensorFlow's oneDNN kernels) or
-`xla` (tf.function(jit_compile=True), as the keras-hub script uses). Prints
-sequences/s, the fraction of the machine's float32 (or bfloat16) matmul peak that the
-model's matmul FLOPs reach, and the ratio to keras-hub (float32 rows only).
+`xla` (tf.function(jit_compile=True), as the keras-hub script uses). The peer is that
+script's model and steps (keras-hub's BertBackbone and MaskedLMHead, `train_on_batch`
+compiled with XLA, inference through a jit-compiled tf.function), built in this process
+(keras-hub must be importable: the keras-hub extra).
 
-    .venv/bin/python bench/model_bench.py --peer_python .venv-peer/bin/python --repeats 3
-    .venv/bin/python bench/model_bench.py --models small --modes float32:graph
+Every side (a mode's train step, a mode's inference, the peer's two) makes `--steps`
+calls a round, after two untimed ones; the sides run in one order in even rounds and in
+the reverse order in odd ones, so that the load of a shared machine falls on all of them
+alike. Printed: each side's median sequences/s over the rounds, the fraction of the
+machine's matmul peak its matmul FLOPs reach, and for float32 modes the median of the
+round ratios against keras-hub (ours over the peer's, in the same round) with their
+range.
+
+    .venv/bin/python bench/model_bench.py --models small --modes float32:graph,float32:xla \
+        --steps 5 --rounds 10
+    .venv/bin/python bench/model_bench.py --models base --modes float32:xla --steps 2 \
+        --rounds 4
 """
 
 import argparse
 import os
-import re
-import subprocess
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,8 +38,7 @@ from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses  # no
 
 BATCH, SEQ, PREDICTIONS, VOCAB = 16, 128, 20, 30522
 MODELS = {"small": (4, 256, 4), "base": (12, 768, 12)}
-PEER_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench",
-                           "peer_keras_hub.py")
+PEER = "keras-hub float32 xla"
 
 
 def matmul_peak(dtype, size=4096, repeats=5):
@@ -76,21 +84,22 @@ def make_batch(seed=0):
     return {k: tf.constant(v) for k, v in features.items()}
 
 
-def timed(fn, steps, repeats=1):
-    """Best sequences/s over `repeats` windows of `steps` calls, after two warm-ups."""
-    fn()  # compile
-    fn()
-    best = 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        best = max(best, steps * BATCH / (time.perf_counter() - start))
-    return best
+def our_sides(layers, hidden, heads, precision, jit_compile):
+    """(train call, inference call) of our pretrainer under `precision`."""
+    keras.config.set_dtype_policy(precision)
+    try:
+        keras.utils.set_random_seed(0)
+        config = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
+                            num_attention_heads=heads, intermediate_size=4 * hidden,
+                            max_position_embeddings=512, type_vocab_size=2)
+        pretrainer = BertPretrainer(BertEncoder(config))
+        pretrainer.build()
+        optimizer = keras.optimizers.AdamW(1e-4)
+        optimizer.build(pretrainer.trainable_variables)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    batch = make_batch()
 
-
-def bare_train_step(pretrainer, optimizer, jit_compile):
-    """The bare pre-training step (forward, backward, update) as one tf.function."""
     @tf.function(jit_compile=jit_compile)
     def train_step(features):
         with tf.GradientTape() as tape:
@@ -99,47 +108,81 @@ def bare_train_step(pretrainer, optimizer, jit_compile):
         grads = tape.gradient(loss, pretrainer.trainable_variables)
         optimizer.apply_gradients(zip(grads, pretrainer.trainable_variables))
         return loss
-    return train_step
 
-
-def bench_ours(layers, hidden, heads, steps, jit_compile, repeats=1):
-    """Returns (train seq/s, inference seq/s) for the current global dtype policy."""
-    keras.utils.set_random_seed(0)
-    config = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
-                        num_attention_heads=heads, intermediate_size=4 * hidden,
-                        max_position_embeddings=512, type_vocab_size=2)
-    pretrainer = BertPretrainer(BertEncoder(config))
-    pretrainer.build()
-    optimizer = keras.optimizers.AdamW(1e-4)
-    optimizer.build(pretrainer.trainable_variables)
-    batch = make_batch()
-
-    train_step = bare_train_step(pretrainer, optimizer, jit_compile)
-    encoder = pretrainer.encoder
     inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
-    infer = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
+    infer = tf.function(lambda x: pretrainer.encoder(x, training=False)["sequence_output"],
                         jit_compile=jit_compile)
-    train = timed(lambda: train_step(batch).numpy(), steps, repeats)
-    inference = timed(lambda: infer(inputs).numpy(), steps, repeats)
-    return train, inference
+    return (lambda: train_step(batch).numpy()), (lambda: infer(inputs).numpy())
 
 
-def bench_peer(peer_python, layers, hidden, heads, repeats=1):
-    """Runs keras-hub's script in its own interpreter `repeats` times; returns the best
-    (train, infer) seq/s, or None if it failed."""
-    runs = []
-    for _ in range(repeats):
-        result = subprocess.run(
-            [peer_python, PEER_SCRIPT, str(layers), str(hidden), str(heads)],
-            capture_output=True, text=True, check=False,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-        match = re.search(r"train ([\d.]+) seq/s, infer ([\d.]+) seq/s", result.stdout)
-        if not match:
-            print(f"peer failed (rc {result.returncode}): {result.stderr[-2000:]}",
-                  file=sys.stderr)
-            return None
-        runs.append((float(match.group(1)), float(match.group(2))))
-    return max(train for train, _ in runs), max(infer for _, infer in runs)
+def peer_sides(layers, hidden, heads):
+    """(train call, inference call) of ../shared/bench/peer_keras_hub.py's work."""
+    import keras_hub  # pylint: disable=import-outside-toplevel
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB, num_layers=layers, num_heads=heads, hidden_dim=hidden,
+        intermediate_dim=4 * hidden, max_sequence_length=512)
+    head = keras_hub.layers.MaskedLMHead(vocabulary_size=VOCAB,
+                                         token_embedding=backbone.token_embedding,
+                                         activation=None)
+    ids, seg, mask = (keras.Input((SEQ,), dtype="int32") for _ in range(3))
+    pos = keras.Input((PREDICTIONS,), dtype="int32")
+    out = backbone({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})
+    model = keras.Model([ids, seg, mask, pos],
+                        head(out["sequence_output"], mask_positions=pos))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=True)
+    rng = np.random.default_rng(0)
+    x = [rng.integers(0, VOCAB, (BATCH, SEQ)).astype("int32"), np.zeros((BATCH, SEQ), "int32"),
+         np.ones((BATCH, SEQ), "int32"),
+         np.sort(rng.integers(0, SEQ, (BATCH, PREDICTIONS))).astype("int32")]
+    y = rng.integers(0, VOCAB, (BATCH, PREDICTIONS)).astype("int32")
+    encoder = keras.Model([ids, seg, mask], out["sequence_output"])
+    infer = tf.function(lambda a, b, c: encoder([a, b, c], training=False), jit_compile=True)
+    return (lambda: model.train_on_batch(x, y)), (lambda: infer(*x[:3]).numpy())
+
+
+def run_rounds(sides, steps, rounds):
+    """{side: [sequences/s of each round]}: `steps` calls a side a round, ABBA order."""
+    for call in sides.values():  # compile, then one more untimed call
+        call()
+        call()
+    names = list(sides)
+    rates = {name: [] for name in names}
+    for number in range(rounds):
+        for name in names if number % 2 == 0 else names[::-1]:
+            start = time.perf_counter()
+            for _ in range(steps):
+                sides[name]()
+            rates[name].append(steps * BATCH / (time.perf_counter() - start))
+            print(f"round {number + 1}/{rounds} {name}: {rates[name][-1]:.1f} seq/s",
+                  flush=True)
+    return rates
+
+
+def table_rows(model_name, rates, peaks):
+    """Markdown rows of one model: median seq/s, % of peak, ratio to keras-hub."""
+    layers, hidden, _ = MODELS[model_name]
+    flops = {"train": 3 * forward_flops(layers, hidden, with_mlm=True),
+             "infer": forward_flops(layers, hidden, with_mlm=False)}
+    rows = []
+    for implementation in dict.fromkeys(name for name, _ in rates):
+        precision = "float32" if implementation == PEER else implementation.split()[0]
+        cells = []
+        for kind in ("train", "infer"):
+            median = float(np.median(rates[implementation, kind]))
+            cells += [f"{median:.1f}",
+                      f"{100 * median * flops[kind] / 1e9 / peaks[precision]:.0f}%"]
+        for kind in ("train", "infer"):
+            if (PEER, kind) in rates and precision == "float32" and implementation != PEER:
+                ratios = (np.array(rates[implementation, kind])
+                          / np.array(rates[PEER, kind]))
+                cells.append(f"{np.median(ratios):.2f}x ({ratios.min():.2f}x to "
+                             f"{ratios.max():.2f}x)")
+            else:
+                cells.append("-")
+        rows.append(f"| L{layers}/H{hidden} | {implementation} | {' | '.join(cells)} |")
+    return rows
 
 
 def main():
@@ -147,52 +190,27 @@ def main():
     parser.add_argument("--models", default="small,base")
     parser.add_argument("--modes",
                         default="float32:graph,float32:xla,mixed_bfloat16:graph")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps, small model")
-    parser.add_argument("--base_steps", type=int, default=5, help="timed steps, BERT-base")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="best of N: peer runs, and timed windows of ours")
-    parser.add_argument("--peer_python", default=None,
-                        help="Python of a venv with keras-hub (e.g. .venv-peer/bin/python)")
+    parser.add_argument("--steps", type=int, default=5, help="timed calls a side a round")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds")
+    parser.add_argument("--no_peer", action="store_true", help="time ours alone")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cpus; batch {BATCH}, seq {SEQ}, {PREDICTIONS} masked, "
-          f"vocab {VOCAB}, AdamW")
+          f"vocab {VOCAB}, AdamW; {args.rounds} rounds of {args.steps} calls a side")
     peaks = {"float32": matmul_peak(tf.float32), "mixed_bfloat16": matmul_peak(tf.bfloat16)}
     print(f"matmul peak 4096^2: float32 {peaks['float32']:.0f} GFLOP/s, "
           f"bfloat16 {peaks['mixed_bfloat16']:.0f} GFLOP/s", flush=True)
     rows = []
     for model_name in args.models.split(","):
         layers, hidden, heads = MODELS[model_name]
-        train_flops = 3 * forward_flops(layers, hidden, with_mlm=True)
-        infer_flops = forward_flops(layers, hidden, with_mlm=False)
-        steps = args.steps if model_name == "small" else args.base_steps
-        peer = (bench_peer(args.peer_python, layers, hidden, heads, args.repeats)
-                if args.peer_python else None)
-        if peer:
-            peer_row = (f"| L{layers}/H{hidden} | keras-hub float32 xla | {peer[0]:.1f} | "
-                        f"{100 * peer[0] * train_flops / 1e9 / peaks['float32']:.0f}% | "
-                        f"{peer[1]:.1f} | "
-                        f"{100 * peer[1] * infer_flops / 1e9 / peaks['float32']:.0f}% | 1.00x |"
-                        " 1.00x |")
-            rows.append(peer_row)
-            print(peer_row, flush=True)
+        sides = {}
+        if not args.no_peer:
+            sides[PEER, "train"], sides[PEER, "infer"] = peer_sides(layers, hidden, heads)
         for mode in args.modes.split(","):
             precision, compiler = mode.split(":")
-            keras.config.set_dtype_policy(precision)
-            try:
-                train, infer = bench_ours(layers, hidden, heads, steps, compiler == "xla",
-                                          args.repeats)
-            finally:
-                keras.config.set_dtype_policy("float32")
-            peak = peaks[precision]
-            row = (f"| L{layers}/H{hidden} | bert_tf {precision} {compiler} | {train:.1f} | "
-                   f"{100 * train * train_flops / 1e9 / peak:.0f}% | {infer:.1f} | "
-                   f"{100 * infer * infer_flops / 1e9 / peak:.0f}% |")
-            if peer and precision == "float32":
-                row += f" {train / peer[0]:.2f}x | {infer / peer[1]:.2f}x |"
-            else:
-                row += " - | - |"
-            rows.append(row)
-            print(row, flush=True)
+            name = f"{precision} {compiler}"
+            sides[name, "train"], sides[name, "infer"] = our_sides(
+                layers, hidden, heads, precision, compiler == "xla")
+        rows += table_rows(model_name, run_rounds(sides, args.steps, args.rounds), peaks)
     print("\n| model | implementation | train seq/s | train % peak | infer seq/s | "
           "infer % peak | train vs keras-hub | infer vs keras-hub |")
     print("|---|---|---|---|---|---|---|---|")
