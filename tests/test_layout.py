@@ -11,8 +11,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 # train -> serving -> tasks -> cli. `command_line` (flags from options) is for the
 # commands only: cli and data_prep import it, the library never does.
 LAYERS = {"configs": 0, "fileio": 0, "input_paths": 0, "options": 0, "command_line": 0,
-          "layers": 0, "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3, "tasks": 4,
-          "cli": 5}
+          "layers": 0, "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3,
+          "tasks": 4, "cli": 5}
 COMMAND_ONLY = {"command_line"}
 REPO = PACKAGE.parent
 
