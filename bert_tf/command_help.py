@@ -1,7 +1,7 @@
 """`--help` of every command: its flags grouped by option group, each with its default.
 
 Imports no TensorFlow (a command shows its help before TensorFlow is imported:
-`bert_tf.cli.startup`).
+`bert_tf.command_startup`).
 
     text = format_help(doc, ClassifierOptions, other_flags)
     # <doc>

@@ -213,9 +213,9 @@ def command(module_name, options_class, run_fn, required=()):
 
 def _run_options(run_fn, options, program):
     """`run_fn(options)`; a multi-worker run under a supervising parent that signals
-    always reach (`bert_tf.cli.supervisor`)."""
+    always reach (`bert_tf.command_supervisor`)."""
     if getattr(options, "distribution_strategy", None) == "multi_worker_mirrored":
-        from bert_tf.cli import supervisor  # pylint: disable=import-outside-toplevel
+        from bert_tf import command_supervisor as supervisor  # pylint: disable=C0415
         from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
         if not supervisor.supervised():
             sys.exit(supervisor.run_supervised(program,
@@ -380,7 +380,8 @@ def _module_options_class(module):
     defined = {flag.name for name in (module.__name__, sys.argv[0])
                for flag in flags.FLAGS.get_flags_for_module(name)}
     for value in vars(module).values():
-        if (isinstance(value, type) and getattr(value, "__module__", None) == module.__name__
+        if (isinstance(value, type)
+                and getattr(value, "__module__", None) == module.__name__
                 and options_lib.option_groups(value) != (value,)):
             names = {spec.name for spec in options_lib.option_specs(value)}
             if names and names <= defined:

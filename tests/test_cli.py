@@ -127,7 +127,7 @@ sys.exit(status)
 
 def test_every_command_is_listed_here():
     cli = {path.stem for path in (REPO / "bert_tf" / "cli").glob("*.py")} - {
-        "__init__", "startup", "help_stubs"}
+        "__init__"}
     root = {path.name for path in REPO.glob("*.py")} - {"setup.py"}
     listed = {command[-1] for command in COMMANDS}
     assert root <= listed, root - listed
@@ -183,7 +183,7 @@ def test_start_up_shows_no_tensorflow_lines_unless_asked(tmp_path):
 
 
 def test_tensorflow_lines_are_told_from_ours():
-    from bert_tf.cli import startup
+    from bert_tf import command_startup as startup
     text = ("WARNING: All log messages before absl::InitializeLog() is called are written "
             "to STDERR\n"
             "I0000 00:00:1795772945.716176   26561 port.cc:153] oneDNN custom operations\n"
@@ -236,7 +236,8 @@ def test_a_multi_worker_run_waiting_for_a_missing_worker_stops_on_sigterm(tmp_pa
         [sys.executable, "run_classifier.py", "--task_name=SST-2", "--do_train",
          f"--data_dir={tmp_path / 'data'}", f"--vocab_file={vocab_file}",
          f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
-         "--allow_random_encoder", "--distribution_strategy=multi_worker_mirrored"],
+         "--max_seq_length=12", "--allow_random_encoder",
+         "--distribution_strategy=multi_worker_mirrored"],
         cwd=REPO, env=dict(os.environ, TF_CONFIG=tf_config), stderr=subprocess.PIPE,
         text=True)
     time.sleep(12)  # the child imports TensorFlow and waits for worker 1

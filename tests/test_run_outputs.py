@@ -49,6 +49,19 @@ class _Example:
 
 def test_predictions_of_a_regression_are_the_scores_with_ids(tmp_path):
     path = tmp_path / "predictions.tsv"
-    classification_data.write_predictions(str(path), [_Example("test-7"), _Example("test-9")],
-                                          np.array([3.14159, 0.5]), None)
+    examples = [_Example("test-7"), _Example("test-9")]
+    classification_data.write_predictions(str(path), examples, np.array([3.14159, 0.5]),
+                                          None)
     assert path.read_text() == "index\tprediction\n7\t3.141590\n9\t0.500000\n"
+
+
+def test_a_packed_run_reports_examples_and_useful_tokens_per_second(tmp_path, caplog):
+    absl_logging.set_verbosity(absl_logging.INFO)
+    test_run_classifier.write_sst2(tmp_path / "data")
+    classification_task.run(test_run_classifier.options(
+        tmp_path, do_train=True, num_train_epochs=4.0, pack_sequences=True,
+        steps_per_loop=1000, progress_every_seconds=0.01))
+    lines = [record.getMessage() for record in caplog.records
+             if record.getMessage().startswith("step ")]
+    assert lines and all("examples/s, " in line and " useful tokens/s, about " in line
+                         for line in lines), lines

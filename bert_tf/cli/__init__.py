@@ -2,9 +2,9 @@
 
 Importing this package readies the process for a command before any command module
 imports TensorFlow: `--help` without TensorFlow, TensorFlow's start-up lines held back
-(`bert_tf.cli.startup`).
+(`bert_tf.command_startup`).
 """
 
-from bert_tf.cli import startup
+from bert_tf import command_startup as startup
 
 startup.prepare()

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 # Called when a MultiWorkerMirroredStrategy has joined its cluster (the command line's
-# supervisor then passes signals on: `bert_tf.cli.supervisor`).
+# supervisor then passes signals on: `bert_tf.command_supervisor`).
 CLUSTER_JOINED = []
 
 
@@ -118,6 +118,18 @@ def tpu_strategy(tpu_name=None, tpu_zone=None, gcp_project=None):
             "check --tpu_name, --tpu_zone and --gcp_project (on a TPU VM: "
             "--tpu_name=local)") from error
     return tf.distribute.TPUStrategy(resolver)
+
+
+def is_tpu(strategy) -> bool:
+    """Whether `strategy` runs on TPU cores (read off its extended object's class)."""
+    return "TPU" in type(strategy.extended).__name__
+
+
+def is_multi_worker(strategy) -> bool:
+    """Whether `strategy` spans several workers (MultiWorkerMirroredStrategy of more
+    than one)."""
+    return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+            and strategy.extended._num_workers > 1)  # pylint: disable=protected-access
 
 
 def is_chief(strategy):

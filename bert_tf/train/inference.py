@@ -8,6 +8,7 @@
 
 import tensorflow as tf
 
+from bert_tf.train import distribute
 from bert_tf.train import progress
 from bert_tf.train import steps
 
@@ -16,8 +17,8 @@ def batches(strategy, dataset_fn):
     """The batches of `dataset_fn` for a strategy's steps: the plain dataset on one
     replica of one worker (what tf.distribute would wrap in a generator-based device
     iterator, which tf.data then warns it cannot optimise), else the distributed one."""
-    if strategy.num_replicas_in_sync == 1 and not isinstance(
-            strategy, (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy)):
+    if strategy.num_replicas_in_sync == 1 and not (
+            distribute.is_tpu(strategy) or distribute.is_multi_worker(strategy)):
         return dataset_fn(tf.distribute.InputContext())
     return strategy.distribute_datasets_from_function(dataset_fn)
 

@@ -274,8 +274,9 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         strategy, model, loss_fn, optimizer, global_step, names,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         use_xla=settings.use_xla, host_iterator=host_iterator)
-    run = loop_runner.LoopRunner(settings, strategy, train_loop, iterator, global_step, optimizer, manager,
-               hook or step_hook_lib.StepHook(), model)
+    run = loop_runner.LoopRunner(settings, strategy, train_loop, iterator, global_step,
+                                 optimizer, manager, hook or step_hook_lib.StepHook(),
+                                 model)
     with preemption.StopRequests() as stop:  # SIGINT, SIGTERM: save, then stop
         result = run.loops(stop)
     if stop.requested:

@@ -71,10 +71,7 @@ def calls_run_whole(strategy) -> bool:
     """Whether a call of the compiled loop must run its loop of steps whole: on TPU (the
     loop runs on the device) and on several workers (every worker cuts its loops the
     same, and time cannot tell them where)."""
-    if isinstance(strategy, tf.distribute.TPUStrategy):
-        return True
-    return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-            and strategy.extended._num_workers > 1)  # pylint: disable=protected-access
+    return distribute.is_tpu(strategy) or distribute.is_multi_worker(strategy)
 
 
 class LoopRunner:
@@ -104,7 +101,8 @@ class LoopRunner:
         and ends the loops early.
         """
         settings, hook = self.settings, self.hook
-        num_train_steps, every_save = settings.num_train_steps, settings.save_checkpoints_steps
+        num_train_steps = settings.num_train_steps
+        every_save = settings.save_checkpoints_steps
         start_step = step = int(self.global_step.numpy())
         shown = progress.TrainingProgress(
             num_train_steps, step, settings.global_batch_size, settings.examples_per_row,
@@ -158,7 +156,8 @@ class LoopRunner:
             elapsed = time.time() - tick
             step = int(self.global_step.numpy())
             tokens = losses.pop(USEFUL_TOKENS, None)
-            preemption.check_finite_losses(losses, step, count, self.manager.latest_checkpoint)
+            preemption.check_finite_losses(losses, step, count,
+                                           self.manager.latest_checkpoint)
             learning_rate = float(optimization.current_learning_rate(self.optimizer))
             line = shown.after_call(step, count, elapsed, losses, learning_rate,
                                     None if tokens is None else tokens * self.tokens_scale)
@@ -182,7 +181,7 @@ class LoopRunner:
             logging.info("Training: the checkpoint is at step %d of %d: nothing to train "
                          "(checkpoint %s)", step, num_train_steps, checkpoint)
             return
-        rate = done * self.settings.global_batch_size / train_seconds if train_seconds else 0.0
+        rate = done * self.settings.global_batch_size / max(train_seconds, 1e-9)
         logging.info(
             "Training %s: global_step %d of %d planned (%d steps this run) in %.1f s, %.1f "
             "examples/s in the train loop; final %s; checkpoint %s",

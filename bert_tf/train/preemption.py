@@ -5,7 +5,8 @@ SIGINT (Ctrl-C) or SIGTERM (what a preempted VM or Kubernetes sends) only record
 request. At the end of the current call of steps (at most a progress period away) the
 loop saves a checkpoint at the step reached and raises `TrainingInterrupted`, whose
 message says where; a rerun of the same command resumes from that checkpoint. A loss
-that becomes NaN or infinite raises `NonFiniteLoss` instead, saving nothing. The previous handlers are restored when training ends.
+that becomes NaN or infinite raises `NonFiniteLoss` instead, saving nothing. The
+previous handlers are restored when training ends.
 
     with preemption.StopRequests() as stop:
         ...                      # after each loop of steps:

@@ -4,9 +4,9 @@
 the library it imports:
 
 * `--help`: TensorFlow, Keras and tensorflow-text are not imported. Their names are
-  served by stand-in modules (`help_stubs`), so that a command module and its options
-  classes import in a fraction of a second and the help is printed from the options
-  alone (`bert_tf.command_line.print_help`); nothing runs.
+  served by stand-in modules (`bert_tf.command_help_stubs`), so that a command module
+  and its options classes import in a fraction of a second and the help is printed
+  from the options alone (`bert_tf.command_line.print_help`); nothing runs.
 * Otherwise TensorFlow is imported here with the C++ lines it prints while it loads and
   finds its devices (oneDNN, CUDA stubs, a failed cuInit on a machine without a GPU,
   the CPU-feature banner) held back, `TF_CPP_MIN_LOG_LEVEL=2` for what follows, and
@@ -28,7 +28,7 @@ from bert_tf.command_help import help_requested
 _TF_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
 _ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called"
 # Set beside TF_CPP_MIN_LOG_LEVEL when `prepare` set it (not the user), so that a child
-# process of the command (bert_tf.cli.supervisor) holds TensorFlow's lines back too.
+# process of the command (bert_tf.command_supervisor) holds TensorFlow's lines back too.
 _SET_HERE = "BERT_TF_QUIETED_TENSORFLOW"
 
 
@@ -99,8 +99,8 @@ def prepare(argv=None, environ=os.environ) -> None:
     if "tensorflow" in sys.modules:
         return
     if help_requested(argv):
-        from bert_tf.cli import help_stubs  # pylint: disable=import-outside-toplevel
-        help_stubs.install()
+        from bert_tf import command_help_stubs  # pylint: disable=C0415
+        command_help_stubs.install()
         return
     if wants_tensorflow_lines(argv, environ):
         return
