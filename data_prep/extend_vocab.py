@@ -251,7 +251,7 @@ def report_text(ids, chosen) -> str:
 def write_model_folder(options, model, tokens, ids, chosen, summary) -> None:
     """Writes the new folder under a temporary name, then renames it onto --output_dir
     (replacing what --overwrite allows); a failed write leaves nothing behind."""
-    output_dir = os.path.abspath(options.output_dir)
+    output_dir = os.path.realpath(options.output_dir)  # a link's target; the link stays
     _remove_stale_temporaries(output_dir)
     temporary = fileio.temporary_path(output_dir)
     os.makedirs(temporary)

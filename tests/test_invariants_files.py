@@ -151,7 +151,7 @@ def model_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("released") / "model"
     harness.write_released_checkpoint(
         str(folder), harness.tiny_model(BertPretrainer, harness.tiny_config(), 7),
-        harness.SPECIAL_TOKENS + [f"w{i}" for i in range(92)] + ["the", "cat"])
+        harness.SPECIAL_TOKENS + [f"w{i}" for i in range(91)] + ["the", "cat", "##s"])
     return str(folder)
 
 
@@ -165,6 +165,21 @@ def test_every_tool_refuses_an_output_on_its_input(tmp_path, vocab_file, model_f
         after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
         assert after == snapshot, name  # nothing written, nothing left behind
     assert {p: p.read_bytes() for p in pathlib.Path(model_folder).iterdir()} == before
+
+
+def test_extend_vocab_writes_through_a_linked_output_dir(model_folder, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat cats catty catty catty\n" * 5, encoding="utf-8")
+    target = tmp_path / "real"
+    target.mkdir()
+    (target / "old.txt").write_text("x")
+    link = tmp_path / "extended"
+    link.symlink_to(target)
+    extend_vocab.extend_vocab(extend_vocab.ExtendVocabOptions(
+        input_file=str(corpus), init_checkpoint=model_folder, output_dir=str(link),
+        overwrite=True, min_frequency=1, mode="append", max_new_tokens=1))
+    assert link.is_symlink() and (target / "vocab.txt").is_file()
+    assert not (target / "old.txt").exists()
 
 
 def test_export_overwrite_refuses_the_run_folder_it_reads(model_folder, tmp_path):
