@@ -323,8 +323,8 @@ def test_through_a_symlink_the_target_is_written_and_the_link_kept(tmp_path):
     (folder / "old.txt").write_text("x")
     folder_link = tmp_path / "export"
     folder_link.symlink_to(folder)
-    target_dir = output_folder.check_output_folder(str(folder_link), overwrite=True)
-    output_folder.write_folder(target_dir, lambda t: os.makedirs(t) or
+    output_folder.check_output_folder(str(folder_link), overwrite=True)
+    output_folder.write_folder(str(folder_link), lambda t: os.makedirs(t) or
                                (pathlib.Path(t) / "new.txt").write_text("y"))
     assert folder_link.is_symlink() and os.listdir(folder) == ["new.txt"]
 

@@ -50,7 +50,9 @@ def remove_stale_temporaries(parent, base):
 
 def write_folder(target, write):
     """Calls `write(temporary)` on a new sibling folder of `target`, then renames it
-    onto `target` (replacing what was there). Returns `target`."""
+    onto `target` (replacing what was there; through a symbolic link, its target, the
+    link kept). Returns the folder written."""
+    target = os.path.realpath(target)
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     base = os.path.basename(target)
