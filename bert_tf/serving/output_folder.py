@@ -51,8 +51,8 @@ def remove_stale_temporaries(parent, base):
 def write_folder(target, write):
     """Calls `write(temporary)` on a new sibling folder of `target`, then renames it
     onto `target` (replacing what was there; through a symbolic link, its target, the
-    link kept). Returns the folder written."""
-    target = os.path.realpath(target)
+    link kept). Returns `target`."""
+    given, target = target, os.path.realpath(target)
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     base = os.path.basename(target)
@@ -72,4 +72,4 @@ def write_folder(target, write):
             os.replace(temporary, target)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
-    return target
+    return given
