@@ -237,3 +237,16 @@ def test_layer_norms_and_gelus_are_in_the_ops_runtimes_fuse(vocab, tmp_path):
         for _ in range(2):
             chain.append(consumers[chain[-1].output[0]][0])
         assert [node.op_type for node in chain] == ["Add", "Mul", "Mul"]
+
+
+def test_dense_layers_take_their_input_without_reshapes(vocab, tmp_path):
+    """The attention output, intermediate and output Dense of every layer: a MatMul on
+    [B, S, K] (no Reshape to [-1, K] and back)."""
+    import onnx  # pylint: disable=import-outside-toplevel
+    model = randomized(BertClassifier, 38, num_classes=3)
+    folder = onnx_export.export_onnx(model, tmp_path / "onnx", vocab, True, LENGTH)
+    graph = onnx.load(os.path.join(folder, "model.onnx")).graph
+    producer = {name: node for node in graph.node for name in node.output}
+    direct = [node for node in graph.node if node.op_type == "MatMul"
+              and producer[node.input[0]].op_type != "Reshape"]
+    assert len(direct) >= 3 * tiny_config().num_hidden_layers

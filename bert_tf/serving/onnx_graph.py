@@ -10,6 +10,10 @@ that ONNX Runtime (and other runtimes) run fused; each is equal to float32 round
 - `reorder_gelus`: the exact GELU arrives as x * 0.7071 -> Erf -> + 1 -> * 0.5 -> * x (the
   graph optimizer's order); it becomes x / sqrt 2 -> Erf -> + 1 -> * x -> * 0.5, the
   order ONNX Runtime fuses into one Gelu (and, with the bias Add before it, BiasGelu).
+- `unflatten_dense_layers`: Keras's Dense on [B, S, K] reshapes to [B*S, K] for the
+  MatMul and back, the target shape computed from the input's (Shape, Slice, Concat,
+  Casts: seven nodes a layer); ONNX's MatMul broadcasts, so the MatMul takes [B, S, K]
+  and the elementwise nodes after it (bias, GELU) run on [B, S, N] as they are.
 
 A match is rewritten only when every node of it is as expected and its inner values are
 used nowhere else; anything else stays as it was.
@@ -191,6 +195,107 @@ def reorder_gelus(model):
     return count
 
 
+ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Relu", "Sigmoid", "Gelu"}
+
+
+def _feeds_shape_of(g, name, x, width):
+    """`name` is x.shape[:-1] + [width] computed as Keras's matmul computes it:
+    Cast(Concat(Slice(Cast(Shape(x)), 0, -1), [width]))."""
+    cast = g.op(name, "Cast")
+    concat = cast and g.op(cast.input[0], "Concat")
+    if not concat or len(concat.input) != 2:
+        return False
+    slice_ = g.op(concat.input[0], "Slice")
+    tail = g.constants.get(concat.input[1])
+    if not slice_ or tail is None or tail.reshape(-1).tolist() != [width]:
+        return False
+    bounds = [g.constants.get(value) for value in slice_.input[1:4]]
+    if any(value is None for value in bounds) or [
+            value.reshape(-1).tolist() for value in bounds] != [[0], [-1], [0]]:
+        return False
+    shape = g.producer.get(slice_.input[0])
+    shape = g.producer.get(shape.input[0]) if shape is not None and \
+        shape.op_type == "Cast" else shape
+    return shape is not None and shape.op_type == "Shape" and shape.input[0] == x
+
+
+def _dense_at(g, matmul):
+    """(flatten Reshape, elementwise nodes, unflatten Reshape) of a Keras Dense on
+    [..., K] inputs at `matmul` (Reshape to [-1, K], MatMul, elementwise, Reshape back),
+    or None."""
+    flatten = g.op(matmul.input[0], "Reshape")
+    weight = g.constants.get(matmul.input[1])
+    target = flatten and g.constants.get(flatten.input[1])
+    if weight is None or weight.ndim != 2 or target is None or \
+            target.reshape(-1).tolist() != [-1, weight.shape[0]] or \
+            len(g.consumers[flatten.output[0]]) != 1:
+        return None
+    reached, frontier = {}, [matmul.output[0]]  # id -> every node downstream, to Reshapes
+    while frontier:
+        for user in g.consumers[frontier.pop()]:
+            if id(user) not in reached:
+                reached[id(user)] = user
+                if user.op_type != "Reshape":
+                    frontier.extend(user.output)
+    chain = [node for node in reached.values() if node.op_type != "Reshape"]
+    reshapes = [node for node in reached.values() if node.op_type == "Reshape"]
+    inside = {matmul.output[0]} | {name for node in chain for name in node.output}
+
+    def broadcasts(value):  # a constant that broadcasts the same on [-1, N] and [..., N]
+        constant = g.constants.get(value)
+        return constant is not None and constant.ndim <= 1 and \
+            constant.size in (1, weight.shape[1])
+
+    if len(reshapes) != 1 or reshapes[0].input[1] in inside or not all(
+            node.op_type in ELEMENTWISE and all(
+                value in inside or broadcasts(value) for value in node.input)
+            for node in chain):
+        return None
+    unflatten = reshapes[0]
+    if unflatten is None or not _feeds_shape_of(g, unflatten.input[1], flatten.input[0],
+                                                 weight.shape[1]):
+        return None
+    return flatten, chain, unflatten
+
+
+def unflatten_dense_layers(model):
+    """Lets each Dense's MatMul take the [..., K] input itself (ONNX MatMul broadcasts)
+    instead of a Reshape to [-1, K] and back; returns the count."""
+    g = Graph(model.graph)
+    count = 0
+    for matmul in [node for node in model.graph.node if node.op_type == "MatMul"]:
+        match = _dense_at(g, matmul)
+        if match is None:
+            continue
+        flatten, _, unflatten = match
+        if unflatten.output[0] in {value.name for value in model.graph.output}:
+            continue  # its name must stay (not met in BERT)
+        matmul.input[0] = flatten.input[0]
+        result = unflatten.input[0]
+        for user in g.consumers[unflatten.output[0]]:
+            user.input[:] = [result if value == unflatten.output[0] else value
+                             for value in user.input]
+        g.remove([flatten, unflatten])
+        count += 1
+    g.commit()
+    remove_dead_nodes(model)
+    return count
+
+
+def remove_dead_nodes(model):
+    """Drops the nodes whose outputs nothing reads (the shape arithmetic of the removed
+    Reshapes)."""
+    outputs = {value.name for value in model.graph.output}
+    while True:
+        used = {name for node in model.graph.node for name in node.input} | outputs
+        kept = [node for node in model.graph.node
+                if any(name in used for name in node.output)]
+        if len(kept) == len(model.graph.node):
+            return
+        del model.graph.node[:]
+        model.graph.node.extend(kept)
+
+
 def prune_initializers(model):
     """Drops the initializers no node reads any more; returns how many."""
     used = {name for node in model.graph.node for name in node.input}
@@ -203,6 +308,7 @@ def prune_initializers(model):
 
 def optimize(model):
     """Applies every rewrite to the ModelProto in place; {rewrite: matches}."""
-    counts = {"layer_norms": fuse_layer_norms(model), "gelus": reorder_gelus(model)}
+    counts = {"layer_norms": fuse_layer_norms(model), "gelus": reorder_gelus(model),
+              "dense_layers": unflatten_dense_layers(model)}
     prune_initializers(model)
     return counts
