@@ -9,6 +9,7 @@ from typing import Optional
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf import input_paths
 
 # "gelu" is the exact erf GELU the released checkpoints were trained with; the tanh
 # approximation has its own name.
@@ -167,6 +168,7 @@ class BertConfig:
     def from_json_file(cls, path):
         """Reads a `bert_config.json`; errors name the file and the problem."""
         path = fileio.existing_file(path, "BERT config file")
+        input_paths.check_text_file(path)  # binary data: refused as a whole, named
         try:
             with open(path, encoding="utf-8") as f:
                 values = json.load(f)

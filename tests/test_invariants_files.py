@@ -467,6 +467,7 @@ def _readers(tmp_path, vocab_file):
     from bert_tf.tasks import export_checkpoint, feature_extraction, text_files  # noqa
     from bert_tf.tasks.ner import data as ner_data  # pylint: disable=import-outside-toplevel
     from bert_tf.tasks.squad import data as squad_data  # noqa
+    from bert_tf.configs import BertConfig  # pylint: disable=import-outside-toplevel
     from bert_tf.text.vocab import VocabFile  # pylint: disable=import-outside-toplevel
     from data_prep import word_segmentation  # pylint: disable=import-outside-toplevel
 
@@ -484,6 +485,7 @@ def _readers(tmp_path, vocab_file):
         "extract_features input": feature_extraction.read_examples,
         "export labels_file": lambda path: export_checkpoint.read_label_names(None, path),
         "word boundaries": lambda path: list(word_segmentation.read_boundaries(path)),
+        "bert_config.json": BertConfig.from_json_file,
     }
 
 
@@ -500,7 +502,7 @@ def _binary_samples():
 
 READERS = ("corpus (auto)", "corpus (text)", "WikiExtractor", "vocab", "TSV", "CSV",
            "JSONL", "SQuAD JSON", "CoNLL", "extract_features input", "export labels_file",
-           "word boundaries")
+           "word boundaries", "bert_config.json")
 
 
 @FAST
