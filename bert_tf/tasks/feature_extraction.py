@@ -53,7 +53,8 @@ ExtractOptions = compose(
     helps={"input_file": "Text file: one text or `text_a ||| text_b` a line.",
            "do_lower_case": "Lower-case the input and strip accents (default: as the "
                             "bert_tf run at init_checkpoint was trained; else true).",
-           "output_file": "JSON lines output.",
+           "output_file": "JSON lines output (an existing file there is replaced; never "
+                          "the input).",
            "init_checkpoint": "Released checkpoint folder, checkpoint prefix or Hugging "
                               "Face folder.",
            "distribution_strategy": "Accepted for the original's command lines (--use_tpu): "
