@@ -69,7 +69,8 @@ class TrainingProgress:
     A loop call cannot report until it returns, so the training loop asks
     `next_call(limit)` how many of the `limit` steps left in its loop of
     `steps_per_loop` to run: the first call runs one step (it traces and compiles),
-    later calls as many as end by the next line, from the seconds a step took. With
+    later calls as many as end by the next line (and within a third of the period),
+    from the seconds a step took. With
     `per_loop` (TPU: a loop runs on the device to its end) every call runs its loop
     whole, and a line follows each call.
 
@@ -109,8 +110,10 @@ class TrainingProgress:
             return limit
         if self.calls == 0 or self.seconds_per_step is None:
             return 1  # the first call compiles; the second measures a step
-        left = self.next_line_at - self.clock()
-        return max(1, min(limit, int(left / max(self.seconds_per_step, 1e-9))))
+        # Calls of a third of the period at most: a slower step (a busy machine) delays
+        # the next line by its share of one such call, not of a whole period.
+        seconds = min(self.next_line_at - self.clock(), self.every_seconds / 3)
+        return max(1, min(limit, int(seconds / max(self.seconds_per_step, 1e-9))))
 
     def after_call(self, step, num_steps, seconds, losses, learning_rate,
                    useful_tokens=None) -> dict:
