@@ -106,3 +106,14 @@ def test_training_progress_loss_is_the_mean_since_the_last_line():
     clock.now = 40.0
     line = progress.after_call(5, 3, 20.0, {"total_loss": 2.0}, 0.1)
     assert line["total_loss"] == (4.0 + 3 * 2.0) / 4
+
+
+def test_counted_examples_replace_the_rows_estimate():
+    clock = FakeClock()
+    progress = TrainingProgress(num_train_steps=10, start_step=0, rows_per_step=8,
+                                examples_per_row=2.5, every_seconds=30, clock=clock)
+    progress.after_call(1, 1, 20.0, {"total_loss": 2.0}, 1e-3)
+    clock.now = 50.0
+    line = progress.after_call(5, 4, 40.0, {"total_loss": 1.0}, 1e-3, useful_tokens=1000,
+                               useful_examples=17)
+    assert line["examples_per_second"] == 4 * 17 / 40.0

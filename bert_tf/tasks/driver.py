@@ -174,13 +174,17 @@ def check_model_source(task, context) -> None:
 
 def with_useful_tokens(loss_fn):
     """`loss_fn` that also returns the real tokens of its batch (`loop.USEFUL_TOKENS`,
-    the sum of its input_mask), so that a packed run reports useful tokens/s."""
+    the sum of its input_mask) and its examples (`loop.USEFUL_EXAMPLES`, each row's
+    highest sequence id), so that a packed run reports useful tokens/s and examples/s."""
     def loss(features, outputs):
         losses = loss_fn(features, outputs)
         losses = dict(losses) if isinstance(losses, dict) else {"total_loss": losses}
         if "input_mask" in features:
             losses[loop.USEFUL_TOKENS] = tf.reduce_sum(
                 tf.cast(features["input_mask"], tf.float32))
+        if "sequence_ids" in features:
+            losses[loop.USEFUL_EXAMPLES] = tf.reduce_sum(tf.cast(
+                tf.reduce_max(features["sequence_ids"], axis=-1), tf.float32))
         return losses
     return loss
 

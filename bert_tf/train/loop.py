@@ -36,7 +36,7 @@ SIGINT and SIGTERM save a checkpoint at the step reached (within a progress peri
 and raise `preemption.TrainingInterrupted` (`bert_tf.train.preemption`); a non-finite
 loss stops the run with `preemption.NonFiniteLoss` and saves nothing. A progress line
 (step / total, losses, learning rate, examples/s, useful tokens/s when the loss function
-returns `USEFUL_TOKENS`, time left) comes every `progress_every_seconds`, whatever
+returns `USEFUL_TOKENS` (and `USEFUL_EXAMPLES`: packed rows), time left) comes every `progress_every_seconds`, whatever
 `steps_per_loop` is: the loop cuts its loops of steps into calls that end by the next
 line (`progress.TrainingProgress`); on TPU and several workers, whose calls run whole,
 once per loop. TensorBoard gets the same scalars at every loop's end and every line.
@@ -71,7 +71,7 @@ from bert_tf.train import step_hook as step_hook_lib
 from bert_tf.train import steps
 from bert_tf.train.inference import evaluate, predict  # pylint: disable=unused-import
 from bert_tf.train.loop_runner import (  # pylint: disable=unused-import
-    USEFUL_TOKENS, TrainResult, write_scalar_summary)
+    USEFUL_EXAMPLES, USEFUL_TOKENS, TrainResult, write_scalar_summary)
 
 MIXED_PRECISION = (None, "none", "bfloat16", "float16")
 

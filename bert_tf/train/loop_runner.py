@@ -22,9 +22,11 @@ from bert_tf.train import optimization
 from bert_tf.train import preemption
 from bert_tf.train import progress
 
-# A loss function may return this key beside its losses: the real (not padding) tokens
-# of its batch. The loop reports useful tokens/s from it and logs it as no loss.
+# A loss function may return these keys beside its losses: the real (not padding)
+# tokens and the examples of its batch (packed rows hold several). The loop reports
+# useful tokens/s and examples/s from them and logs them as no loss.
 USEFUL_TOKENS = "useful_tokens"
+USEFUL_EXAMPLES = "useful_examples"
 
 
 @dataclasses.dataclass
@@ -83,9 +85,9 @@ class LoopRunner:
         self.global_step, self.optimizer, self.manager = global_step, optimizer, manager
         self.hook, self.model = hook, model
         self.summary_writer = summary_writer(strategy, settings.output_dir)
-        # The loss function's USEFUL_TOKENS is a mean over replicas and micro-batches.
-        self.tokens_scale = (strategy.num_replicas_in_sync
-                             * settings.gradient_accumulation_steps)
+        # The loss function's counts are means over replicas and micro-batches.
+        self.count_scale = (strategy.num_replicas_in_sync
+                            * settings.gradient_accumulation_steps)
         self.whole_calls = calls_run_whole(strategy)
         if self.whole_calls:
             logging.info("%s runs each loop of steps_per_loop=%d steps whole: progress "
@@ -107,7 +109,7 @@ class LoopRunner:
         shown = progress.TrainingProgress(
             num_train_steps, step, settings.global_batch_size, settings.examples_per_row,
             settings.progress_every_seconds, per_loop=self.whole_calls)
-        history, train_seconds, started = [], 0.0, time.time()
+        history, train_seconds, examples, started = [], 0.0, 0.0, time.time()
         stopped_early = hook.begin(step)
         try:
             while step < num_train_steps and not stopped_early:
@@ -118,6 +120,7 @@ class LoopRunner:
                 entry, seconds = self._loop(num_steps, shown, stop)
                 history.append(entry)
                 train_seconds += seconds
+                examples += entry["examples_per_second"] * seconds
                 step = entry["step"]
                 # A signal asks for a quick stop: the hook waits for the resumed run.
                 stopped_early = (not stop.requested and hook.is_due(step, num_train_steps)
@@ -129,8 +132,9 @@ class LoopRunner:
                         break
         finally:
             self.summary_writer.flush()
-        self._log_end(step, step - start_step, history, train_seconds,
-                      time.time() - started, stop, stopped_early)
+        self._log_end(step, step - start_step, history,
+                      examples / max(train_seconds, 1e-9), time.time() - started, stop,
+                      stopped_early)
         return TrainResult(model=None, global_step=step,
                            losses=_losses_of(history[-1]) if history else {},
                            history=history, steps_this_run=step - start_step,
@@ -155,38 +159,48 @@ class LoopRunner:
                 self.iterator, tf.constant(count, tf.int32)).items()}
             elapsed = time.time() - tick
             step = int(self.global_step.numpy())
-            tokens = losses.pop(USEFUL_TOKENS, None)
+            tokens, examples = self._counts(losses)
             preemption.check_finite_losses(losses, step, count,
                                            self.manager.latest_checkpoint)
             learning_rate = float(optimization.current_learning_rate(self.optimizer))
-            line = shown.after_call(step, count, elapsed, losses, learning_rate,
-                                    None if tokens is None else tokens * self.tokens_scale)
+            line = shown.after_call(step, count, elapsed, losses, learning_rate, tokens,
+                                    examples)
             done, seconds = done + count, seconds + elapsed
             if line and done < num_steps:  # the loop's own scalars follow at its end
                 write_scalars(self.summary_writer, step, line)
-            for name, value in losses.items():
-                sums[name] = sums.get(name, 0.0) + value * count
+            for name, value in dict(losses, examples=examples).items():
+                if value is not None:
+                    sums[name] = sums.get(name, 0.0) + value * count
         rate = done * self.settings.global_batch_size / max(seconds, 1e-9)
+        examples = sums.pop("examples", None)
         entry = dict({name: total / done for name, total in sums.items()}, step=step,
                      learning_rate=learning_rate, sequences_per_second=rate,
-                     examples_per_second=rate * self.settings.examples_per_row)
+                     examples_per_second=(rate * self.settings.examples_per_row
+                                          if examples is None
+                                          else examples / max(seconds, 1e-9)))
         write_scalars(self.summary_writer, step,
                        {name: value for name, value in entry.items() if name != "step"})
         return entry, seconds
 
-    def _log_end(self, step, done, history, train_seconds, seconds, stop, stopped_early):
+    def _counts(self, losses):
+        """(useful tokens, examples) of one step, popped from a call's `losses` (None:
+        the loss function does not count them)."""
+        values = [losses.pop(key, None) for key in (USEFUL_TOKENS, USEFUL_EXAMPLES)]
+        return [None if value is None else value * self.count_scale for value in values]
+
+    def _log_end(self, step, done, history, rate, seconds, stop, stopped_early):
+        """Logs how training ended: steps, seconds, examples/s, last losses, checkpoint."""
         num_train_steps = self.settings.num_train_steps
         checkpoint = self.manager.latest_checkpoint
         if not done:
             logging.info("Training: the checkpoint is at step %d of %d: nothing to train "
                          "(checkpoint %s)", step, num_train_steps, checkpoint)
             return
-        rate = done * self.settings.global_batch_size / max(train_seconds, 1e-9)
         logging.info(
             "Training %s: global_step %d of %d planned (%d steps this run) in %.1f s, %.1f "
             "examples/s in the train loop; final %s; checkpoint %s",
             "stopped" if stop.requested else "stopped early" if stopped_early else "done",
-            step, num_train_steps, done, seconds, rate * self.settings.examples_per_row,
+            step, num_train_steps, done, seconds, rate,
             ", ".join(f"{name} = {value:.4f}"
                       for name, value in sorted(_losses_of(history[-1]).items())),
             checkpoint)

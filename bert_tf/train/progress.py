@@ -82,7 +82,8 @@ class TrainingProgress:
 
     A line: "step 120/3438 (3.5%): total_loss = 0.6931, learning_rate = 1.2e-05,
     21.3 examples/s, about 42m10s left" (losses and rates over the steps since the last
-    line; with `useful_tokens`, the real tokens a step holds, "... useful tokens/s").
+    line; with `useful_tokens`, the real tokens a step holds, "... useful tokens/s"; with
+    `useful_examples`, the examples a step holds, counted instead of estimated).
 
     Args:
       num_train_steps: The run's last step.
@@ -116,7 +117,7 @@ class TrainingProgress:
         return max(1, min(limit, int(seconds / max(self.seconds_per_step, 1e-9))))
 
     def after_call(self, step, num_steps, seconds, losses, learning_rate,
-                   useful_tokens=None) -> dict:
+                   useful_tokens=None, useful_examples=None) -> dict:
         """Records a call of `num_steps` steps that took `seconds` and reached `step`.
 
         Args:
@@ -127,6 +128,8 @@ class TrainingProgress:
           learning_rate: The rate at `step`.
           useful_tokens: Real (not padding) tokens of one step on average (None: not
             counted).
+          useful_examples: Examples of one step on average (None: not counted, rows
+            times `examples_per_row`).
 
         Returns:
           The scalars of the line logged now (losses, learning_rate,
@@ -146,7 +149,7 @@ class TrainingProgress:
         self.seconds_per_step = seconds / num_steps
         self.train_seconds += seconds
         self.steps_timed += num_steps
-        self._window.add(num_steps, seconds, losses, useful_tokens)
+        self._window.add(num_steps, seconds, losses, useful_tokens, useful_examples)
         now = self.clock()
         if not self.per_loop and now + 0.5 * self.seconds_per_step < self.next_line_at:
             return {}
@@ -156,9 +159,12 @@ class TrainingProgress:
     def _log(self, learning_rate) -> dict:
         window, self._window = self._window, _Window()
         rows_per_second = window.steps * self.rows_per_step / max(window.seconds, 1e-9)
+        examples_per_second = (rows_per_second * self.examples_per_row
+                               if window.examples is None
+                               else window.examples / max(window.seconds, 1e-9))
         scalars = dict(window.losses(), learning_rate=learning_rate,
                        sequences_per_second=rows_per_second,
-                       examples_per_second=rows_per_second * self.examples_per_row)
+                       examples_per_second=examples_per_second)
         rates = f"{scalars['examples_per_second']:.1f} examples/s"
         if window.tokens is not None:
             scalars["useful_tokens_per_second"] = window.tokens / max(window.seconds, 1e-9)
@@ -175,18 +181,21 @@ class TrainingProgress:
 
 
 class _Window:
-    """Steps, seconds, loss sums and tokens since the last progress line."""
+    """Steps, seconds, loss sums, tokens and examples since the last progress line."""
 
     def __init__(self):
-        self.steps, self.seconds, self.loss_sums, self.tokens = 0, 0.0, {}, None
+        self.steps, self.seconds, self.loss_sums = 0, 0.0, {}
+        self.tokens = self.examples = None
 
-    def add(self, num_steps, seconds, losses, useful_tokens):
+    def add(self, num_steps, seconds, losses, useful_tokens, useful_examples):
         self.steps += num_steps
         self.seconds += seconds
         for name, value in losses.items():
             self.loss_sums[name] = self.loss_sums.get(name, 0.0) + value * num_steps
         if useful_tokens is not None:
             self.tokens = (self.tokens or 0.0) + useful_tokens * num_steps
+        if useful_examples is not None:
+            self.examples = (self.examples or 0.0) + useful_examples * num_steps
 
     def losses(self) -> dict:
         return {name: total / max(self.steps, 1) for name, total in self.loss_sums.items()}
