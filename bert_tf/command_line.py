@@ -120,6 +120,9 @@ RUN_CONFIG_FILE = "config.json"
 STEP_OPTIONS = ("do_train", "do_eval", "do_predict", "output_dir", "init_checkpoint",
                 "export_dir")
 _ANNOUNCED = set()  # the run configs whose use was printed
+# Options a run folder's config.json may lack and still be this command's run (one
+# written before they existed: they take the command's defaults).
+_NEWER_OPTIONS = 3
 
 
 def run_folder_options(options_class, flag_values=flags.FLAGS) -> dict:
@@ -143,7 +146,7 @@ def run_folder_options(options_class, flag_values=flags.FLAGS) -> dict:
         return {}
     try:
         saved = read_config_options(path)
-        if set(saved) != names:
+        if not set(saved) <= names or len(names - set(saved)) > _NEWER_OPTIONS:
             return {}  # another command's run
         saved = options_lib.options_to_dict(options_lib.options_from_dict(
             options_class, saved, path))

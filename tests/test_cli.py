@@ -252,3 +252,28 @@ def test_a_multi_worker_run_waiting_for_a_missing_worker_stops_on_sigterm(tmp_pa
         "run_classifier: error: stopped by SIGTERM while waiting for the other workers "
         "of TF_CONFIG")
     assert not output_dir.exists()
+
+
+def test_an_eval_run_reads_a_run_folder_written_before_newer_options(tmp_path):
+    """A run folder's config.json from before an option existed (progress_every_seconds)
+    still gives an evaluation run its options; another command's run gives none."""
+    import json
+    from absl import flags
+    from bert_tf import command_line
+    from bert_tf import options as options_lib
+    from bert_tf.tasks.classification.task import ClassifierOptions
+    from bert_tf.tasks.ner.task import NerOptions
+    saved = options_lib.options_to_dict(ClassifierOptions(
+        task_name="mrpc", data_dir="glue/MRPC", max_seq_length=96))
+    del saved["progress_every_seconds"]
+    (tmp_path / "config.json").write_text(json.dumps({"options": saved}))
+
+    def parsed(options_class):
+        flag_values = flags.FlagValues()
+        command_line.define_flags(options_class, "test_cli", flag_values)
+        flag_values(["prog", f"--output_dir={tmp_path}", "--do_eval"])
+        return command_line.options_from_flags(options_class, flag_values)
+    options = parsed(ClassifierOptions)
+    assert (options.task_name, options.data_dir, options.max_seq_length,
+            options.progress_every_seconds) == ("mrpc", "glue/MRPC", 96, 30.0)
+    assert parsed(NerOptions).max_seq_length == NerOptions().max_seq_length
