@@ -280,6 +280,19 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
+def path_argument(path, name: str, expected: str = "a path") -> str:
+    """`path` (a str or os.PathLike) as a str: the check of a parameter that names a
+    folder, a checkpoint prefix or a file still to be written.
+
+    Raises:
+      TypeError: `path` is not a path (a list, a number, bytes, ...), naming `name`.
+    """
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be {expected} (str), got {type(path).__name__}: "
+                        f"{str(path)[:60]!r}")
+    return os.fspath(path)
+
+
 def existing_file(path, name: str) -> str:
     """`path` (a str or os.PathLike) as a str, checked to be an existing file: what the
     library's readers take first, so that a wrong argument is named.
@@ -288,10 +301,7 @@ def existing_file(path, name: str) -> str:
       TypeError: `path` is not a path (a list, a number, ...).
       IsADirectoryError / FileNotFoundError: a folder, or nothing there.
     """
-    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file path (str), got {type(path).__name__}: "
-                        f"{str(path)[:60]!r}")
-    path = os.fspath(path)
+    path = path_argument(path, name, "a file path")
     if os.path.isdir(path):
         raise IsADirectoryError(f"{name} {path} is a folder: expected a file")
     if not os.path.isfile(path) and "://" not in path:

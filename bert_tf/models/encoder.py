@@ -299,6 +299,9 @@ class EncoderHeadModel(SavedModelExport, keras.Model):
     pretrained_heads = ()
 
     def __init__(self, encoder, **kwargs):
+        if not isinstance(encoder, BertEncoder):
+            raise TypeError(f"{type(self).__name__}: encoder must be a BertEncoder (e.g. "
+                            f"BertEncoder(config)), got {type(encoder).__name__}")
         kwargs.setdefault("name", self.default_name)
         super().__init__(**kwargs)
         self.encoder = encoder

@@ -1,5 +1,7 @@
 """BertPretrainer (masked LM, optionally next-sentence prediction) and its losses."""
 
+import collections.abc
+
 import keras
 import tensorflow as tf
 
@@ -119,6 +121,10 @@ def pretraining_losses(features, outputs):
         dict of scalar float32 `total_loss`, `masked_lm_loss` and `next_sentence_loss`
         (the last only with a next-sentence head).
     """
+    for name, value in (("features", features), ("outputs", outputs)):
+        if not isinstance(value, collections.abc.Mapping):
+            raise TypeError(f"pretraining_losses: {name} must be a dict of tensors, got "
+                            f"{type(value).__name__}")
     keys = ["masked_lm_ids", "masked_lm_weights"]
     if "next_sentence_logits" in outputs:
         keys.append("next_sentence_labels")
@@ -126,6 +132,9 @@ def pretraining_losses(features, outputs):
         if key not in features:
             raise ValueError(f"pretraining_losses: features lack `{key}`; got "
                              f"{sorted(features)}.")
+    if "masked_lm_logits" not in outputs:
+        raise ValueError("pretraining_losses: outputs lack `masked_lm_logits` (a "
+                         f"BertPretrainer's outputs); got {sorted(outputs)}.")
     mlm_logits = tf.cast(outputs["masked_lm_logits"], tf.float32)  # [B, P, V]
     mlm_ids = tf.cast(features["masked_lm_ids"], tf.int32)  # [B, P]
     mlm_weights = tf.cast(features["masked_lm_weights"], tf.float32)  # [B, P]

@@ -22,6 +22,7 @@ Registering the class in its `ModelType` brings those along, so a new head model
 class and one `register` call.
 """
 
+import collections.abc
 import dataclasses
 from typing import Callable, Mapping, Optional, Union
 
@@ -100,6 +101,18 @@ class ModelType:
     hub_outputs: Optional[Callable] = None
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"ModelType name must be a non-empty str, got {self.name!r}")
+        if not isinstance(self.model_class, type):
+            raise TypeError(f"model type {self.name!r}: model_class must be a Keras model "
+                            f"class, got {type(self.model_class).__name__}")
+        for field in ("formats", "aliases"):  # a lone string would be read letter by letter
+            if isinstance(getattr(self, field), str):
+                raise TypeError(f"model type {self.name!r}: {field} must be a tuple of "
+                                f"names, got the str {getattr(self, field)!r}")
+        if not isinstance(self.refused, collections.abc.Mapping):
+            raise TypeError(f"model type {self.name!r}: refused must be a dict (format -> "
+                            f"why), got {type(self.refused).__name__}")
         unknown = sorted((set(self.formats) | set(self.refused)) - set(FORMATS))
         if unknown:
             raise ValueError(f"model type {self.name!r}: unknown export formats {unknown}; "
@@ -138,6 +151,9 @@ def register(model_type, replace=False):
         ValueError: when a name or alias is taken, or its class has a type already
             (unless `replace`, which swaps the type of the same name).
     """
+    if not isinstance(model_type, ModelType):
+        raise TypeError(f"register: model_type must be a ModelType, got "
+                        f"{type(model_type).__name__}")
     if replace and model_type.name in _TYPES:
         unregister(model_type.name)
     taken = [spelling for spelling in model_type.spellings

@@ -73,6 +73,15 @@ def register(entry: TaskEntry) -> None:
       ValueError: for a name another task has, or one that is not the task class's
         `command` (what its runs' config.json name).
     """
+    if not isinstance(entry, TaskEntry):
+        raise TypeError(f"register: entry must be a TaskEntry, got {type(entry).__name__}")
+    for field in ("options_class", "task_class"):
+        if not isinstance(getattr(entry, field), type):
+            raise TypeError(f"task {entry.name!r}: {field} must be a class, got "
+                            f"{type(getattr(entry, field)).__name__}")
+    if isinstance(entry.required, str):  # would be read letter by letter
+        raise TypeError(f"task {entry.name!r}: required must be a tuple of flag names, "
+                        f"got the str {entry.required!r}")
     if entry.task_class.command != entry.name:
         raise ValueError(f"task {entry.name!r}: its task class {entry.task_class.__name__} "
                          f"has command {entry.task_class.command!r}; set it to the name")

@@ -12,12 +12,12 @@ tensorflow_text limit counts bytes, not characters).
 `BertTokenizerLayer` is the same graph as a Keras layer for SavedModels.
 """
 
-import os
 
 import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf import fileio
 from bert_tf.text import rules
 from bert_tf.text import wordpiece_fast
 from bert_tf.text.vocab import (SPECIAL_TOKENS, UNK_TOKEN, VocabFile, check_vocab_has_unk,
@@ -304,7 +304,7 @@ class BertTokenizerLayer(keras.layers.Layer):
         kwargs.setdefault("name", "bert_tokenizer")
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
-        self.vocab_file = os.fspath(vocab_file)
+        self.vocab_file = fileio.existing_file(vocab_file, "vocab_file")
         self.do_lower_case = bool(do_lower_case)
         self.keep_special_tokens = bool(keep_special_tokens)
         self.engine = GraphWordpiece(self.vocab_file, self.do_lower_case, self.keep_special_tokens)

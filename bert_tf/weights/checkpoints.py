@@ -27,6 +27,7 @@ import json
 import os
 import re
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -125,7 +126,8 @@ def load_google_checkpoint(model, ckpt_prefix):
     Returns:
         LoadReport. Raises ValueError naming each variable whose shapes disagree.
     """
-    ckpt_prefix = os.fspath(ckpt_prefix)
+    encoder_of(model)  # a BERT model, or TypeError naming what it got
+    ckpt_prefix = fileio.path_argument(ckpt_prefix, "ckpt_prefix", "a checkpoint prefix")
     if not tf.io.gfile.exists(ckpt_prefix + ".index"):
         raise FileNotFoundError(f"TF checkpoint not found: {ckpt_prefix}.index does not "
                                 "exist (expected a prefix like .../bert_model.ckpt).")
@@ -156,7 +158,8 @@ def save_google_checkpoint(model, prefix, write_config=False, encoder_scope="ber
         encoder_scope: The encoder's names' first part: "bert/", or `ELECTRA_SCOPE`
             for google-research/electra's layout (`load_google_checkpoint` reads both).
     """
-    prefix = os.fspath(prefix)
+    encoder_of(model)  # a BERT model, or TypeError naming what it got
+    prefix = fileio.path_argument(prefix, "prefix", "a checkpoint prefix")
     entries = {(encoder_scope + name[len("bert/"):] if name.startswith("bert/") else name):
                entry for name, entry in google_variable_map(model).items()}
     names = sorted(entries)
@@ -399,7 +402,11 @@ def from_pretrained(model_cls, path, config=None, return_report=False,
     Returns:
         The model, or (model, report) when `return_report`.
     """
-    kind, weights_path, config_path = _resolve(path)
+    if not (isinstance(model_cls, type) and issubclass(model_cls, keras.Model)):
+        raise TypeError(f"model_cls must be a model class (BertEncoder, BertClassifier, "
+                        f"...), got {type(model_cls).__name__}: {str(model_cls)[:60]!r}")
+    kind, weights_path, config_path = _resolve(
+        fileio.path_argument(path, "path", "a checkpoint folder or prefix"))
     model = build_model(model_cls, _load_config(config, config_path), **head_kwargs)
     report = _LOADERS[kind](model, weights_path)
     check_encoder(report, allow_random_encoder)
