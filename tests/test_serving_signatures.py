@@ -9,7 +9,7 @@ import tensorflow_text  # noqa: F401  registers the tokenizer's ops for the load
 
 from bert_tf.models import BertClassifier, BertTokenClassifier
 from bert_tf.serving import export
-from bert_tf.serving import signatures as sig
+from bert_tf.serving import signature_inputs
 from test_export_formats import LABELS, TAGS, randomized, vocab  # noqa: F401
 
 LENGTH = 16
@@ -61,8 +61,8 @@ def test_per_position_outputs_past_the_longest_row_are_zero(vocab, tmp_path):
 
 def test_a_mask_with_holes_keeps_its_last_real_token():
     mask = tf.constant([[1, 0, 0, 1, 0, 0], [1, 1, 0, 0, 0, 0]])
-    assert int(sig.longest_row(mask)) == 4
-    assert int(sig.longest_row(tf.zeros([2, 5], tf.int32))) == 1
+    assert int(signature_inputs.longest_row(mask)) == 4
+    assert int(signature_inputs.longest_row(tf.zeros([2, 5], tf.int32))) == 1
 
 
 @pytest.mark.parametrize("name, value, message", [

@@ -57,7 +57,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.serving import output_folder, registry
+from bert_tf.serving import output_folder, registry, signature_inputs
 from bert_tf.serving import signatures as sig
 from bert_tf.serving.text_signatures import (classifier_text_signature,  # noqa: F401
                                              encoder_text_signature, span_text_signature,
@@ -211,16 +211,18 @@ class ServingModule(tf.Module):
                 model's vocab (`signatures.check_ids`), naming the input.
         """
         if check_ids:
-            features = sig.check_ids(features, *self.id_ranges)
+            features = signature_inputs.check_ids(features, *self.id_ranges)
         ids = features["input_ids"]
         length = ids.shape[-1] or tf.shape(ids)[-1]  # static when the signature fixes it
         position_axis = ids.shape.rank - 1
         if trim:
-            features = sig.trim_inputs(features, sig.longest_row(features["input_mask"]))
+            features = signature_inputs.trim_inputs(
+                features, signature_inputs.longest_row(features["input_mask"]))
         outputs = self.run_model(features)
         result = {name: tf.cast(outputs[name], tf.float32) for name in self.output_names}
         if trim:
-            result.update((name, sig.pad_positions(result[name], length, position_axis))
+            result.update((name, signature_inputs.pad_positions(result[name], length,
+                                                                position_axis))
                           for name in self.sequence_outputs)
         return result
 

@@ -123,7 +123,7 @@ def convert(model, vocab_file, do_lower_case, max_seq_length):
 def quantize_int8(float_path, int8_path):
     """Writes the dynamic-range int8 model of the ONNX file `float_path` to `int8_path`."""
     try:
-        from onnxruntime import quantization  # pylint: disable=import-outside-toplevel
+        quantization = importlib.import_module("onnxruntime.quantization")
     except ImportError as error:
         raise ImportError(f"--quantize=int8 needs onnxruntime: {EXTRA}") from error
     # Per-channel scales and 7-bit weights: on the MRPC run of docs/benchmarks.md, dev
