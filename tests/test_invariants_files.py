@@ -16,6 +16,7 @@ import os
 import pathlib
 import re
 import stat
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -554,3 +555,38 @@ def test_a_few_bad_lines_in_real_text_are_counted_and_skipped(tmp_path, good, ba
 
 def test_a_utf16_xml_dump_is_still_read():
     assert input_paths.binary_reason(b"\xff\xfe<\x00m\x00", own_encoding=True) is None
+
+
+# ----------------------------------------------- invariant 1 in every runner's output_dir
+RUNNER_WRITES = ["eval_results.txt", "test_results.json", "predictions.tsv",
+                 "eval_predictions.tsv", "checkpoint", "ckpt-3.index", "config.json",
+                 "label_list.txt", "nbest_predictions.json", "bert_model.ckpt.index"]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_no_runner_reads_a_file_it_writes_into_output_dir(tmp_path, data):
+    # Every task of the registry, every option that names an input file: an input in
+    # output_dir under a name the run writes there is refused before any work (the
+    # driver's first check), and the file is left as it was.
+    from bert_tf.tasks import driver, registry, run_context  # noqa: E501  pylint: disable=import-outside-toplevel
+    from bert_tf.options import option_specs  # pylint: disable=import-outside-toplevel
+    name = data.draw(st.sampled_from(registry.names()))
+    entry = registry.get(name)
+    flags = [spec.name for spec in option_specs(entry.options_class)
+             if spec.name in run_context.INPUT_FILE_OPTIONS]
+    flag = data.draw(st.sampled_from(flags))
+    written = data.draw(st.sampled_from(
+        RUNNER_WRITES + ([] if name in ("pretraining", "electra") else ["train.tf_record"])))
+    output_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"run_{name}_", dir=tmp_path))
+    victim = output_dir / written
+    victim.write_text("{}\n")  # the user's file (JSON: a config.json is read as one)
+    required = {"classification": {"task_name": "mrpc"}}.get(name, {})
+    options = entry.options_class(output_dir=str(output_dir), do_train=True,
+                                  **required, **{flag: str(victim)})
+    with pytest.raises(ValueError, match=f"--{flag}=.* is in --output_dir=.* would be "
+                                         "replaced"):
+        driver.execute(entry.task_class(options))
+    assert victim.read_text() == "{}\n"
+    assert sorted(path.name for path in output_dir.iterdir()) == [written]

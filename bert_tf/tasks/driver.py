@@ -24,7 +24,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.options import option_specs
 from bert_tf.serving import export
-from bert_tf.tasks import best_checkpoint, run_config
+from bert_tf.tasks import best_checkpoint, run_config, run_context
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
 from bert_tf.train import distribute, loop, optimization, preemption, step_hook
@@ -58,6 +58,7 @@ def execute(task, strategy=None) -> Outcome:
             f"(bert-export-model --init_checkpoint={options.output_dir} --overwrite or "
             "--versioned exports a finished run again)")
     with undone_on_refusal(options.output_dir):
+        run_context.check_run_inputs(options, task.output_patterns)
         task.check_inputs()
         context = RunContext.create(options, strategy, needs_vocab=task.needs_vocab)
         check_model_source(task, context)

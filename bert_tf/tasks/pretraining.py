@@ -26,7 +26,7 @@ from bert_tf.models import (BertEncoder, BertPretrainer, next_sentence_weights,
                             pretraining_losses)
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, check_integer, compose, option
-from bert_tf.tasks import driver
+from bert_tf.tasks import driver, run_context
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.options import Packing, TrainingOptions
 from bert_tf.tasks.task import Task, TrainData
@@ -324,6 +324,7 @@ class PretrainingTask(Task):
     model_type = "pretrainer"
     needs_pretrained_encoder = False  # pre-training from scratch is the usual start
     needs_vocab = False
+    output_patterns = run_context.RUN_OUTPUT_PATTERNS  # no feature caches
     records_run_settings = False  # restoring a checkpoint checks that it fits
 
     def __init__(self, options: PretrainingOptions):

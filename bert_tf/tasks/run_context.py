@@ -9,6 +9,7 @@ caches, the run settings and the export all take them from here.
 """
 
 import dataclasses
+import fnmatch
 import functools
 import json
 import os
@@ -229,3 +230,45 @@ def read_label_list(output_dir: str) -> list:
                                 "into its output_dir)")
     with open(path, encoding="utf-8") as file:
         return [line.rstrip("\n") for line in file if line.strip()]
+
+
+# What every run may write into its output_dir (fnmatch patterns; fine-tuning tasks add
+# their feature caches): an input file there by such a name would be replaced. The
+# vocab and bert_config.json a run writes are the files it resolved, so reading them
+# from output_dir is fine.
+RUN_OUTPUT_PATTERNS = ("config.json", "run_settings.json", LABEL_LIST_FILE, "checkpoint",
+                       "ckpt-*", "*_results.txt", "*_results.json", "*_results.tsv",
+                       "*predictions.*", "null_odds.json", "bert_model.ckpt*",
+                       "electra_model.ckpt*")
+# The options that name files a run reads (comma lists and patterns in input_file).
+INPUT_FILE_OPTIONS = ("train_file", "eval_file", "predict_file", "input_file",
+                      "vocab_file", "bert_config_file", "generator_config_file")
+
+
+def check_run_inputs(options, output_patterns=RUN_OUTPUT_PATTERNS) -> None:
+    """Refuses, before any work, an input file that the run would replace: one in
+    output_dir whose name the run writes there (`output_patterns`), and an export_dir
+    that is, holds or lies inside an input.
+
+    Raises:
+      ValueError: naming the flag, the file and what to do.
+    """
+    output_dir = getattr(options, "output_dir", None)
+    inputs = {name: getattr(options, name, None) for name in INPUT_FILE_OPTIONS}
+    for name, value in inputs.items():
+        for path in (str(value).split(",") if value and output_dir else ()):
+            inside = os.path.dirname(os.path.abspath(path)) == os.path.abspath(output_dir)
+            written = [pattern for pattern in output_patterns
+                       if fnmatch.fnmatch(os.path.basename(path), pattern)]
+            if inside and written:
+                raise ValueError(
+                    f"--{name}={path} is in --output_dir={output_dir} under a name this "
+                    f"run writes there ({written[0]}): it would be replaced; move the file "
+                    "or use another output_dir")
+    export_dir = getattr(options, "export_dir", None)
+    if export_dir:
+        fileio.check_outputs_apart(
+            {"export_dir": export_dir},
+            dict(inputs, init_checkpoint=getattr(options, "init_checkpoint", None),
+                 data_dir=getattr(options, "data_dir", None)))
+

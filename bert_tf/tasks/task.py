@@ -20,7 +20,7 @@ import keras
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.tasks import run_config
+from bert_tf.tasks import run_config, run_context
 from bert_tf.train import finetune_packing, loop
 from bert_tf.weights import checkpoints
 
@@ -70,6 +70,8 @@ class Task:
     train_eval_split = "eval"
     needs_pretrained_encoder = True
     needs_vocab = True
+    # What the run writes into output_dir (`run_context.check_run_inputs`).
+    output_patterns = run_context.RUN_OUTPUT_PATTERNS + ("*.tf_record",)
     records_run_settings = True  # run_settings.json guards the output_dir
 
     def __init__(self, options):
