@@ -532,3 +532,18 @@ def test_a_run_from_a_sentence_transformers_folder_keeps_its_pooling(tmp_path):
     chosen = SentenceEmbeddingTask(tiny_options(tmp_path / "other", **init, pooling="cls",
                                                 normalize=False))
     assert (chosen.options.pooling, chosen.options.normalize) == ("cls", False)
+
+
+@pytest.mark.parametrize("target", ["input", "model"])
+def test_encode_never_writes_over_what_it_reads(bert_folder, tmp_path, target):
+    # The input file itself, or a file inside the model folder it reads.
+    folder, _ = bert_folder
+    (tmp_path / "t.jsonl").write_text('{"text": "a cat"}\n')
+    output = {"input": str(tmp_path / "t.jsonl"),
+              "model": os.path.join(folder, "vectors.npy")}[target]
+    before = sorted(os.listdir(folder)), (tmp_path / "t.jsonl").read_bytes()
+    with pytest.raises(ValueError, match="an output never replaces an input"):
+        encode.run(encode.EncodeOptions(init_checkpoint=folder, output_file=output,
+                                        input_file=str(tmp_path / "t.jsonl"),
+                                        text_column="text"))
+    assert (sorted(os.listdir(folder)), (tmp_path / "t.jsonl").read_bytes()) == before

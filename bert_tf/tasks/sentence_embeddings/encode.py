@@ -342,6 +342,10 @@ def run(options: EncodeOptions) -> dict:
     options, settings = resolve_options(options)
     options.check()
     paths = output_paths(options.output_file)
+    fileio.check_outputs_apart(
+        {"output_file": paths},
+        {"input_file": options.input_file, "init_checkpoint": options.init_checkpoint,
+         "vocab_file": options.vocab_file, "bert_config_file": options.bert_config_file})
     texts, ids, _ = read_texts(options.input_file, options.text_column, options.id_column)
     if options.doc_stride is not None:
         windows.check_stride(options.doc_stride, options.max_seq_length, False)
