@@ -34,6 +34,7 @@ Needs the `onnx` extra (tf2onnx, onnx, onnxruntime): `pip install -e .[onnx]`.
 
 import importlib
 import json
+import logging as std_logging
 import os
 import shutil
 
@@ -129,8 +130,15 @@ def quantize_int8(float_path, int8_path):
     # Per-channel scales and 7-bit weights: on the MRPC run of docs/benchmarks.md, dev
     # accuracy 76.72 against float32's 77.45 (per-tensor 8-bit weights: 75.49); 7 bits
     # keep CPUs without VNNI from saturating their u8 x s8 products.
-    quantization.quantize_dynamic(float_path, int8_path, per_channel=True, reduce_range=True,
-                                  weight_type=quantization.QuantType.QInt8)
+    root = std_logging.getLogger()
+    level = root.level
+    root.setLevel(std_logging.ERROR)  # a line per tensor, and advice to pre-process first
+    try:
+        quantization.quantize_dynamic(float_path, int8_path, per_channel=True,
+                                      reduce_range=True,
+                                      weight_type=quantization.QuantType.QInt8)
+    finally:
+        root.setLevel(level)
 
 
 def onnx_config(model, vocab_file, do_lower_case, max_seq_length, **settings):
