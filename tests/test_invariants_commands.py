@@ -72,3 +72,49 @@ def test_every_bad_input_ends_in_one_line_and_leaves_nothing(files):
     assert not failures, failures
     assert sorted(p.name for p in files.iterdir()) == before
     assert {p.name: p.read_bytes() for p in files.iterdir()} == contents
+
+
+def _runner_cases(d):
+    """(command, arguments) of every command of tests/test_cli.COMMANDS, each pointed at
+    files that do not exist (all named `absent...`)."""
+    a = f"{d}/absent"
+    out = f"{d}/out"
+    common = [f"--output_dir={out}", f"--vocab_file={a}.txt", f"--bert_config_file={a}.json"]
+    return {
+        "run_pretraining.py": [f"--input_file={a}.tfrecord", "--do_train", *common],
+        "run_classifier.py": ["--task_name=mrpc", f"--data_dir={a}", "--do_train", *common],
+        "run_squad.py": [f"--train_file={a}.json", "--do_train", *common],
+        "run_ner.py": [f"--data_dir={a}", "--do_train", *common],
+        "run_multiple_choice.py": [f"--data_dir={a}", "--do_train", *common],
+        "extract_features.py": [f"--input_file={a}.txt", f"--output_file={out}.jsonl",
+                                f"--vocab_file={a}.txt", f"--bert_config_file={a}.json",
+                                f"--init_checkpoint={a}"],
+        "export_model.py": [f"--init_checkpoint={a}", f"--export_dir={out}"],
+        "create_pretraining_data.py": [f"--input_file={a}.txt", f"--output_file={out}",
+                                       f"--vocab_file={a}.txt"],
+        "bert_tf.cli.train": ["--task=ner", f"--data_dir={a}", "--do_train", *common],
+        "bert_tf.cli.encode": [f"--init_checkpoint={a}", f"--input_file={a}.txt",
+                               f"--output_file={out}.npy"],
+    }
+
+
+def test_every_command_given_missing_files_ends_in_one_line_naming_one(tmp_path):
+    # Invariant 6 over every command (the table of test_cli, so a new command fails
+    # here until it has a case): exit status 1, one `error:` line naming an absent
+    # file, no traceback, nothing written.
+    from test_cli import COMMANDS  # pylint: disable=import-outside-toplevel
+    cases = _runner_cases(tmp_path)
+    assert {command[-1] for command in COMMANDS} == set(cases)
+    running = [(target, subprocess.Popen(
+        [sys.executable, *(["-m"] if not target.endswith(".py") else []), target, *args],
+        cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for target, args in cases.items()]
+    failures = []
+    for target, process in running:
+        _, stderr = process.communicate(timeout=300)
+        lines = [line for line in stderr.splitlines() if "error: " in line]
+        if (process.returncode != 1 or "Traceback" in stderr or len(lines) != 1
+                or "absent" not in lines[0]):
+            failures.append((target, process.returncode, stderr[-600:]))
+    assert not failures, failures
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
