@@ -229,3 +229,23 @@ def test_the_library_refuses_before_writing(vocab, tmp_path):
         tfhub.export_tfhub(tiny_model(BertClassifier, tiny_config(), 0, num_classes=2),
                            tmp_path / "b", vocab, True)
     assert not os.listdir(tmp_path)
+
+
+def test_a_classifier_run_exports_its_encoder_to_tf_hub(tmp_path):
+    # TF Hub holds encoders: a classifier run's folder is refused naming
+    # --model_type=encoder, and that flag then exports the run's encoder.
+    import test_run_classifier  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks import export_checkpoint, registry  # noqa: E501  pylint: disable=import-outside-toplevel
+    test_run_classifier.write_tiny_inputs(tmp_path)
+    options = test_run_classifier.tiny_options(tmp_path)
+    registry.run("classification", options)
+    export = export_checkpoint.ExportOptions
+    with pytest.raises(ValueError, match="model_type=encoder"):
+        export_checkpoint.export_from_checkpoint(export(
+            init_checkpoint=options.output_dir, export_format="tfhub",
+            export_dir=str(tmp_path / "hub")))
+    export_checkpoint.export_from_checkpoint(export(
+        init_checkpoint=options.output_dir, export_format="tfhub", model_type="encoder",
+        export_dir=str(tmp_path / "hub")))
+    for name in ("encoder", "preprocessor"):
+        assert os.path.isfile(tmp_path / "hub" / name / "saved_model.pb")
