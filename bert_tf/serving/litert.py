@@ -163,6 +163,8 @@ def export_litert(model, export_dir, vocab_file, do_lower_case, max_seq_length,
             file.write(json.dumps(config, indent=2) + "\n")
 
     output_folder.write_folder(target, write)
+    weights = ("float32 weights" if config["quantize"] == "none"
+               else f"{config['quantize']} weights")
     logging.info("Exported %s as a LiteRT model (%s, %.1f MB) to %s", type(model).__name__,
-                 config["quantize"], len(flatbuffer) / 1e6, target)
+                 weights, len(flatbuffer) / 1e6, target)
     return target
