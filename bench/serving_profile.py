@@ -14,6 +14,13 @@ rounds of one process, one MRPC dev pair a call:
 
     .venv/bin/python bench/serving_profile.py --rounds=12 --calls_per_round=20
 
+Thread settings cannot change inside a process, so they are compared across runs, one
+setting after the other, repeated:
+
+    for i in 1 2 3; do for threads in 0 1; do
+      .venv/bin/python bench/serving_profile.py --profile_sides=serving_default \
+          --tf_threads=$threads --rounds=2 --calls_per_round=75; done; done
+
 Prints each side's median ms and its median round ratio to `model` with the range. The
 classifier: `bench/serving_latency.py`'s (the shared 6-layer checkpoint, a random
 2-class head from --seed), exported to a SavedModel under --output_dir.
@@ -38,6 +45,10 @@ from serving_latency import CHECKPOINT, PairRows, dev_pairs
 # --rounds, --calls_per_round, --output_dir (the SavedModel's folder) and --seed are
 # serving_latency.py's flags.
 flags.DEFINE_integer("pairs", 300, "MRPC dev pairs cycled over.")
+flags.DEFINE_list("profile_sides", [], "Time only these sides (default: all).")
+flags.DEFINE_integer("tf_threads", 0, "TensorFlow's intra- and inter-op threads (0: its "
+                     "defaults, every core); set before anything runs, so settings are "
+                     "compared across runs, alternately (module docstring).")
 FLAGS = flags.FLAGS
 SPEC = {name: tf.TensorSpec([None, None], tf.int32, name) for name in sig.FEATURE_NAMES}
 
@@ -80,6 +91,9 @@ def make_sides(model, vocab_file, pairs, rows, saved_model):
 
 def main(argv):
     del argv
+    if FLAGS.tf_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(FLAGS.tf_threads)
+        tf.config.threading.set_inter_op_parallelism_threads(FLAGS.tf_threads)
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="serving_profile_")
     keras.utils.set_random_seed(FLAGS.seed)
     model = checkpoints.from_pretrained(BertClassifier, CHECKPOINT, num_classes=2)
@@ -91,6 +105,9 @@ def main(argv):
     pair_rows = PairRows(vocab_file, 128)
     rows = [pair_rows(*pair) for pair in pairs]
     sides = make_sides(model, vocab_file, pairs, rows, saved_model)
+    if FLAGS.profile_sides:
+        sides = {name: sides[name] for name in ["model"] + FLAGS.profile_sides
+                 if name in sides}
     for name, call in sides.items():  # XLA compiles every bucket here, not in the rounds
         for index in range(len(rows) if "xla" in name else 5):
             call(index)
@@ -105,7 +122,8 @@ def main(argv):
                 latencies.append(1000 * (time.perf_counter() - started))
             medians[name].append(np.median(latencies))
     print(f"\nBatch 1, {FLAGS.rounds} alternating rounds of {per} calls, {os.cpu_count()} "
-          "cores; ratio: this side's round median over the bare model's")
+          f"cores, TensorFlow threads {FLAGS.tf_threads or 'default'}; ratio: this side's "
+          "round median over the bare model's")
     print("| side | median ms | / model (rounds) |\n| --- | --- | --- |")
     base = np.array(medians["model"])
     for name in names:

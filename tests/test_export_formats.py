@@ -259,8 +259,9 @@ def test_a_folder_that_is_not_empty_is_kept_unless_overwrite(export_format, clas
                           r"huggingface writes --export_dir itself"),
     ({"export_format": "saved_model", "model_type": "pretrainer"},
      r"--model_type=pretrainer exports with --export_format=huggingface"),
-    ({"export_format": "onnx"}, r"export_format must be one of saved_model, huggingface, "
-                                r"keras_hub, tfhub, litert, sentence_transformers, got 'onnx'"),
+    ({"export_format": "coreml"}, r"export_format must be one of saved_model, huggingface, "
+                                  r"keras_hub, tfhub, litert, sentence_transformers, onnx, "
+                                  r"got 'coreml'"),
 ])
 def test_what_a_format_cannot_hold_is_refused_before_loading(changes, message,
                                                               classifier_run, tmp_path):
