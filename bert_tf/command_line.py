@@ -27,6 +27,7 @@ import threading
 from absl import app, flags
 
 from bert_tf import command_help
+from bert_tf import command_supervisor as supervisor
 from bert_tf import fileio
 from bert_tf import options as options_lib
 
@@ -218,12 +219,9 @@ def _run_options(run_fn, options, program):
     """`run_fn(options)`; a multi-worker run under a supervising parent that signals
     always reach (`bert_tf.command_supervisor`)."""
     if getattr(options, "distribution_strategy", None) == "multi_worker_mirrored":
-        from bert_tf import command_supervisor as supervisor  # pylint: disable=C0415
-        from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
         if not supervisor.supervised():
             sys.exit(supervisor.run_supervised(program,
                                                getattr(options, "output_dir", None)))
-        supervisor.report_joined_on(distribute.CLUSTER_JOINED)
     return run_fn(options)
 
 

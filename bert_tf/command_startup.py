@@ -17,12 +17,14 @@ the library it imports:
 Nothing is done when TensorFlow is already imported (a test, or a library user).
 """
 
+import importlib
 import logging
 import os
 import re
 import sys
 import tempfile
 
+from bert_tf import command_help_stubs
 from bert_tf.command_help import help_requested
 
 _TF_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
@@ -80,7 +82,8 @@ def import_tensorflow_quietly() -> None:
     with tempfile.TemporaryFile() as held:
         os.dup2(held.fileno(), 2)
         try:
-            import tensorflow as tf  # pylint: disable=import-outside-toplevel
+            # Imported here, not at the top: its start-up lines go to the held fd 2.
+            tf = importlib.import_module("tensorflow")
             tf.config.list_physical_devices()  # a failed cuInit prints here
         finally:
             sys.stderr.flush()
@@ -99,7 +102,6 @@ def prepare(argv=None, environ=os.environ) -> None:
     if "tensorflow" in sys.modules:
         return
     if help_requested(argv):
-        from bert_tf import command_help_stubs  # pylint: disable=C0415
         command_help_stubs.install()
         return
     if wants_tensorflow_lines(argv, environ):

@@ -11,7 +11,7 @@ checkpoint and stops as any training run does.
 
     if not supervisor.supervised():
         sys.exit(supervisor.run_supervised("run_classifier"))
-    supervisor.report_joined_on(distribute.CLUSTER_JOINED)   # in the child
+    supervisor.notify_joined()   # in the child, once its strategy joined the cluster
 """
 
 import os
@@ -72,15 +72,15 @@ def run_supervised(program: str, output_dir=None) -> int:
     return status if status >= 0 else 128 - status
 
 
-def report_joined_on(callbacks: list) -> None:
-    """In the child: appends to `callbacks` (called once the strategy has joined its
-    cluster) the message to the parent that signals may now be passed on."""
-    descriptor = int(os.environ[SUPERVISOR_FD])
-
-    def joined():
-        try:
-            os.write(descriptor, b"j")
-            os.close(descriptor)
-        except OSError:
-            pass  # told already, or the parent is gone
-    callbacks.append(joined)
+def notify_joined() -> None:
+    """Tells the supervising parent, once, that the run joined its cluster and signals
+    may now be passed on; nothing in a process that is not supervised (the library calls
+    it when a MultiWorkerMirroredStrategy is made: `bert_tf.train.distribute`)."""
+    descriptor = os.environ.pop(SUPERVISOR_FD, None)  # once: the variable goes with it
+    if descriptor is None:
+        return
+    try:
+        os.write(int(descriptor), b"j")
+        os.close(int(descriptor))
+    except OSError:
+        pass  # the parent is gone

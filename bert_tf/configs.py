@@ -168,10 +168,11 @@ class BertConfig:
     def from_json_file(cls, path):
         """Reads a `bert_config.json`; errors name the file and the problem."""
         path = fileio.existing_file(path, "BERT config file")
-        input_paths.check_text_file(path)  # binary data: refused as a whole, named
+        with open(path, "rb") as f:  # read once: sniffed, then parsed
+            data = f.read()
+        input_paths.check_text_bytes(data, path)  # binary data: refused as a whole, named
         try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
+            values = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as e:
             raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
         except json.JSONDecodeError as e:

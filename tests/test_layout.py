@@ -8,12 +8,15 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 
 # Lower layers never import higher ones: configs/layers -> models -> text / weights /
-# train -> serving -> tasks -> cli. `command_line` (flags from options) is for the
-# commands only: cli and data_prep import it, the library never does.
-LAYERS = {"configs": 0, "fileio": 0, "input_paths": 0, "options": 0, "command_line": 0,
+# train -> serving -> tasks -> cli. `command_line` (flags from options) and the help /
+# start-up modules are for the commands only: cli and data_prep import them, the library
+# never does. `command_supervisor` is the one the library calls (a multi-worker strategy
+# tells a command's parent that it joined its cluster).
+COMMAND_ONLY = {"command_line", "command_help", "command_help_stubs", "command_startup"}
+LAYERS = {"configs": 0, "fileio": 0, "input_paths": 0, "options": 0,
+          "command_supervisor": 0, **{name: 0 for name in COMMAND_ONLY},
           "layers": 0, "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3,
           "tasks": 4, "cli": 5}
-COMMAND_ONLY = {"command_line"}
 REPO = PACKAGE.parent
 
 

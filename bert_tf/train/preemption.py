@@ -226,6 +226,10 @@ def _one_line(error, limit=200):
 
 
 def _entries(directory):
+    """The names in `directory`; none when the save is to make it (a worker's temporary
+    folder of a multi-worker run)."""
+    if not tf.io.gfile.isdir(directory):
+        return set()
     return {entry.rstrip("/") for entry in tf.io.gfile.listdir(directory)}
 
 
