@@ -19,7 +19,7 @@ INSTALL_REQUIRES = [
     "google-crc32c>=1.5",  # TFRecord checksums in create_pretraining_data, without TensorFlow
 ]
 
-TEST_REQUIRES = ["pytest>=7", "scipy>=1.10", "hypothesis>=6"]
+TEST_REQUIRES = ["pytest>=7", "pytest-xdist>=3", "scipy>=1.10", "hypothesis>=6"]
 
 # create_pretraining_data and build_vocab on Apache Beam (Dataflow, Flink, Spark, or the
 # DirectRunner). 2.77 installs beside TensorFlow 2.21 (it pins protobuf < 7, which
