@@ -99,12 +99,13 @@ def fine_tune(work_dir):
     return options.output_dir, results["eval_accuracy"]
 
 
-def export(model_dir, work_dir, quantize):
-    """The folder of the .tflite of `model_dir` (float32, or int8 with quantize="int8")."""
+def export(model_dir, work_dir, quantize, export_format="litert"):
+    """The folder of the `export_format` model of `model_dir` (float32, or int8 with
+    quantize="int8"); bench/onnx_check.py exports its ONNX files through it."""
     return export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
-        export_format="litert", quantize=quantize, model_type="classifier",
+        export_format=export_format, quantize=quantize, model_type="classifier",
         init_checkpoint=model_dir, max_seq_length=FLAGS.max_seq_length, text_pair=True,
-        export_dir=os.path.join(work_dir, f"litert_{quantize}"), overwrite=True))
+        export_dir=os.path.join(work_dir, f"{export_format}_{quantize}"), overwrite=True))
 
 
 def dev_rows(model_dir):

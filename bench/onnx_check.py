@@ -20,7 +20,6 @@ import time
 import numpy as np
 from absl import app, flags, logging
 
-from bert_tf.tasks import export_checkpoint
 import litert_check  # noqa: E402  its dev rows and flags (--model_dir, --max_seq_length, ...)
 
 flags.DEFINE_integer("rounds", 10, "Alternating latency rounds (float32, int8).")
@@ -28,14 +27,6 @@ flags.DEFINE_integer("calls_per_round", 20, "Timed batch-1 calls of each model a
 flags.DEFINE_integer("ort_threads", 0, "ONNX Runtime intra-op threads (0: its default).")
 FLAGS = flags.FLAGS
 QUANTIZATIONS = ("none", "int8")
-
-
-def export(model_dir, work_dir, quantize):
-    """The folder of the ONNX model of `model_dir` (float32, or int8)."""
-    return export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
-        export_format="onnx", quantize=quantize, model_type="classifier",
-        init_checkpoint=model_dir, max_seq_length=FLAGS.max_seq_length, text_pair=True,
-        export_dir=os.path.join(work_dir, f"onnx_{quantize}"), overwrite=True))
 
 
 def session(folder):
@@ -80,7 +71,7 @@ def main(argv):
         raise app.UsageError("--model_dir: an MRPC run (bench/litert_check.py fine-tunes "
                              "one)")
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="onnx_check_")
-    folders = {quantize: export(FLAGS.model_dir, work_dir, quantize)
+    folders = {quantize: litert_check.export(FLAGS.model_dir, work_dir, quantize, "onnx")
                for quantize in QUANTIZATIONS}
     rows, labels = litert_check.dev_rows(FLAGS.model_dir)
     sessions = {quantize: session(folder) for quantize, folder in folders.items()}

@@ -35,7 +35,6 @@ import dataclasses
 import json
 import os
 import time
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
