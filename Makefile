@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-slow demo check-readme bench clean install-extras
+.PHONY: test test-slow test-extras demo check-readme bench clean install-extras
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,8 @@ install: $(STAMP)
 # The optional extras (apache-beam: the Beam pipelines; keras-hub: its export format;
 # tensorflow-hub + tf_keras and ai-edge-litert: the loaders of the tfhub and litert
 # exports; tf2onnx + onnxruntime: the onnx export and its runtime), so that their
-# tests run too; without them those tests skip and `make test` stays lean. CI runs this
-# first. (torch + transformers, the huggingface-test extra, are gigabytes:
+# tests run too; without them those tests skip and `make test` stays lean (and proves that
+# a plain install works: tests/test_plain_install.py). (torch + transformers, the huggingface-test extra, are gigabytes:
 # docs/export_formats.md says how to run that test.)
 install-extras: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,beam,keras-hub,tfhub-test,litert-test,onnx]"
@@ -29,6 +29,11 @@ install-extras: $(STAMP)
 # about 16 (491 s against 939 s, 2026-11-27).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" -n auto --maxprocesses=4 --durations=10 tests
+
+# The tests that use an optional package (marked @pytest.mark.extras), with every extra
+# installed: CI runs this after `make test` on the plain install.
+test-extras: install-extras
+	$(PY) -m pytest -q -m "extras and not slow" -n auto --maxprocesses=4 tests
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow tests

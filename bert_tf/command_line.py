@@ -28,6 +28,7 @@ from absl import app, flags
 
 from bert_tf import command_help
 from bert_tf import command_supervisor as supervisor
+from bert_tf import extras
 from bert_tf import fileio
 from bert_tf import options as options_lib
 
@@ -36,8 +37,9 @@ flags.DEFINE_bool("verbose", False,
 
 # Errors that bad input raises (a missing or unreadable file, a value out of range, a
 # config that does not fit); anything else is a bug and keeps its traceback.
-# OSError covers a full disk (ENOSPC), a read-only folder, a missing or unreadable file.
-USER_ERRORS = (ValueError, OSError)
+# OSError covers a full disk (ENOSPC), a read-only folder, a missing or unreadable file;
+# MissingExtra an optional package that the asked-for feature needs.
+USER_ERRORS = (ValueError, OSError, extras.MissingExtra)
 # TensorFlow's errors of the same kinds (a file that is not a TFRecord, no memory or
 # disk left, a missing or forbidden gs:// path); matched by name, without importing TF.
 _TENSORFLOW_USER_ERRORS = ("DataLossError", "ResourceExhaustedError", "NotFoundError",

@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 from bert_tf import command_help_stubs
+from bert_tf import library_logs
 from bert_tf.command_help import help_requested
 
 _TF_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
@@ -110,11 +111,5 @@ def prepare(argv=None, environ=os.environ) -> None:
     environ[_SET_HERE] = "1"
     import_tensorflow_quietly()
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
-    logging.getLogger("absl").addFilter(_tensorflow_info_dropped)
+    logging.getLogger("absl").addFilter(library_logs.tensorflow_info_dropped)
 
-
-def _tensorflow_info_dropped(record) -> bool:
-    """A logging filter: False for the INFO lines TensorFlow's own Python modules log
-    through absl (a checkpoint's "Sharding callback duration", ...)."""
-    return record.levelno >= logging.WARNING or (
-        f"{os.sep}tensorflow{os.sep}python{os.sep}" not in record.pathname)

@@ -9,6 +9,7 @@ Paths may be local or any filesystem TensorFlow reads (`gs://...`).
 import codecs
 import contextlib
 import hashlib
+import json
 import importlib
 import os
 import socket
@@ -333,6 +334,21 @@ def run_folder_of(path):
     if os.path.basename(os.path.normpath(folder)) == "best":
         folder = os.path.dirname(os.path.normpath(folder))
     return folder
+
+
+def read_json(path: str, what: str):
+    """The content of the JSON file `path`, `what` naming it in errors.
+
+    Raises:
+      FileNotFoundError / ValueError: naming the file, what it is, and the JSON error.
+    """
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} not found: {what}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}): {what}") from None
 
 
 def json_default(value):

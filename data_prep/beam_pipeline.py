@@ -35,7 +35,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import command_help
 from bert_tf import command_line
+from bert_tf import extras
 from bert_tf import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.text import tokenization
@@ -56,9 +58,6 @@ except ModuleNotFoundError as import_error:
     if not (import_error.name or "").startswith("apache_beam"):
         raise
     beam = None
-
-MISSING_BEAM = ("apache-beam is not installed: install the beam extra "
-                "(`pip install bert_tf[beam]`, or `pip install -e .[beam]` in a checkout)")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -219,7 +218,7 @@ def write_stats(path: str, summary: dict):
 def run(flag_values, pipeline_args) -> dict:
     """Runs the command with parsed flags and the Beam pipeline arguments."""
     if beam is None:
-        raise app.UsageError(MISSING_BEAM)
+        raise extras.missing("apache_beam", "this command")
     settings = settings_from_flags(flag_values)
     logging.info("*** Reading %d input file(s) on Beam ***", len(settings.input_files))
     return run_pipeline(settings, PipelineOptions(pipeline_args))
@@ -232,6 +231,9 @@ def run_beam_command(program: str, doc: str, run_fn):
     with one line, as every command does (bert_tf.command_line).
     """
     sys.modules["__main__"].__doc__ = doc  # --help shows the command's text
+    if command_help.help_requested(sys.argv):  # absl's own --help would exit 1
+        command_line.print_help(sys.modules[run_fn.__module__])
+        sys.exit(0)
     app.define_help_flags()  # before the parse below: --help must not become a pipeline option
     for module_name in (run_fn.__module__, command_line.__name__):  # listed by --help
         for flag in flags.FLAGS.get_flags_for_module(module_name):

@@ -29,6 +29,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import command_line
+from bert_tf import extras
 from bert_tf import fileio
 from bert_tf.options import OptionGroup, compose, option
 from data_prep import beam_pipeline
@@ -118,7 +119,7 @@ def build_pipeline(pipeline, input_files, options: BuildVocabBeamOptions):
 def run(flag_values, pipeline_args) -> dict:
     """Runs the command with parsed flags and the Beam pipeline arguments."""
     if beam is None:
-        raise app.UsageError(beam_pipeline.MISSING_BEAM)
+        raise extras.missing("apache_beam", "this command")
     options = command_line.options_from_flags(BuildVocabBeamOptions, flag_values)
     options.check()  # every group's checks, before the pipeline reads anything
     if not beam_inputs.is_remote(options.output_file):

@@ -59,10 +59,7 @@ def _instance_options(self) -> pretraining_instances.InstanceOptions:
     segmenter loaded (a missing package names the extra to install)."""
     self.check()
     instance_options = pretraining_instances.InstanceOptions.of(self)
-    try:
-        word_segmentation.load_segmenter(self.word_segmenter)
-    except ImportError as error:
-        raise app.UsageError(f"--word_segmenter={self.word_segmenter}: {error}") from None
+    word_segmentation.load_segmenter(self.word_segmenter)
     return instance_options
 
 

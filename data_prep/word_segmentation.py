@@ -20,21 +20,17 @@ dynamic masking carry the words as a `word_starts` feature (`word_starts`).
 """
 
 import dataclasses
-import importlib
 import json
 import logging
 from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_tf import input_paths
+from bert_tf import extras, input_paths
 from bert_tf.options import OptionGroup, option
 from bert_tf.text import rules
 
 SEGMENTERS = ("none", "jieba")
-MISSING_JIEBA = ("the jieba word segmenter is not installed: install the chinese extra "
-                 "(`pip install bert_tf[chinese]`, or `pip install -e .[chinese]` in a "
-                 "checkout)")
 CONTINUATION_BIT = 1 << 30
 WORD_STARTS = "word_starts"  # the record feature (bert_tf.train.masking reads it)
 
@@ -102,12 +98,8 @@ def load_segmenter(name: str) -> Optional[Segmenter]:
     if name not in SEGMENTERS:
         raise ValueError(f"word_segmenter={name!r}: expected one of {SEGMENTERS}")
     if name not in _LOADED:
-        try:  # optional and slow to import: only when asked for (as fileio's TensorFlow)
-            jieba = importlib.import_module("jieba")
-        except ModuleNotFoundError as error:
-            if (error.name or "").split(".")[0] != "jieba":
-                raise
-            raise ImportError(MISSING_JIEBA, name="jieba") from None
+        # optional and slow to import: only when asked for
+        jieba = extras.require("jieba", "--word_segmenter=jieba")
         jieba.setLogLevel(logging.WARNING)  # not the dictionary-loading lines
         jieba.initialize()
         _LOADED[name] = jieba.lcut

@@ -97,12 +97,22 @@ def all_commands(repo_root=REPO_ROOT):
             for command in readme_commands(os.path.join(repo_root, page))]
 
 
+# A ```python block right after this line runs too (as `python -` in --work_dir).
+RUN_PYTHON = "<!-- check-readme: run -->"
+
+
 def readme_commands(readme_path):
-    """A page's bash commands, continuation lines joined, comments dropped."""
+    """A page's bash commands, continuation lines joined, comments dropped, and its
+    marked Python examples (`RUN_PYTHON`) as `python -` commands, in page order."""
     with open(readme_path, encoding="utf-8") as f:
         text = f.read()
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+    pattern = rf"({re.escape(RUN_PYTHON)}\n)?```(bash|python)\n(.*?)```"
+    for marked, language, block in re.findall(pattern, text, flags=re.S):
+        if language == "python":
+            if marked:
+                commands.append(f"python - <<'PYTHON'\n{block}PYTHON")
+            continue
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
             line = line.split(" #")[0].strip()
             if line and not line.startswith("#"):

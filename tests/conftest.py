@@ -9,6 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest
 
 import harness
+from bert_tf import extras
 from bert_tf.text import tokenization
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -36,3 +37,20 @@ def tokenizer(request, tmp_path):
     """A lower-casing FullTokenizer over the test module's VOCAB (tmp_path / "vocab.txt")."""
     path = harness.write_vocab(tmp_path / "vocab.txt", request.module.VOCAB)
     return tokenization.FullTokenizer(path, do_lower_case=True)
+
+
+
+def pytest_collection_modifyitems(config, items):
+    """`@pytest.mark.extras("onnxruntime", ...)` (or a module's `pytestmark`): the test
+    uses those optional packages, and skips (or does less) without them; `make
+    test-extras` runs the marked tests again once every extra is installed. The names
+    must be optional packages (`bert_tf.extras.EXTRA_OF`)."""
+    del config
+    for item in items:
+        for mark in item.iter_markers("extras"):
+            unknown = [name for name in mark.args
+                       if name.split(".")[0] not in extras.EXTRA_OF]
+            if unknown or not mark.args:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: @pytest.mark.extras{mark.args}: expected the modules "
+                    f"of optional packages, from {sorted(extras.EXTRA_OF)}")

@@ -4,6 +4,7 @@ import pytest
 
 beam = pytest.importorskip(
     "apache_beam", reason="the beam extra is not installed (pip install -e .[beam])")
+pytestmark = pytest.mark.extras("apache_beam")
 
 # pylint: disable=wrong-import-position
 from absl import flags

@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import app
 from absl import flags
 
+from bert_tf import extras
 from bert_tf.text import cached_tokenizer
 from bert_tf.text import rules
 from bert_tf.train import masking
@@ -368,15 +369,16 @@ def test_a_segmenter_that_is_not_installed_names_the_extra(tmp_path, monkeypatch
     corpus = Corpus(tmp_path, chinese_documents(5, 2))
     monkeypatch.setitem(sys.modules, "jieba", None)  # import jieba fails
     monkeypatch.setattr(ws, "_LOADED", {})
-    with pytest.raises(app.UsageError, match=r"--word_segmenter=jieba: the jieba word "
-                                             r"segmenter is not installed: install the "
-                                             r"chinese extra \(`pip install bert_tf\[chinese\]`"):
+    with pytest.raises(extras.MissingExtra,
+                       match=r"--word_segmenter=jieba needs jieba, which is not installed: "
+                             r"install the chinese extra \(`pip install bert_tf\[chinese\]`"):
         _cli([f"--input_file={corpus.text}", f"--output_file={tmp_path / 'out.tfrecord'}",
               f"--vocab_file={corpus.vocab_file}", "--word_segmenter=jieba",
               "--do_whole_word_mask"])
     assert not list(tmp_path.glob("out.tfrecord*"))
 
 
+@pytest.mark.extras("apache_beam")
 def test_beam_refuses_a_reference_file(tmp_path):
     beam_pipeline = pytest.importorskip("data_prep.beam_pipeline")
     if beam_pipeline.beam is None:
@@ -402,6 +404,7 @@ def test_full_sentence_rows_mask_whole_words_too(tmp_path):
 
 
 # ---------------------------------------------------------------- jieba
+@pytest.mark.extras("jieba", "apache_beam")
 def test_beam_with_jieba_makes_the_local_instances(tmp_path):
     pytest.importorskip("jieba")
     beam_pipeline = pytest.importorskip("data_prep.beam_pipeline")
@@ -422,6 +425,7 @@ def test_beam_with_jieba_makes_the_local_instances(tmp_path):
     assert sum(local.values()) > 20 and local == read(str(tmp_path / "beam.tfrecord"))
 
 
+@pytest.mark.extras("jieba")
 def test_jieba_marks_the_characters_of_its_words():
     jieba = pytest.importorskip("jieba")
     sentence = "数学是利用符号语言研究数量、结构、变化以及空间等概念的一门学科。"
@@ -441,6 +445,7 @@ def test_jieba_marks_the_characters_of_its_words():
     assert words == jieba.lcut(sentence)  # one CJK word a word, punctuation alone
 
 
+@pytest.mark.extras("jieba")
 def test_jieba_whole_words_static_and_in_records(tmp_path):
     pytest.importorskip("jieba")
     corpus = Corpus(tmp_path, [["数学是利用符号语言研究数量、结构、变化以及空间等概念的一门学科。",
@@ -489,6 +494,7 @@ def test_zhwiki_reference_file_static_and_dynamic(tmp_path, shared_data_dir):
     assert share == 0.0 and masked_share == pytest.approx(0.15, abs=0.01)
 
 
+@pytest.mark.extras("jieba")
 @pytest.mark.slow
 def test_zhwiki_jieba_static_and_dynamic(tmp_path, shared_data_dir):
     """Jieba on the WikiExtractor slice itself (sentences split in the workers). The

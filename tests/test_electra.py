@@ -313,6 +313,7 @@ def test_what_cannot_work_is_refused_before_training_naming_the_setting(tmp_path
 
 
 # ------------------------------------------------------------- narrow embeddings, exported
+@pytest.mark.extras("ai_edge_litert", "tensorflow_hub", "tf_keras", "keras_hub")
 def test_a_narrow_embedding_encoder_loads_in_each_formats_own_loader(tmp_path):
     """SavedModel (tf.saved_model.load), TF Hub (hub.KerasLayer), LiteRT (its interpreter)
     and keras-hub (ElectraBackbone.from_preset) give the encoder's outputs."""

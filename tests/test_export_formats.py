@@ -228,7 +228,8 @@ def classifier_run(vocab, tmp_path):
                      {"model_type": "classifier", "labels": LABELS, "task": "mrpc"})
 
 
-@pytest.mark.parametrize("export_format", ["huggingface", "keras_hub"])
+@pytest.mark.parametrize("export_format", [
+    "huggingface", pytest.param("keras_hub", marks=pytest.mark.extras("keras_hub"))])
 def test_a_folder_that_is_not_empty_is_kept_unless_overwrite(export_format, classifier_run,
                                                              tmp_path):
     if export_format == "keras_hub" and not HAVE_KERAS_HUB:
@@ -395,6 +396,7 @@ def keras_hub_inputs(inputs):
             "segment_ids": inputs["segment_ids"]}
 
 
+@pytest.mark.extras("keras_hub")
 def test_keras_hub_presets_load_with_our_outputs(keras_hub_module, vocab, tmp_path):
     config = tiny_config(hidden_act="gelu_tanh")  # what keras-hub's BertBackbone computes
     encoder = randomized(BertEncoder, 12, config)
@@ -428,6 +430,7 @@ def test_keras_hub_presets_load_with_our_outputs(keras_hub_module, vocab, tmp_pa
     assert new_task.preprocessor.sequence_length == 16
 
 
+@pytest.mark.extras("keras_hub")
 def test_keras_hub_gelu_model_exports_with_the_difference_logged(keras_hub_module, vocab,
                                                                  tmp_path, caplog):
     encoder = randomized(BertEncoder, 14)  # hidden_act=gelu, the exact GELU

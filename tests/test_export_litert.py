@@ -63,6 +63,7 @@ def keras_outputs(model, features):
             if key != "encoder_outputs"}
 
 
+@pytest.mark.extras("ai_edge_litert")
 @pytest.mark.parametrize("name", list(MODELS))
 def test_float32_tflite_equals_the_keras_model(name, vocab, tmp_path):
     model_cls, head, output_names = MODELS[name]
@@ -90,6 +91,7 @@ def test_float32_tflite_equals_the_keras_model(name, vocab, tmp_path):
             np.testing.assert_allclose(got[key], want[key], atol=1e-4, rtol=0, err_msg=key)
 
 
+@pytest.mark.extras("ai_edge_litert")
 def test_float32_tflite_equals_the_saved_model_serve_ids(vocab, tmp_path):
     model = randomized(BertClassifier, 22, num_classes=3)
     litert.export_litert(model, tmp_path / "litert", vocab, True, LENGTH, label_names=LABELS)
@@ -103,6 +105,7 @@ def test_float32_tflite_equals_the_saved_model_serve_ids(vocab, tmp_path):
                                    atol=1e-4, rtol=0)
 
 
+@pytest.mark.extras("ai_edge_litert")
 def test_int8_is_smaller_and_close_to_float32(vocab, tmp_path):
     model = randomized(BertClassifier, 23, num_classes=3)
     for quantize in ("none", "int8"):
@@ -124,6 +127,7 @@ def test_int8_is_smaller_and_close_to_float32(vocab, tmp_path):
     assert 0 < max(differences) < INT8_TOLERANCE, differences
 
 
+@pytest.mark.extras("ai_edge_litert")
 def test_an_app_tokenizes_with_the_shipped_files(vocab, tmp_path):
     """What the docs' Python example does: the shipped vocab and settings make the row."""
     model = randomized(BertClassifier, 24, num_classes=3)

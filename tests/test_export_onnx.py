@@ -23,6 +23,7 @@ from test_export_litert import classifier_run  # noqa: F401  a run folder of a c
 
 ort = pytest.importorskip("onnxruntime", reason="the onnx extra: pip install -e .[onnx]")
 pytest.importorskip("tf2onnx", reason="the onnx extra: pip install -e .[onnx]")
+pytestmark = pytest.mark.extras("onnx", "onnxruntime", "tf2onnx")
 
 LENGTH = 16
 # name: (model class, head arguments, exporter keyword arguments, output names)

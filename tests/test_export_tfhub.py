@@ -77,6 +77,7 @@ def batch_layout(tokenizer, texts_a, texts_b=None, length=LENGTH):
     return {key: [row[key] for row in rows] for key in rows[0]}
 
 
+@pytest.mark.extras("tensorflow_hub", "tf_keras")
 def test_preprocessor_has_tf_hubs_interface(exported, vocab):
     hub, _ = hub_or_skip()
     preprocessor = hub.load(os.path.join(exported[1], "preprocessor"))
@@ -107,6 +108,7 @@ def test_preprocessor_has_tf_hubs_interface(exported, vocab):
     assert as_lists(preprocessor.bert_pack_inputs([flat])) == as_lists(features)
 
 
+@pytest.mark.extras("tensorflow_hub", "tf_keras")
 def test_encoder_through_hub_keras_layer_equals_bert_tf(exported):
     hub, _ = hub_or_skip()
     encoder, folder = exported
@@ -145,6 +147,7 @@ def test_encoder_through_hub_keras_layer_equals_bert_tf(exported):
     close(served["encoder_outputs"][:, 1], ours["encoder_outputs"][1])
 
 
+@pytest.mark.extras("tensorflow_hub", "tf_keras")
 def test_tf_hub_keras_code_fine_tunes_the_encoder(exported):
     """TF Hub's "classify text with BERT" model, unchanged but for tf_keras (Keras 2)."""
     hub, tf_keras = hub_or_skip()

@@ -11,6 +11,7 @@ generated inputs:
 """
 
 import collections
+import importlib.util
 import json
 import random
 import time
@@ -24,7 +25,7 @@ import harness
 from bert_tf.tasks import text_files
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
-from data_prep import beam_inputs, create_pretraining_data
+from data_prep import create_pretraining_data
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_pipeline as pp
 
@@ -134,6 +135,9 @@ def test_a_random_next_segment_comes_from_another_document(sizes, seed, seq):
             assert pair.a_length >= 1 and pair.b_length >= 1
 
 
+@pytest.mark.extras("apache_beam")
+@pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
+                    reason="the beam extra is not installed (pip install -e .[beam])")
 @FAST
 @given(sizes=st.lists(st.integers(1, 50), min_size=1, max_size=12),
        chunk_chars=st.sampled_from([1, 2, 30, 100, 10 ** 6]),
@@ -149,6 +153,7 @@ def test_every_chunk_holds_two_documents_locally_and_on_beam(tmp_path, sizes, ch
     cut = sorted(random.Random(len(sizes)).sample(range(1, len(sizes) + 1),
                                                   min(splits, len(sizes)) - 1))
     parts = [sizes[a:b] for a, b in zip([0] + cut, cut + [len(sizes)])]
+    from data_prep import beam_inputs  # pylint: disable=import-outside-toplevel
     plan = beam_inputs.plan_chunks([(k, part) for k, part in enumerate(parts)], chunk_chars)
     starts, position = set(), 0
     for key, part in enumerate(parts):

@@ -11,6 +11,7 @@ that is not in the table (a console script, a module that globs, writes or reads
 
 import collections
 import gzip
+import importlib.util
 import json
 import os
 import pathlib
@@ -374,7 +375,6 @@ def test_outputs_have_the_modes_the_umask_gives(tmp_path, umask, old_mode):
 
 # Every function that turns an --input_file-like value into files, with its filesystem.
 def _beam_match(value):
-    pytest.importorskip("apache_beam")
     from data_prep import beam_inputs  # pylint: disable=import-outside-toplevel
     return beam_inputs.match_input_files(value)
 
@@ -387,8 +387,9 @@ def _records_expand(value):
 EXPANDERS = {
     "data_prep.wikipedia.resolve_input_files": wikipedia.resolve_input_files,
     "bert_tf.train.records.expand_input_files": _records_expand,
-    "data_prep.beam_inputs.match_input_files": _beam_match,
 }
+if importlib.util.find_spec("apache_beam") is not None:  # the beam extra
+    EXPANDERS["data_prep.beam_inputs.match_input_files"] = _beam_match
 # The modules allowed to call glob for inputs (through input_paths) or to glob their own
 # outputs (record_writing's stale shards, extend_vocab's stale folders, the shards a
 # Beam runner wrote).
@@ -407,6 +408,7 @@ def test_every_globbing_module_is_in_the_table():
 _NAME_CHARS = st.sampled_from(list("ab01*?[]-_ ,.") + ["[a]", "*.txt", "é"])
 
 
+@pytest.mark.extras("apache_beam")
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.lists(_NAME_CHARS, min_size=1, max_size=6).map("".join)
@@ -423,6 +425,7 @@ def test_an_existing_path_is_that_file_even_with_pattern_characters(tmp_path, na
     assert EXPANDERS[expander](str(path)) == [str(path)]
 
 
+@pytest.mark.extras("apache_beam")
 @pytest.mark.parametrize("expander", sorted(EXPANDERS))
 def test_a_pattern_expands_only_when_no_such_file_and_names_itself(tmp_path, expander):
     for name in ("b.txt", "a.txt", "c.md"):

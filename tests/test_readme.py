@@ -238,6 +238,7 @@ def test_run_all_labels_pages_and_runs_a_repeated_command_once(tmp_path, capsys)
         "all 3 pages: 2 ran, 1 failed, 1 skipped, 1 repeated"]
 
 
+@pytest.mark.extras("apache_beam")  # the Beam tools' flags are checked when it is installed
 def test_readme_programs_exist_and_take_the_flags_shown():
     commands = [c for c in readme_commands() if c.split()[0] in SCRIPT_MODULES]
     assert len(commands) >= 6, "the pages should show the runners' commands"

@@ -159,6 +159,7 @@ def _rerun_options(entry, config_path):
     return command_line.options_from_flags(entry.options_class, flag_values)
 
 
+@pytest.mark.extras("keras_hub")
 @pytest.mark.parametrize("name", sorted(TASK_MODULES))
 def test_every_task_reruns_and_exports_its_run_folder(name, tmp_path):
     # The run's config.json reruns to the same options, field by field; its folder

@@ -356,6 +356,7 @@ def test_tfhub_encoder_serves_the_sentence_vector_as_pooled_output(bert_folder, 
                                one_by_one(bert_folder[1], tokenizer, TEXTS), atol=1e-5)
 
 
+@pytest.mark.extras("ai_edge_litert")
 @pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,
                     reason="ai-edge-litert is not installed (the litert-test extra)")
 def test_litert_model_gives_the_embedding(bert_folder, tokenizer, tmp_path):

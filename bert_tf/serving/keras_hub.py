@@ -25,19 +25,16 @@ model (exact GELU, as the released BERTs) exports with a warning that gives the 
 difference the approximation makes on a probe batch; `relu` and `swish` are refused.
 """
 
-import importlib
 import re
 
 import numpy as np
 from absl import logging
 
+from bert_tf import extras
 from bert_tf.models import encoder_of
 from bert_tf.serving import export, output_folder, registry
 from bert_tf.weights import checkpoints
 
-MISSING_KERAS_HUB = ("keras-hub is not installed: install the keras-hub extra (`pip "
-                     "install bert_tf[keras-hub]`, or `pip install -e .[keras-hub]` in a "
-                     "checkout)")
 # What keras-hub's BERT presets hold: a backbone (a model without heads) or a
 # BertTextClassifier (a model with a classification head: `num_classes`, `dropout_rate`).
 PRESETS = "keras-hub's BERT presets hold a BertBackbone or a BertTextClassifier"
@@ -71,12 +68,7 @@ def import_keras_hub():
     Raises:
         ImportError: naming the extra to install when keras-hub is missing.
     """
-    try:
-        return importlib.import_module("keras_hub")
-    except ModuleNotFoundError as error:
-        if error.name != "keras_hub":
-            raise
-        raise ImportError(MISSING_KERAS_HUB, name="keras_hub") from None
+    return extras.require("keras_hub", "--export_format=keras_hub")
 
 
 def check_model_class(model_cls):

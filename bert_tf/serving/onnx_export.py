@@ -32,7 +32,6 @@ The graph is tidied for the runtimes (`bert_tf.serving.onnx_graph`): each LayerN
 Needs the `onnx` extra (tf2onnx, onnx, onnxruntime): `pip install -e .[onnx]`.
 """
 
-import importlib
 import json
 import logging as std_logging
 import os
@@ -41,6 +40,7 @@ import shutil
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import extras
 from bert_tf.layers import activations
 from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf.serving import export, litert, onnx_graph, output_folder, registry
@@ -48,21 +48,14 @@ from bert_tf.serving import export, litert, onnx_graph, output_folder, registry
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.onnx", "onnx_config.json", "vocab.txt"
 QUANTIZATIONS = litert.QUANTIZATIONS  # ("none", "int8"), one --quantize for both
 OPSET = 17  # LayerNormalization's opset; ONNX Runtime 1.14+ and tf2onnx 1.14+ take it
-EXTRA = "pip install -e .[onnx] (tf2onnx, onnx, onnxruntime)"
+FEATURE = "--export_format=onnx"
 # Names of the free input dimensions, by the rank of the ids.
 DIMENSIONS = {2: ("batch", "sequence"), 3: ("batch", "choices", "sequence")}
 
 
 def import_converters():
-    """(tf2onnx, onnx), or ImportError naming the extra to install."""
-    modules = []
-    for name in ("tf2onnx", "onnx"):
-        try:
-            modules.append(importlib.import_module(name))
-        except ImportError as error:
-            raise ImportError(f"--export_format=onnx needs {name}, which is not installed: "
-                              f"{EXTRA}") from error
-    return tuple(modules)
+    """(tf2onnx, onnx), or `extras.MissingExtra` naming the extra to install."""
+    return tuple(extras.require(name, FEATURE) for name in ("tf2onnx", "onnx"))
 
 
 def check_model_class(model_cls, doc_stride=None):
@@ -123,10 +116,7 @@ def convert(model, vocab_file, do_lower_case, max_seq_length):
 
 def quantize_int8(float_path, int8_path):
     """Writes the dynamic-range int8 model of the ONNX file `float_path` to `int8_path`."""
-    try:
-        quantization = importlib.import_module("onnxruntime.quantization")
-    except ImportError as error:
-        raise ImportError(f"--quantize=int8 needs onnxruntime: {EXTRA}") from error
+    quantization = extras.require("onnxruntime.quantization", f"{FEATURE} --quantize=int8")
     # Per-channel scales and 7-bit weights: on the MRPC run of docs/benchmarks.md, dev
     # accuracy 76.72 against float32's 77.45 (per-tensor 8-bit weights: 75.49); 7 bits
     # keep CPUs without VNNI from saturating their u8 x s8 products.
@@ -174,7 +164,7 @@ def export_onnx(model, export_dir, vocab_file, do_lower_case, max_seq_length,
     Returns:
         The folder written.
     Raises:
-        ImportError: without the `onnx` extra, naming it.
+        extras.MissingExtra: without the `onnx` extra, naming it.
         ValueError / FileNotFoundError / FileExistsError: naming the model type,
             quantization, vocab, labels or folder at fault, before anything is written.
     """

@@ -22,9 +22,16 @@ used nowhere else; anything else stays as it was.
 import collections
 
 import numpy as np
-from onnx import helper, numpy_helper
+
+from bert_tf import extras
 
 SQRT_HALF, SQRT_TWO = 0.7071067811865476, 1.4142135623730951
+
+
+def _onnx(module):
+    """onnx's `module` (helper, numpy_helper), imported when a graph is rewritten: only
+    an ONNX export needs the onnx extra."""
+    return extras.require(f"onnx.{module}", "--export_format=onnx")
 
 
 class Graph:
@@ -37,7 +44,8 @@ class Graph:
         for node in graph.node:
             for name in node.input:
                 self.consumers[name].append(node)
-        self.constants = {tensor.name: numpy_helper.to_array(tensor)
+        to_array = _onnx("numpy_helper").to_array
+        self.constants = {tensor.name: to_array(tensor)
                           for tensor in graph.initializer}
         self.removed = set()
         self.replacements = {}  # id(removed node) -> node in its place
@@ -66,7 +74,7 @@ class Graph:
             any(user is node for node in nodes) for user in self.consumers[name])
 
     def add_constant(self, name, value):
-        self.graph.initializer.append(numpy_helper.from_array(
+        self.graph.initializer.append(_onnx("numpy_helper").from_array(
             np.asarray(value, np.float32), name))
         return name
 
@@ -93,7 +101,7 @@ def _is_mean_of_last_axis(node):
         return True
     if node.op_type != "ReduceMean":
         return False
-    attributes = {attribute.name: helper.get_attribute_value(attribute)
+    attributes = {attribute.name: _onnx("helper").get_attribute_value(attribute)
                   for attribute in node.attribute}
     return list(attributes.get("axes", [])) == [-1] and attributes.get("keepdims", 1) == 1
 
@@ -154,7 +162,7 @@ def fuse_layer_norms(model):
         inner = [name for node in nodes[1:] for name in node.output]
         if not all(g.only_used_by(name, nodes) for name in inner):
             continue
-        g.replace(nodes, helper.make_node(
+        g.replace(nodes, _onnx("helper").make_node(
             "LayerNormalization", [x, gamma, beta], [out.output[0]],
             name=f"{out.name}/LayerNormalization", axis=-1, epsilon=epsilon))
         count += 1

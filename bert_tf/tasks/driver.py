@@ -22,6 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf import library_logs
 from bert_tf.options import option_specs
 from bert_tf.serving import export
 from bert_tf.tasks import best_checkpoint, run_config, run_context
@@ -46,6 +47,7 @@ def run(task, strategy=None) -> dict:
 
 def execute(task, strategy=None) -> Outcome:
     """`run`, returning the runner too (the trained model and its `TrainResult`)."""
+    library_logs.show_info_logs()  # called from Python: progress and load reports show
     options = task.options
     steps = [spec.name for spec in option_specs(type(options))
              if spec.name in ("do_train", "do_eval", "do_predict")]

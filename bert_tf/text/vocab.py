@@ -123,7 +123,7 @@ def vocab_case(vocab):
     return "cased" if capitalised >= 0.01 * len(pieces) else None
 
 
-def _released_model_case(init_checkpoint):
+def released_model_case(init_checkpoint):
     """"cased" / "uncased" from a released model's folder name (`uncased_L-12_...`)."""
     for part in reversed(os.path.normpath(os.fspath(init_checkpoint)).split(os.sep)):
         name = part.lower()
@@ -144,7 +144,7 @@ def check_case_matches(do_lower_case, vocab, vocab_file, init_checkpoint=None):
     """
     found = [(vocab_case(vocab), f"vocab_file {vocab_file}")]
     if init_checkpoint:
-        found.append((_released_model_case(init_checkpoint), f"init_checkpoint {init_checkpoint}"))
+        found.append((released_model_case(init_checkpoint), f"init_checkpoint {init_checkpoint}"))
     for case, source in found:
         if case is not None and (case == "uncased") != bool(do_lower_case):
             raise ValueError(

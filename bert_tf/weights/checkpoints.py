@@ -33,6 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf import library_logs
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, encoder_of
 from bert_tf.models.checkpoint_names import encoder_entries
@@ -405,6 +406,7 @@ def from_pretrained(model_cls, path, config=None, return_report=False,
     if not (isinstance(model_cls, type) and issubclass(model_cls, keras.Model)):
         raise TypeError(f"model_cls must be a model class (BertEncoder, BertClassifier, "
                         f"...), got {type(model_cls).__name__}: {str(model_cls)[:60]!r}")
+    library_logs.show_info_logs()  # called from Python: the load report shows
     kind, weights_path, config_path = _resolve(
         fileio.path_argument(path, "path", "a checkpoint folder or prefix"))
     model = build_model(model_cls, _load_config(config, config_path), **head_kwargs)

@@ -35,6 +35,7 @@ from typing import Optional
 
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.serving import export, huggingface, output_folder, registry
 from bert_tf.tasks.sentence_embeddings.model import POOLING_MODES, SentenceEncoder
 
@@ -90,16 +91,6 @@ def is_folder(path) -> bool:
     return bool(path) and os.path.isfile(os.path.join(os.fspath(path), MODULES_FILE))
 
 
-def _read_json(path, what):
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} not found: {what}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not valid JSON ({error}): {what}") from None
-
-
 def _module_kind(entry, modules_path):
     """"transformer", "pooling" or "normalize" of a modules.json entry; refuses others."""
     if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
@@ -140,7 +131,7 @@ def read_folder(path) -> SentenceTransformersFolder:
     """
     path = os.fspath(path)
     modules_path = os.path.join(path, MODULES_FILE)
-    modules = _read_json(modules_path, "a sentence-transformers folder lists its modules "
+    modules = fileio.read_json(modules_path, "a sentence-transformers folder lists its modules "
                          "there")
     if not isinstance(modules, list) or not modules:
         raise ValueError(f"{modules_path}: expected a list of modules")
@@ -157,13 +148,13 @@ def read_folder(path) -> SentenceTransformersFolder:
                                 "pytorch_model.bin: save the model again with "
                                 "safe_serialization)")
     pooling_path = os.path.join(path, kinds[1][1], "config.json")
-    pooling = _pooling(_read_json(pooling_path, "the Pooling module's settings"),
+    pooling = _pooling(fileio.read_json(pooling_path, "the Pooling module's settings"),
                        pooling_path)
     settings_path = os.path.join(transformer_path, SENTENCE_BERT_CONFIG)
-    settings = (_read_json(settings_path, "the Transformer module's settings")
+    settings = (fileio.read_json(settings_path, "the Transformer module's settings")
                 if os.path.isfile(settings_path) else {})
     tokenizer_path = os.path.join(transformer_path, "tokenizer_config.json")
-    tokenizer = (_read_json(tokenizer_path, "the tokenizer's settings")
+    tokenizer = (fileio.read_json(tokenizer_path, "the tokenizer's settings")
                  if os.path.isfile(tokenizer_path) else {})
     lower = tokenizer.get("do_lower_case")
     return SentenceTransformersFolder(
