@@ -14,7 +14,9 @@ from bert_tf.configs import BertConfig
 
 # Public name -> the module that defines it, imported on first use.
 _LAZY = {"Preprocessor": "bert_tf.text.preprocessor",
-         "TextClassifier": "bert_tf.text_models.classifier"}
+         "TextClassifier": "bert_tf.text_models.classifier",
+         "TextEncoder": "bert_tf.text_models.encoder",
+         "TextTagger": "bert_tf.text_models.tagger"}
 
 __all__ = ["BertConfig", *_LAZY]
 __version__ = "0.1.0"

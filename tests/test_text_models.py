@@ -13,9 +13,13 @@ import bert_tf
 from bert_tf.models import BertEncoder
 from bert_tf.tasks import export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.ner import data as ner_data
+from bert_tf.tasks.ner import task as ner_task
+from bert_tf.tasks.sentence_embeddings import encode as encode_lib
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.tokenization import FullTokenizer
 from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint)
+import test_run_ner
 from test_run_classifier import WORDS, options, sentiment_rows, write_sst2
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -197,3 +201,71 @@ def test_loading_from_python_shows_the_load_report(released):
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "loaded 39 variables" in done.stderr, done.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ TextTagger
+def _tagged(count, seed, length=6):
+    """Sentences of test_run_ner (people and places among fillers), IOB2 tags."""
+    rng = np.random.default_rng(seed)
+    pairs = [test_run_ner.sentence(rng, length) for _ in range(count)]
+    return ([[w.capitalize() for w in words] for words, _ in pairs],
+            [ner_data.to_iob2(tags) for _, tags in pairs])
+
+
+def test_a_tagger_run_folder_of_the_command_tags_as_the_command(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    test_run_ner.write_conll(data / "eng.train", 64, 0)
+    test_run_ner.write_conll(data / "eng.testb", 4, 2, length=14)  # windows (doc_stride 4)
+    test_run_ner.write_conll(data / "eng.testa", 4, 1)
+    run = test_run_ner.options(tmp_path, do_train=True, do_predict=True,
+                               num_train_epochs=2.0)
+    ner_task.run(run)
+    command_tags = [ner_data.to_iob2([row.split()[-1] for row in block.splitlines()])
+                    for block in (tmp_path / "out" / "test_predictions.txt").read_text()
+                    .strip().split("\n\n")]
+    sentences = ner_data.read_tagged_file(str(data / "eng.testb"))
+    tagger = bert_tf.TextTagger.from_pretrained(run.output_dir)
+    assert tagger.doc_stride == 4 and tagger.labels[0] == "O"
+    predicted = tagger.predict([s.words for s in sentences], verbose=0)
+    assert predicted["tags"] == command_tags
+
+
+def test_fit_and_predict_a_tagger_on_lists_of_words(tmp_path):
+    folder = tmp_path / "cased_L-2_H-32_A-4"
+    config = tiny_config(max_position_embeddings=16)
+    vocab = SPECIAL_TOKENS + [w.capitalize() for w in test_run_ner.WORDS if "#" not in w]
+    vocab += ["##son"] + [f"[unused{i}]" for i in range(config.vocab_size - len(vocab) - 1)]
+    write_released_checkpoint(str(folder), tiny_model(BertEncoder, config, seed=5), vocab)
+    labels = ["O", "B-LOC", "B-PER", "I-LOC"]
+    tagger = bert_tf.TextTagger.from_pretrained(folder, labels=labels, max_seq_length=12,
+                                                dropout_rate=0.0, seed=3)
+    x, y = _tagged(64, 0)
+    with pytest.raises(ValueError, match=r"y\[0\] has 1 tags but x\[0\] has 6 words"):
+        tagger.fit(x, [["O"]] + y[1:])
+    with pytest.raises(ValueError, match=r"y\[0\] holds 'B-ORG', not one of the tags"):
+        tagger.fit(x, [["B-ORG"] * 6] + y[1:])
+    history = tagger.fit(x, y, epochs=25, batch_size=16, learning_rate=3e-3, seed=3,
+                         verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0] / 10
+    test_x, test_y = _tagged(6, 2, length=14)
+    predicted = tagger.predict([" ".join(words) for words in test_x], verbose=0)
+    assert predicted["words"] == test_x and predicted["tags"] == test_y
+    tagger.save(tmp_path / "run")
+    again = bert_tf.TextTagger.from_pretrained(tmp_path / "run")
+    assert again.predict(test_x, verbose=0)["tags"] == test_y
+
+
+# ------------------------------------------------------------------ TextEncoder
+def test_the_text_encoder_gives_the_vectors_of_bert_encode(released, tmp_path):
+    texts = ["the movie was good .", "a very bad plot", "music"]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    encode_lib.run(encode_lib.EncodeOptions(
+        input_file=str(tmp_path / "texts.txt"), output_file=str(tmp_path / "v.npy"),
+        init_checkpoint=str(released)))
+    encoder = bert_tf.TextEncoder.from_pretrained(released)
+    vectors = encoder.encode(texts)
+    assert vectors.shape == (3, 32)
+    np.testing.assert_allclose(vectors, np.load(tmp_path / "v.npy"), atol=1e-6)
+    with pytest.raises(ValueError, match=r"x\[1\] is an empty text"):
+        encoder.encode(["fine", ""])

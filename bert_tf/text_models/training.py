@@ -96,21 +96,20 @@ class TextModel(keras.Model):
                                                 num_train_epochs=epochs,
                                                 learning_rate=learning_rate))
         recipe.check()
-        columns = inputs.text_columns(x, self.preprocessor.text_pair)
-        targets = self.targets(y, len(columns[0]))
+        train, num_examples = self.training_batches(
+            x, y, recipe.train_batch_size, shuffle_seed=True if seed is None else seed)
         # Cached: scored after every epoch, its rows are preprocessed once.
-        validation = self._batches(validation_data, "validation_data",
-                                   recipe.train_batch_size).cache() if validation_data else None
-        self.preprocessor.text_pair = len(columns) == 2
+        validation = (self._checked_batches(validation_data, "validation_data",
+                                            recipe.train_batch_size)[0].cache()
+                      if validation_data else None)
         # The commands' schedule: epochs x examples / batch size steps of full batches.
-        steps = max(1, int(len(targets) / recipe.train_batch_size * recipe.num_train_epochs))
+        steps = max(1, int(num_examples / recipe.train_batch_size * recipe.num_train_epochs))
         epochs = max(1, round(recipe.num_train_epochs))
         if self._compiled_here or not self.compiled:
             self._compile_recipe(recipe, steps)
-        train = inputs.batches(columns, targets, self.preprocessor, recipe.train_batch_size,
-                               shuffle_seed=True if seed is None else seed).repeat()
+        train = train.repeat()
         logging.info("Training %s: %d examples, %d steps (%d warm-up) of %d",
-                     type(self).__name__, len(targets), steps,
+                     type(self).__name__, num_examples, steps,
                      int(steps * recipe.warmup_proportion), recipe.train_batch_size)
         kwargs.setdefault("shuffle", False)  # the dataset shuffles itself
         history = super().fit(train, validation_data=validation, epochs=epochs,
@@ -126,25 +125,37 @@ class TextModel(keras.Model):
         if not self.compiled:
             self._compile_recipe(Recipe(), 1)
         kwargs.setdefault("return_dict", True)
-        return super().evaluate(self._batches((x, y), "x", batch_size or 32), **kwargs)
+        batches = self._checked_batches((x, y), "x", batch_size or 32)[0]
+        return super().evaluate(batches, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
         """The answers for texts (see the subclass's `outputs_of`), or Keras's `predict`."""
         if not _is_text(x):
             return super().predict(x, batch_size=batch_size, **kwargs)
         self._check_trained("predict")
+        return self.predictions(x, inputs.check_batch_size(batch_size or 32), **kwargs)
+
+    # ------------------------------------------------------------------ text, per task
+    def training_batches(self, x, y, batch_size, shuffle_seed=None):
+        """(dataset of (model inputs, targets) batches, number of examples) of texts
+        `x` and labels `y` (a model that takes another kind of text overrides it)."""
         columns = inputs.text_columns(x, self.preprocessor.text_pair)
-        dataset = inputs.batches(columns, None, self.preprocessor, batch_size or 32)
+        targets = self.targets(y, len(columns[0]))
+        self.preprocessor.text_pair = len(columns) == 2
+        return (inputs.batches(columns, targets, self.preprocessor, batch_size,
+                               shuffle_seed=shuffle_seed), len(targets))
+
+    def predictions(self, x, batch_size, **kwargs):
+        """`predict`'s answer for texts `x` (see the subclass's `outputs_of`)."""
+        columns = inputs.text_columns(x, self.preprocessor.text_pair)
+        dataset = inputs.batches(columns, None, self.preprocessor, batch_size)
         return self.outputs_of(super().predict(dataset, **kwargs))
 
-    def _batches(self, data, name, batch_size):
+    def _checked_batches(self, data, name, batch_size):
         if not (isinstance(data, (tuple, list)) and len(data) == 2):
             raise ValueError(f"{name} must be (x, y): texts (or a tuple of two columns) "
                              "and their labels")
-        columns = inputs.text_columns(data[0], self.preprocessor.text_pair)
-        targets = self.targets(data[1], len(columns[0]))
-        return inputs.batches(columns, targets, self.preprocessor,
-                              inputs.check_batch_size(batch_size))
+        return self.training_batches(data[0], data[1], inputs.check_batch_size(batch_size))
 
     def _compile_recipe(self, recipe, steps):
         loss, metrics = self.default_loss_and_metrics()
@@ -173,10 +184,10 @@ class TextModel(keras.Model):
         recipe = options_lib.options_to_dict(self.recipe) if self.recipe else {}
         optimizer = getattr(self, "optimizer", None)  # set by compile
         step = int(optimizer.iterations.numpy()) if optimizer is not None else 0
+        description = self.run_description()  # task, labels, export (, options)
+        options = {**recipe, **description.pop("options", {}), "global_step": step}
         return run_folder.write(folder, self.task_model, self.preprocessor,
-                                model_type=self.model_type,
-                                options={**recipe, "global_step": step},
-                                **self.run_description())
+                                model_type=self.model_type, options=options, **description)
 
     def export(self, export_dir, export_format="saved_model", **options):
         """Exports as `bert-export-model` does (`export_format`: saved_model, tfhub,

@@ -333,21 +333,15 @@ def resolve_options(options):
     return dataclasses.replace(options, **values), settings
 
 
-def run(options: EncodeOptions) -> dict:
-    """Checks everything, loads the model, encodes the input and writes the outputs;
-    returns the summary (`texts`, `rows`, `truncated`, `windowed`, `dimension`,
-    `seconds`, `outputs`, `line`: the one-line summary)."""
-    chosen_length = options.max_seq_length or None
-    options, settings = resolve_options(options)
-    options.check()
-    paths = output_paths(options.output_file)
-    fileio.check_outputs_apart(
-        {"output_file": paths},
-        {"input_file": options.input_file, "init_checkpoint": options.init_checkpoint,
-         "vocab_file": options.vocab_file, "bert_config_file": options.bert_config_file})
-    texts, ids, _ = read_texts(options.input_file, options.text_column, options.id_column)
-    if options.doc_stride is not None:
-        windows.check_stride(options.doc_stride, options.max_seq_length, False)
+def load(options, settings, chosen_length=None):
+    """(SentenceEncoder, FullTokenizer, options with max_seq_length settled) of resolved
+    `options` (`resolve_options`), checked against each other: the vocab against the
+    model's config and case, max_seq_length against its positions.
+
+    Args:
+      chosen_length: The max_seq_length the user gave (None: a default, which is then
+        held within the model's max_position_embeddings).
+    """
     # The model first: a folder that holds none is refused as such.
     model = serving.load_sentence_encoder(
         options.init_checkpoint, options.bert_config_file, options.pooling,
@@ -368,6 +362,25 @@ def run(options: EncodeOptions) -> dict:
         raise ValueError(f"max_seq_length={options.max_seq_length} exceeds the model's "
                          f"max_position_embeddings={config.max_position_embeddings}")
     tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=options.do_lower_case)
+    return model, tokenizer, options
+
+
+def run(options: EncodeOptions) -> dict:
+    """Checks everything, loads the model, encodes the input and writes the outputs;
+    returns the summary (`texts`, `rows`, `truncated`, `windowed`, `dimension`,
+    `seconds`, `outputs`, `line`: the one-line summary)."""
+    chosen_length = options.max_seq_length or None
+    options, settings = resolve_options(options)
+    options.check()
+    paths = output_paths(options.output_file)
+    fileio.check_outputs_apart(
+        {"output_file": paths},
+        {"input_file": options.input_file, "init_checkpoint": options.init_checkpoint,
+         "vocab_file": options.vocab_file, "bert_config_file": options.bert_config_file})
+    texts, ids, _ = read_texts(options.input_file, options.text_column, options.id_column)
+    if options.doc_stride is not None:
+        windows.check_stride(options.doc_stride, options.max_seq_length, False)
+    model, tokenizer, options = load(options, settings, chosen_length)
     start = time.monotonic()
     progress = PhaseProgress("Encoding", unit="rows")
     vectors, stats = encode_texts(model, tokenizer, texts, options.max_seq_length,
