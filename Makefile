@@ -25,8 +25,8 @@ install-extras: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,beam,keras-hub,tfhub-test,litert-test,onnx]"
 
 # -n auto: one pytest worker a CPU core (pytest-xdist), at most 4 (each worker holds its
-# own TensorFlow, about 1.5 GB); on 2 cores the suite takes about 8 minutes instead of
-# about 16 (491 s against 939 s, 2026-11-27).
+# own TensorFlow, about 1.5 GB). On the 2-core AMD EPYC the suite took 27 minutes before the
+# heaviest 29 tests (about 1,500 test-seconds) moved to `make test-slow` (2026-11-28).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" -n auto --maxprocesses=4 --durations=10 tests
 

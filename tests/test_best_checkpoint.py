@@ -70,6 +70,7 @@ def _first_best(series, minimise=False):
     return best
 
 
+@pytest.mark.slow
 def test_best_checkpoint_is_the_best_evaluation_and_what_eval_predict_and_export_use(
         tmp_path, monkeypatch, caplog):
     classifier_runs.write_sst2(tmp_path / "data")
@@ -102,6 +103,7 @@ def test_best_checkpoint_is_the_best_evaluation_and_what_eval_predict_and_export
     assert "using its best checkpoint" in caplog.text
 
 
+@pytest.mark.slow
 def test_early_stopping_stops_keeps_the_best_and_stays_stopped(tmp_path, monkeypatch,
                                                                caplog):
     classifier_runs.write_sst2(tmp_path / "data")

@@ -91,6 +91,7 @@ command_line.run_reporting_user_errors("tool", run)
     ("ctrl_c", 130, "tool: error: stopped by SIGINT (Ctrl-C)"),
     ("sigterm", 143, "tool: error: stopped by SIGTERM"),
 ])
+@pytest.mark.slow
 def test_errors_outside_the_user_error_types_and_signals_are_one_line(tmp_path, case,
                                                                      status, line):
     path = tmp_path / "out.txt"

@@ -98,6 +98,7 @@ def _tiny_run(command, tmp_path, **changes):
     return options, task_class(options)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(TASKS))
 def test_unreachable_tpu_is_one_line_naming_it(command, tmp_path):
     options, _ = _tiny_run(command, tmp_path)
@@ -133,6 +134,7 @@ class _FakeTpu:
         return tf.distribute.OneDeviceStrategy("/cpu:0")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(TPU_TASKS))
 def test_tpu_run_builds_the_strategy_and_trains_under_xla_on_static_shapes(
         command, tmp_path, monkeypatch):

@@ -204,6 +204,7 @@ def test_keras_file_round_trip(case, tmp_path):
     contract.check_keras_file(case, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_saved_model_round_trip(case, tmp_path):
     contract.check_saved_model(case, tmp_path)

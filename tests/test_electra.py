@@ -207,6 +207,7 @@ def test_continued_pretraining_starts_from_a_bert_or_an_electra(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the run
+@pytest.mark.slow
 def test_electra_run_learns_and_writes_a_bert_folder_and_the_generator(tmp_path):
     write_records(tmp_path / "records", 2, 128)
     vocab = write_vocab(tmp_path / "vocab.txt", SPECIAL_TOKENS, size=99)
@@ -248,6 +249,7 @@ def _history(out):
             for step in steps]
 
 
+@pytest.mark.slow
 def test_packed_dynamic_masked_accumulated_run_resumes(tmp_path):
     """(XLA on static shapes: test_commands' faked-TPU run of this task.)"""
     (tmp_path / "records").mkdir()
@@ -266,6 +268,7 @@ def test_packed_dynamic_masked_accumulated_run_resumes(tmp_path):
     assert all(np.isfinite(row["total_loss"]) for row in history if "total_loss" in row)
 
 
+@pytest.mark.slow
 def test_a_second_phase_starts_from_the_first_ones_weights_and_moments(tmp_path):
     write_records(tmp_path / "records", 1, 64)
     first = _options(tmp_path, num_train_steps=6, save_checkpoints_steps=6, steps_per_loop=3)

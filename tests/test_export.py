@@ -163,6 +163,7 @@ def tagger_golden(model, tokenizer, sentence):
             for word, start, end, first in words]
 
 
+@pytest.mark.slow
 def test_fresh_process_answers_like_keras(files, tmp_path):
     tokenizer = files["tokenizer"]
     classifier = tiny_model(BertClassifier, files["config"], 1, num_classes=3)
@@ -326,6 +327,7 @@ def _disagreement(signature, **inputs):
     return str(info.value)
 
 
+@pytest.mark.slow
 def test_signatures_refuse_inputs_that_disagree(files, tmp_path):
     # Before: text_a [2] with text_b [3] failed deep inside ("Incompatible shapes: [2]
     # vs. [3]" at add_8), and serve_ids answered 2 rows for input_mask of 1 or 3 rows.

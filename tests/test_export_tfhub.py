@@ -77,6 +77,7 @@ def batch_layout(tokenizer, texts_a, texts_b=None, length=LENGTH):
     return {key: [row[key] for row in rows] for key in rows[0]}
 
 
+@pytest.mark.slow
 @pytest.mark.extras("tensorflow_hub", "tf_keras")
 def test_preprocessor_has_tf_hubs_interface(exported, vocab):
     hub, _ = hub_or_skip()
@@ -174,6 +175,7 @@ def test_tf_hub_keras_code_fine_tunes_the_encoder(exported):
     assert all(moved)  # the step went through the encoder's weights, not only the head
 
 
+@pytest.mark.slow
 def test_export_model_writes_both_folders(vocab, tmp_path):
     encoder = randomized(BertEncoder, 32)
     write_released_checkpoint(tmp_path / "released", encoder)
@@ -234,6 +236,7 @@ def test_the_library_refuses_before_writing(vocab, tmp_path):
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_classifier_run_exports_its_encoder_to_tf_hub(tmp_path):
     # TF Hub holds encoders: a classifier run's folder is refused naming
     # --model_type=encoder, and that flag then exports the run's encoder.

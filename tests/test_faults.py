@@ -266,6 +266,7 @@ def _check_stopped(returncode, stderr, logged, signal_number, output_dir):
     pytest.param(command, seed, marks=pytest.mark.slow)
     for command in ("run_pretraining", "run_classifier") for seed in SEEDS
     if (command, seed) != ("run_pretraining", 0)])
+@pytest.mark.slow
 def test_a_training_runner_stopped_by_a_signal_saves_then_resumes(tmp_path, command, seed):
     rng = np.random.default_rng(seed)
     signal_number = (signal.SIGTERM, signal.SIGINT)[seed % 2]

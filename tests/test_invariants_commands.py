@@ -58,6 +58,7 @@ def _cases(d):
     ]
 
 
+@pytest.mark.slow
 def test_every_bad_input_ends_in_one_line_and_leaves_nothing(files):
     before = sorted(p.name for p in files.iterdir())
     contents = {p.name: p.read_bytes() for p in files.iterdir()}
@@ -98,6 +99,7 @@ def _runner_cases(d):
     }
 
 
+@pytest.mark.slow
 def test_every_command_given_missing_files_ends_in_one_line_naming_one(tmp_path):
     # Invariant 6 over every command (the table of test_cli, so a new command fails
     # here until it has a case): exit status 1, one `error:` line naming an absent

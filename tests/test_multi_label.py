@@ -154,6 +154,7 @@ def test_loss_is_binary_cross_entropy_over_labels_and_examples():
 
 
 # -------------------------------------------------------------------------- end to end
+@pytest.mark.slow
 def test_train_eval_predict_and_export(tmp_path):
     write_weather(tmp_path / "data")
     export_dir = tmp_path / "export"

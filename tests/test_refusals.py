@@ -59,6 +59,7 @@ def _scoring_without_a_model(module, tmp_path):
     return module.tiny_options(tmp_path, do_train=False, **{step: True}, **scored)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("existing", [False, True], ids=["new folder", "existing folder"])
 @pytest.mark.parametrize("task", sorted(RUNNERS))
 def test_a_refused_run_leaves_output_dir_as_it_was(task, existing, tmp_path):

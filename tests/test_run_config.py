@@ -72,6 +72,7 @@ def test_a_run_writes_its_whole_config(tmp_path):
     assert run_config.read(prefix)["path"] == saved["path"]
 
 
+@pytest.mark.slow
 def test_exporting_a_pair_run_serves_pairs_at_its_length(tmp_path):
     # bert-export-model with the run folder alone: model type, labels, pairs, length and
     # case all come from the run (before, this served text_a only, at 128 tokens).
@@ -159,6 +160,7 @@ def _rerun_options(entry, config_path):
     return command_line.options_from_flags(entry.options_class, flag_values)
 
 
+@pytest.mark.slow
 @pytest.mark.extras("keras_hub")
 @pytest.mark.parametrize("name", sorted(TASK_MODULES))
 def test_every_task_reruns_and_exports_its_run_folder(name, tmp_path):
@@ -189,6 +191,7 @@ def test_every_task_reruns_and_exports_its_run_folder(name, tmp_path):
         _check_export(export_format, folder, saved, options)
 
 
+@pytest.mark.slow
 def test_seeding_gives_the_same_encoder_whatever_the_task(tmp_path):
     # The task seeds right before it builds: its encoder starts the same (from scratch)
     # whatever the head, and a head does not shift the encoder's random draws.

@@ -44,6 +44,7 @@ def test_a_stale_lock_is_taken_over_and_another_hosts_lock_is_respected(tmp_path
             pass
 
 
+@pytest.mark.slow
 def test_a_second_pretraining_run_on_the_same_output_dir_is_refused(tmp_path):
     # A run holds the folder; a second one started beside it stops at once with one
     # line. After the first is killed (SIGKILL leaves its lock), a rerun takes over.

@@ -267,6 +267,7 @@ def test_model_scores_each_choice_from_its_pooled_output():
         model({name: value[:, 0] for name, value in inputs.items()})
 
 
+@pytest.mark.slow
 def test_one_training_step_lowers_the_loss(tmp_path):
     rows = swag_rows(corpus_sentences(), 16, seed=0)
     path = write_swag_csv(tmp_path / "train.csv", rows)
@@ -326,6 +327,7 @@ def _predicted_probabilities(run, name):
     return table[:, 3:]
 
 
+@pytest.mark.slow
 def test_run_predicts_and_the_export_serves_the_same_probabilities(tmp_path):
     run, results, rows, questions = _run_with_export(
         tmp_path, export_dir=str(tmp_path / "export"), eval_every_steps=1,
@@ -377,6 +379,7 @@ def test_export_model_serves_ids_and_examples_of_a_run(tmp_path):
                 for name, value in inputs.items()})).SerializeToString()]))
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_swag_made_from_conll(tmp_path, shared_data_dir):
     rows = swag_rows(conll_sentences(shared_data_dir / "conll2003" / "eng.train"), 800,
                      seed=0)

@@ -394,6 +394,7 @@ def test_cosent_training_lowers_the_loss_and_raises_dev_spearman(tmp_path):
     assert os.path.isdir(tmp_path / "out" / "best")
 
 
+@pytest.mark.slow
 def test_in_batch_negatives_on_pairs_train_and_resume(tmp_path):
     write_rows(tmp_path / "data" / "train.jsonl", ["sentence1", "sentence2"],
                positive_pairs(64, 0))
@@ -527,6 +528,7 @@ print("RESULTS", trained["global_step"], trained["eval_spearman"], again["eval_s
 """
 
 
+@pytest.mark.slow
 def test_a_mirrored_run_trains_and_scores_as_one_device_does(tmp_path):
     # Two replicas: batches of 4 pairs each, 15 dev pairs in uneven batches; scoring the
     # checkpoint again on one device gives the same Spearman (the order is kept).

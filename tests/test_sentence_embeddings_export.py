@@ -333,6 +333,7 @@ def test_formats_a_sentence_encoder_has_not_are_refused_with_reasons():
         huggingface.check_model_class(SentenceEncoder)
 
 
+@pytest.mark.slow
 def test_tfhub_encoder_serves_the_sentence_vector_as_pooled_output(bert_folder, tokenizer,
                                                                    tmp_path):
     folder, _ = bert_folder
