@@ -245,7 +245,11 @@ def test_every_console_script_has_a_run_here():
     assert set(SCRIPTS) == set(REAL_RUNS) | BEAM_COMMANDS
 
 
-@pytest.mark.parametrize("name", REAL_RUNS)
+# The multiple-choice run (a minute on 2 cores) is in the slow set; its console script
+# imports the same modules as the other runners'.
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.slow) if name == "bert-run-multiple-choice"
+    else name for name in REAL_RUNS])
 def test_one_real_run_of_every_command_without_the_extras(name, released, plain_env,
                                                          tmp_path):
     if name in TASK_RUNS:

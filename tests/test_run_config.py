@@ -109,6 +109,7 @@ def test_a_flag_that_contradicts_the_run_is_refused_naming_both(tmp_path):
     assert ids.structured_input_signature[1]["input_ids"].shape[-1] == 16
 
 
+@pytest.mark.slow
 def test_predicting_from_a_checkpoint_into_a_new_folder(tmp_path):
     # The original's recipe: --do_predict --init_checkpoint=<run>/ckpt-N into a new
     # output_dir serves the trained head (it was refused as "the head would be random").
@@ -329,6 +330,7 @@ def test_the_settings_only_a_savedmodel_applies_stay_out_of_other_formats(tmp_pa
         assert (other.label_names, other.max_seq_length) == (["a", "b"], 32)
 
 
+@pytest.mark.slow
 def test_an_eval_run_needs_only_the_trained_folder(tmp_path):
     # bert-run-classifier --output_dir=<trained run> --do_eval: the task, its files, the
     # config and the vocab all come from the run folder (its config.json,
@@ -352,6 +354,7 @@ def test_an_eval_run_needs_only_the_trained_folder(tmp_path):
     assert "eval_accuracy" in (tmp_path / "out" / "eval_results.txt").read_text()
 
 
+@pytest.mark.slow
 def test_bert_train_reruns_a_config_without_task_or_required_flags(tmp_path):
     # The file names the task and holds task_name / data_dir: none is repeated.
     pair_run(tmp_path)

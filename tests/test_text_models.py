@@ -129,8 +129,8 @@ def test_fit_predict_save_and_export_a_classifier(released, tmp_path):
     x, y = _pairs(64, 0)
     with pytest.raises(ValueError, match="the classifier head is new"):
         model.predict(x)
-    history = model.fit(x, y, validation_data=_pairs(16, 1), epochs=30, batch_size=16,
-                        learning_rate=2e-3, seed=1, verbose=0)
+    history = model.fit(x, y, validation_data=_pairs(16, 1), epochs=20, batch_size=16,
+                        learning_rate=3e-3, seed=1, verbose=0)
     losses = history.history["loss"]
     assert losses[-1] < losses[0] / 10, losses  # the "good"/"bad" rule is learnt
     assert history.history["val_accuracy"][-1] == 1.0
