@@ -18,9 +18,9 @@ install: $(STAMP)
 # The optional extras (apache-beam: the Beam pipelines; keras-hub: its export format;
 # tensorflow-hub + tf_keras and ai-edge-litert: the loaders of the tfhub and litert
 # exports; tf2onnx + onnxruntime: the onnx export and its runtime), so that their
-# tests run too; without them those tests skip and `make test` stays lean (and proves that
-# a plain install works: tests/test_plain_install.py). (torch + transformers, the huggingface-test extra, are gigabytes:
-# docs/export_formats.md says how to run that test.)
+# tests run too; without them those tests skip and `make test` stays lean (and proves
+# that a plain install works: tests/test_plain_install.py). (torch + transformers, the
+# huggingface-test extra, are gigabytes: docs/export_formats.md says how to run that test.)
 install-extras: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,beam,keras-hub,tfhub-test,litert-test,onnx]"
 

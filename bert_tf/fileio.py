@@ -351,6 +351,11 @@ def read_json(path: str, what: str):
         raise ValueError(f"{path} is not valid JSON ({error}): {what}") from None
 
 
+def read_json_if_present(path: str, what: str):
+    """`read_json`, or {} when there is no file at `path` (an optional settings file)."""
+    return read_json(path, what) if os.path.isfile(path) else {}
+
+
 def json_default(value):
     """`json.dumps(default=...)` for what the results and configs hold beyond JSON's
     types: numpy scalars as Python numbers, sets as lists."""

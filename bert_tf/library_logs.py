@@ -32,6 +32,7 @@ def show_info_logs() -> None:
 
 
 def tensorflow_info_dropped(record) -> bool:
-    """A logging filter: False for the INFO lines TensorFlow's own Python modules log through absl."""
+    """A logging filter: False for the INFO lines TensorFlow's own Python modules log
+    through absl (a checkpoint's "Sharding callback duration", ...)."""
     return record.levelno >= python_logging.WARNING or (
         f"{os.sep}tensorflow{os.sep}python{os.sep}" not in record.pathname)

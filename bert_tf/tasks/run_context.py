@@ -169,7 +169,7 @@ class RunContext:
                             "training records) so that the run folder is a complete model "
                             "for fine-tuning and export", self.output_dir)
         elif self.vocab is not None and not os.path.exists(vocab_path):
-            fileio.write_text_atomic(vocab_path, "".join(t + "\n" for t in self.vocab.tokens))
+            self.vocab.write(vocab_path)
 
 
 def _read_vocab(options, needs_vocab) -> Optional[VocabFile]:

@@ -127,7 +127,7 @@ class Preprocessor(keras.layers.Layer):
         os.makedirs(folder, exist_ok=True)
         target = os.path.join(folder, "vocab.txt")
         if os.path.abspath(target) != os.path.abspath(self.vocab_file):
-            fileio.write_text_atomic(target, "".join(t + "\n" for t in self.vocab.tokens))
+            self.vocab.write(target)
         settings = {"do_lower_case": self.do_lower_case,
                     "max_seq_length": self.max_seq_length, "text_pair": self.text_pair}
         fileio.write_text_atomic(os.path.join(folder, PREPROCESSOR_FILE),
@@ -156,8 +156,8 @@ def folder_settings(path) -> dict:
     """The constructor arguments a model folder gives (see `from_pretrained`)."""
     # A checkpoint prefix: its folder (a run's, for a prefix in its best/).
     path = fileio.run_folder_of(fileio.path_argument(path, "path", "a model folder"))
-    modules = _read_json(os.path.join(path, "modules.json"),
-                         "a sentence-transformers folder lists its modules")
+    modules = fileio.read_json_if_present(
+        os.path.join(path, "modules.json"), "a sentence-transformers folder lists its modules")
     if isinstance(modules, list) and modules:  # sentence-transformers: its first module
         path = os.path.join(path, modules[0].get("path", ""))
     vocab_file = os.path.join(path, "vocab.txt")
@@ -166,18 +166,22 @@ def folder_settings(path) -> dict:
                                 "(google-research, Hugging Face, sentence-transformers or "
                                 "a bert_tf run), or pass vocab_file")
     settings = {"vocab_file": vocab_file}
-    saved = _read_json(os.path.join(path, PREPROCESSOR_FILE), "a saved preprocessor")
+    saved = fileio.read_json_if_present(os.path.join(path, PREPROCESSOR_FILE),
+                                        "a saved preprocessor")
     if saved:
         return {**settings, **saved}
-    run = _read_json(os.path.join(path, "config.json"), "the model's config")
+    run = fileio.read_json_if_present(os.path.join(path, "config.json"),
+                                      "the model's config")
     if "options" in run or "vocab" in run:  # a bert_tf run (bert_tf.tasks.run_config)
         lower = (run.get("vocab") or {}).get("do_lower_case")
         length = (run.get("options") or {}).get("max_seq_length")
     else:
-        lower = _read_json(os.path.join(path, "tokenizer_config.json"),
-                           "the tokenizer's settings").get("do_lower_case")
-        length = _read_json(os.path.join(path, "sentence_bert_config.json"),
-                            "the Transformer module's settings").get("max_seq_length")
+        lower = fileio.read_json_if_present(
+            os.path.join(path, "tokenizer_config.json"),
+            "the tokenizer's settings").get("do_lower_case")
+        length = fileio.read_json_if_present(
+            os.path.join(path, "sentence_bert_config.json"),
+            "the Transformer module's settings").get("max_seq_length")
     if lower is None:
         lower = _folder_case(path, vocab_file)
     settings["do_lower_case"] = bool(lower)
@@ -192,11 +196,6 @@ def _folder_case(path, vocab_file) -> bool:
     case = vocab_lib.released_model_case(path) or vocab_lib.vocab_case(
         vocab_lib.VocabFile.read(vocab_file).tokens)
     return case != "cased"
-
-
-def _read_json(path, what) -> dict:
-    """A model folder's JSON settings file; {} when the folder has none."""
-    return fileio.read_json(path, what) if os.path.isfile(path) else {}
 
 
 def _column(texts, name):

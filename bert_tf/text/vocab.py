@@ -44,6 +44,11 @@ class VocabFile:
             data = reader.read()
         return cls(vocab_file, _parse_vocab(data, vocab_file), hashlib.sha256(data).hexdigest())
 
+    def write(self, path):
+        """Writes the tokens to `path`, one a line in id order (atomically): the vocab.txt
+        of a run folder or an export."""
+        fileio.write_text_atomic(path, "".join(token + "\n" for token in self.tokens))
+
 
 def _parse_vocab(data, vocab_file):
     input_paths.check_text_bytes(data, vocab_file)  # binary data: refused as a whole

@@ -7,9 +7,9 @@
     model.save("mrpc_run")       # a run folder: bert-export-model --init_checkpoint=mrpc_run
 
 `TextTagger` tags words (as bert-run-ner), `TextEncoder` gives sentence vectors (as
-bert-encode). Each is a Keras model (`compile` / `fit` on token dicts still work) around a task model of
-`bert_tf.models` and a `bert_tf.text.preprocessor.Preprocessor`; a folder it saves is a run
-folder as the commands write them, and a command's run folder loads back.
+bert-encode). Each is a Keras model (`compile` / `fit` on token dicts still work) around a
+task model of `bert_tf.models` and a `bert_tf.text.preprocessor.Preprocessor`; a folder it
+saves is a run folder as the commands write them, and a command's run folder loads back.
 """
 
 from bert_tf.text_models.classifier import TextClassifier

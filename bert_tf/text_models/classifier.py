@@ -21,7 +21,7 @@ from bert_tf.models import BertClassifier
 from bert_tf.tasks import run_config
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text_models import inputs, run_folder
-from bert_tf.text_models.training import TextModel
+from bert_tf.text_models.training import TextModel, given
 
 MODEL_TYPE = "classifier"
 
@@ -89,7 +89,7 @@ class TextClassifier(TextModel):
         else:
             labels = _new_labels(labels, num_classes, regression)
         preprocessor = Preprocessor.from_pretrained(
-            path, **_set(max_seq_length=max_seq_length, text_pair=text_pair))
+            path, **given(max_seq_length=max_seq_length, text_pair=text_pair))
         head = {"num_classes": 1 if regression else len(labels), "dropout_rate": dropout_rate}
         model = cls.build_task_model(BertClassifier, path, saved if trained else None,
                                      seed, head)
@@ -122,10 +122,6 @@ class TextClassifier(TextModel):
         return {"task": "classification/python", "labels": self.labels,
                 "export": {"label_names": self.labels, "is_regression": self.is_regression,
                            "text_pair": bool(self.preprocessor.text_pair)}}
-
-
-def _set(**values):
-    return {name: value for name, value in values.items() if value is not None}
 
 
 def _new_labels(labels, num_classes, regression):

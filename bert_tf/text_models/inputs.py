@@ -86,7 +86,8 @@ def scores(y, num_texts):
     try:
         return np.asarray(values, np.float32)
     except (TypeError, ValueError):
-        raise ValueError(f"y holds {values[:3]!r}...: a regression model needs numbers") from None
+        raise ValueError(f"y holds {values[:3]!r}...: a regression model needs "
+                         "numbers") from None
 
 
 def _column_of(y, name, num_texts):

@@ -20,7 +20,7 @@ from bert_tf.tasks import run_config
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.tokenization import FullTokenizer
-from bert_tf.text_models.training import TextModel
+from bert_tf.text_models.training import TextModel, given
 
 MODEL_TYPE = "token_classifier"
 DOC_STRIDE = 64  # bert-run-ner's default --doc_stride
@@ -85,10 +85,9 @@ class TextTagger(TextModel):
             raise ValueError("a new tagger head needs its tags: pass labels=[...] (two or "
                              f"more distinct tag names, e.g. ['O', 'B-PER', 'I-PER']); got "
                              f"{labels!r}")
-        overrides = {name: value for name, value in (("max_seq_length", max_seq_length),
-                                                    ("do_lower_case", do_lower_case))
-                     if value is not None}
-        preprocessor = Preprocessor.from_pretrained(path, text_pair=False, **overrides)
+        preprocessor = Preprocessor.from_pretrained(
+            path, text_pair=False,
+            **given(max_seq_length=max_seq_length, do_lower_case=do_lower_case))
         head = {"num_classes": len(labels), "dropout_rate": dropout_rate}
         model = cls.build_task_model(BertTokenClassifier, path, saved if trained else None,
                                      seed, head)

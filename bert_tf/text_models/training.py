@@ -92,7 +92,7 @@ class TextModel(keras.Model):
         if not _is_text(x):
             return super().fit(x, y, validation_data=validation_data, batch_size=batch_size,
                                epochs=epochs or 1, **kwargs)
-        recipe = Recipe(do_train=True, **_given(train_batch_size=batch_size,
+        recipe = Recipe(do_train=True, **given(train_batch_size=batch_size,
                                                 num_train_epochs=epochs,
                                                 learning_rate=learning_rate))
         recipe.check()
@@ -201,7 +201,8 @@ class TextModel(keras.Model):
             return export_checkpoint.export_from_checkpoint(settings)
 
 
-def _given(**values):
+def given(**values):
+    """The keyword arguments that were given (not None)."""
     return {name: value for name, value in values.items() if value is not None}
 
 

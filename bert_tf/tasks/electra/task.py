@@ -22,7 +22,6 @@ from typing import Optional
 
 import tensorflow as tf
 
-from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.options import OptionGroup, compose, option
@@ -177,7 +176,6 @@ class ElectraFoldersAtEnd(step_hook.StepHook):
         checkpoints.save_google_checkpoint(model.generator, os.path.join(
             generator_dir, "bert_model.ckpt"), write_config=True)
         if self.vocab is not None:  # as the run's own folder gets it (run_context)
-            fileio.write_text_atomic(os.path.join(generator_dir, "vocab.txt"),
-                                     "".join(t + "\n" for t in self.vocab.tokens))
+            self.vocab.write(os.path.join(generator_dir, "vocab.txt"))
         checkpoints.save_google_checkpoint(model, os.path.join(out, ELECTRA_CHECKPOINT),
                                            encoder_scope=checkpoints.ELECTRA_SCOPE)

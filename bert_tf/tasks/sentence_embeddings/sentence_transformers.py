@@ -131,8 +131,8 @@ def read_folder(path) -> SentenceTransformersFolder:
     """
     path = os.fspath(path)
     modules_path = os.path.join(path, MODULES_FILE)
-    modules = fileio.read_json(modules_path, "a sentence-transformers folder lists its modules "
-                         "there")
+    modules = fileio.read_json(modules_path, "a sentence-transformers folder lists its "
+                               "modules there")
     if not isinstance(modules, list) or not modules:
         raise ValueError(f"{modules_path}: expected a list of modules")
     kinds = [(_module_kind(entry, modules_path), entry.get("path") or "")
@@ -151,11 +151,9 @@ def read_folder(path) -> SentenceTransformersFolder:
     pooling = _pooling(fileio.read_json(pooling_path, "the Pooling module's settings"),
                        pooling_path)
     settings_path = os.path.join(transformer_path, SENTENCE_BERT_CONFIG)
-    settings = (fileio.read_json(settings_path, "the Transformer module's settings")
-                if os.path.isfile(settings_path) else {})
+    settings = fileio.read_json_if_present(settings_path, "the Transformer module's settings")
     tokenizer_path = os.path.join(transformer_path, "tokenizer_config.json")
-    tokenizer = (fileio.read_json(tokenizer_path, "the tokenizer's settings")
-                 if os.path.isfile(tokenizer_path) else {})
+    tokenizer = fileio.read_json_if_present(tokenizer_path, "the tokenizer's settings")
     lower = tokenizer.get("do_lower_case")
     return SentenceTransformersFolder(
         path=path, transformer_path=os.path.normpath(transformer_path), pooling=pooling,
