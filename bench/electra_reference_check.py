@@ -47,6 +47,7 @@ from bert_tf.tasks import run_context  # noqa: E402
 from bert_tf.tasks.electra.model import (ElectraPretrainer, electra_losses,  # noqa: E402
                                          generator_config)
 from bert_tf.tasks.electra.serving import load_electra  # noqa: E402
+from bert_tf.text.preprocessor import Preprocessor  # noqa: E402
 from bert_tf.train import records  # noqa: E402
 from bert_tf.weights import checkpoints  # noqa: E402
 
@@ -212,8 +213,8 @@ def main():
     model = starting_model(args)
     batch = first_instances(args, work)
     replacements = model(batch, training=False)["sampled_ids"].numpy()
-    folder = huggingface.export_huggingface(model, work / "hf", args.vocab_file, True,
-                                            overwrite=True)
+    folder = huggingface.export_huggingface(model, Preprocessor(args.vocab_file, True),
+                                            work / "hf", overwrite=True)
     before = exported_state(model)
     watch = watched(before)
     losses, ours = our_step(model, batch, replacements, args.learning_rate,

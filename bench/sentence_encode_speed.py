@@ -38,6 +38,7 @@ from absl import app, flags
 
 from bert_tf.tasks.sentence_embeddings import encode, serving
 from bert_tf.tasks.sentence_embeddings import sentence_transformers as st_folder
+from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.tokenization import FullTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -117,10 +118,10 @@ def main(_):
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="sentence_encode_speed_")
     vocab_file = os.path.join(CHECKPOINT, "vocab.txt")
     model = serving.load_sentence_encoder(CHECKPOINT, pooling="mean", normalize=True)
+    preprocessor = Preprocessor(vocab_file, True, FLAGS.max_seq_length)
     folder = st_folder.export_sentence_transformers(
-        model, os.path.join(work_dir, "sentence_transformers"), vocab_file, True,
-        FLAGS.max_seq_length, overwrite=True)
-    saved = serving.export_sentence_encoder(model, vocab_file, True, FLAGS.max_seq_length,
+        model, preprocessor, os.path.join(work_dir, "sentence_transformers"), overwrite=True)
+    saved = serving.export_sentence_encoder(model, preprocessor,
                                             os.path.join(work_dir, "saved_model"),
                                             overwrite=True)
     texts = stsb_sentences(FLAGS.texts)

@@ -75,6 +75,7 @@ from bert_tf.serving import huggingface
 from bert_tf.tasks import export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.text import input_layout
+from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.weights import checkpoints
 
@@ -141,8 +142,8 @@ def export_all(work_dir, sides):
     keras.utils.set_random_seed(FLAGS.seed)
     model = checkpoints.from_pretrained(BertClassifier, CHECKPOINT, num_classes=len(LABELS))
     folders = {"huggingface": huggingface.export_huggingface(
-        model, os.path.join(work_dir, "huggingface"), os.path.join(CHECKPOINT, "vocab.txt"),
-        do_lower_case=True, label_names=LABELS, overwrite=True)}
+        model, Preprocessor(os.path.join(CHECKPOINT, "vocab.txt"), True),
+        os.path.join(work_dir, "huggingface"), label_names=LABELS, overwrite=True)}
     wanted = [("saved_model", "saved_model", "none")]
     wanted += [(name, fmt, quantize) for name, fmt, quantize in (
         ("onnx", "onnx", "none"), ("onnx_int8", "onnx", "int8"),

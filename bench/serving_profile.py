@@ -39,6 +39,7 @@ from absl import app, flags
 from bert_tf.models import BertClassifier
 from bert_tf.serving import export
 from bert_tf.serving import signatures as sig
+from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.weights import checkpoints
 from serving_latency import CHECKPOINT, PairRows, dev_pairs
 
@@ -65,7 +66,7 @@ def make_sides(model, vocab_file, pairs, rows, saved_model):
     logits = lambda features: model(features, training=False)["logits"]  # noqa: E731
     graph = tf.function(logits, input_signature=[SPEC], autograph=False)
     xla = tf.function(logits, input_signature=[SPEC], autograph=False, jit_compile=True)
-    module = export.ServingModule(model, vocab_file, True, 128)
+    module = export.ServingModule(model, Preprocessor(vocab_file, True, 128))
     tokenize = tf.function(lambda a, b: sig.encode_texts(module.tokenizer, 128, a, b),
                            autograph=False)
     loaded = tf.saved_model.load(saved_model)
@@ -98,9 +99,9 @@ def main(argv):
     keras.utils.set_random_seed(FLAGS.seed)
     model = checkpoints.from_pretrained(BertClassifier, CHECKPOINT, num_classes=2)
     vocab_file = os.path.join(CHECKPOINT, "vocab.txt")
-    saved_model = export.export_classifier(model, vocab_file, True, 128,
-                                           os.path.join(work_dir, "saved_model"),
-                                           text_pair=True, overwrite=True)
+    saved_model = export.export_classifier(
+        model, Preprocessor(vocab_file, True, 128, text_pair=True),
+        os.path.join(work_dir, "saved_model"), overwrite=True)
     pairs = dev_pairs()[:FLAGS.pairs]
     pair_rows = PairRows(vocab_file, 128)
     rows = [pair_rows(*pair) for pair in pairs]

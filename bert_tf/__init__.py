@@ -16,6 +16,7 @@ from bert_tf.configs import BertConfig
 _LAZY = {"Preprocessor": "bert_tf.text.preprocessor",
          "TextClassifier": "bert_tf.text_models.classifier",
          "TextEncoder": "bert_tf.text_models.encoder",
+         "TextQuestionAnswerer": "bert_tf.text_models.question_answerer",
          "TextTagger": "bert_tf.text_models.tagger"}
 
 __all__ = ["BertConfig", *_LAZY]

@@ -17,6 +17,7 @@ from bert_tf.tasks.electra.model import (ElectraPretrainer, electra_losses,
                                          generator_config)
 from bert_tf.train import warm_start
 from bert_tf.weights import checkpoints
+from bert_tf.text.preprocessor import Preprocessor
 from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, tiny_config, tiny_model,
                      write_records, write_released_checkpoint, write_unmasked_records,
                      write_vocab)
@@ -333,23 +334,25 @@ def test_a_narrow_embedding_encoder_loads_in_each_formats_own_loader(tmp_path):
 
     def close(got, want):
         np.testing.assert_allclose(np.asarray(got)[mask], np.asarray(want)[mask], atol=1e-5)
-    path = export.export_encoder(encoder, vocab, True, 16, str(tmp_path / "saved_model"))
+    path = export.export_encoder(
+        encoder, Preprocessor(vocab, True, 16), str(tmp_path / "saved_model"))
     served = tf.saved_model.load(path).signatures["serve_ids"](**{
         key: tf.constant(value) for key, value in batch.items()})
     close(served["sequence_output"], ours["sequence_output"])
     runner = test_export_litert.runner_or_skip(os.path.join(litert.export_litert(
-        encoder, str(tmp_path / "litert"), vocab, True, 16), "model.tflite"))
+        encoder, Preprocessor(vocab, True, 16), str(tmp_path / "litert")), "model.tflite"))
     row = {key: value[:1] for key, value in batch.items()}
     np.testing.assert_allclose(runner(**row)["sequence_output"], ours["sequence_output"][:1],
                                atol=1e-5)
     hub, _ = test_export_tfhub.hub_or_skip()
-    tfhub.export_tfhub(encoder, str(tmp_path / "hub"), vocab, True, seq_length=16)
+    tfhub.export_tfhub(encoder, Preprocessor(vocab, True, 16), str(tmp_path / "hub"))
     layer = hub.KerasLayer(str(tmp_path / "hub" / "encoder"))
     theirs = layer({"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
                     "input_type_ids": batch["segment_ids"]})
     close(theirs["sequence_output"], ours["sequence_output"])
     keras_hub = pytest.importorskip("keras_hub")
-    keras_hub_export.export_keras_hub(encoder, str(tmp_path / "kh"), vocab, True, 16)
+    keras_hub_export.export_keras_hub(
+        encoder, Preprocessor(vocab, True, 16), str(tmp_path / "kh"))
     backbone = keras_hub.models.ElectraBackbone.from_preset(str(tmp_path / "kh"))
     theirs = backbone({"token_ids": batch["input_ids"], "padding_mask": batch["input_mask"],
                        "segment_ids": batch["segment_ids"]})
@@ -357,4 +360,5 @@ def test_a_narrow_embedding_encoder_loads_in_each_formats_own_loader(tmp_path):
     np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-5)
     classifier = tiny_model(BertClassifier, config, 22, num_classes=2)
     with pytest.raises(ValueError, match="embedding_size=16 .* cannot be a keras-hub preset"):
-        keras_hub_export.export_keras_hub(classifier, str(tmp_path / "kh2"), vocab, True, 16)
+        keras_hub_export.export_keras_hub(
+            classifier, Preprocessor(vocab, True, 16), str(tmp_path / "kh2"))

@@ -28,6 +28,7 @@ from bert_tf.tasks.export_checkpoint import ExportOptions
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import (google_to_hf_name, hf_to_google_name,
                                           read_safetensors)
+from bert_tf.text.preprocessor import Preprocessor
 from harness import SPECIAL_TOKENS, tiny_config, tiny_model, write_vocab
 from test_electra import tiny_options, write_tiny_inputs
 from test_export_formats import make_inputs, outputs, randomized, reference_python_or_skip
@@ -144,7 +145,7 @@ def test_tied_copies_and_buffers_are_skipped(hf_name):
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_electra_export_is_a_folder_pair_that_loads_back_whole(variant, vocab, tmp_path):
     model = electra_model(variant, 1)
-    folder = huggingface.export_huggingface(model, tmp_path / "hf", vocab, True)
+    folder = huggingface.export_huggingface(model, Preprocessor(vocab, True), tmp_path / "hf")
     assert sorted(os.listdir(folder)) == sorted(FOLDER_FILES + ["generator"])
     assert sorted(os.listdir(os.path.join(folder, "generator"))) == FOLDER_FILES
     width = model.config.embedding_width
@@ -181,7 +182,7 @@ def test_electra_export_is_a_folder_pair_that_loads_back_whole(variant, vocab, t
 
 def test_an_electra_folder_loads_into_every_bert_model(vocab, tmp_path):
     model = electra_model("embedding_24", 2)
-    folder = huggingface.export_huggingface(model, tmp_path / "hf", vocab, True)
+    folder = huggingface.export_huggingface(model, Preprocessor(vocab, True), tmp_path / "hf")
     inputs = make_inputs()
     want = outputs(model.encoder, inputs)["sequence_output"]
     for model_cls, head in ((BertEncoder, {}), (BertClassifier, {"num_classes": 3}),
@@ -237,14 +238,15 @@ def test_an_electra_run_exports_with_no_other_flag_and_reexports_the_same(tmp_pa
 
 def test_an_electra_model_type_needs_the_generator_and_both_heads(vocab, tmp_path):
     model = electra_model("shared_width", 3)
-    folder = huggingface.export_huggingface(model, tmp_path / "hf", vocab, True)
+    folder = huggingface.export_huggingface(model, Preprocessor(vocab, True), tmp_path / "hf")
     config = checkpoints.load_config(os.path.join(folder, "config.json"))
     os.rename(os.path.join(folder, "generator"), tmp_path / "elsewhere")
     with pytest.raises(FileNotFoundError, match=r"no bert_config.json or config.json in "
                                                 r".*generator"):
         load_electra(folder, config)
     bert = tiny_model(BertPretrainer, model.config, 4, next_sentence=False)
-    bert_folder = huggingface.export_huggingface(bert, tmp_path / "bert", vocab, True)
+    bert_folder = huggingface.export_huggingface(
+        bert, Preprocessor(vocab, True), tmp_path / "bert")
     os.rename(tmp_path / "elsewhere", os.path.join(bert_folder, "generator"))
     with pytest.raises(ValueError, match=r"holds no whole ELECTRA model "
                                          r"\(discriminator_predictions/dense/kernel"):
@@ -257,8 +259,9 @@ def test_a_narrow_embedding_model_exports_as_transformers_electra_class(name, vo
                                                                         tmp_path):
     model_cls, head, architecture = NARROW_MODELS[name]
     model = randomized(model_cls, 5, narrow_config(), **head)
-    folder = huggingface.export_huggingface(model, tmp_path / name, vocab, True,
-                                            label_names=TAGS if name == "tagger" else None)
+    folder = huggingface.export_huggingface(
+        model, Preprocessor(vocab, True), tmp_path / name,
+        label_names=TAGS if name == "tagger" else None)
     config = json.loads((tmp_path / name / "config.json").read_text())
     assert config["architectures"] == [architecture]
     assert (config["model_type"], config["embedding_size"]) == ("electra", 24)
@@ -276,8 +279,8 @@ def test_a_narrow_embedding_model_exports_as_transformers_electra_class(name, vo
 
 def test_a_plain_config_still_exports_as_bert(vocab, tmp_path):
     model = tiny_model(BertTokenClassifier, tiny_config(), 6, num_classes=4)
-    folder = huggingface.export_huggingface(model, tmp_path / "bert", vocab, True,
-                                            label_names=TAGS)
+    folder = huggingface.export_huggingface(
+        model, Preprocessor(vocab, True), tmp_path / "bert", label_names=TAGS)
     config = json.loads((tmp_path / "bert" / "config.json").read_text())
     assert (config["architectures"], config["model_type"]) == (
         ["BertForTokenClassification"], "bert")
@@ -304,7 +307,7 @@ def test_a_plain_config_still_exports_as_bert(vocab, tmp_path):
 def test_what_transformers_electra_cannot_compute_is_refused(build, message, vocab,
                                                              tmp_path):
     with pytest.raises(ValueError, match=message):
-        huggingface.export_huggingface(build(), tmp_path / "out", vocab, True)
+        huggingface.export_huggingface(build(), Preprocessor(vocab, True), tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -347,8 +350,9 @@ def test_transformers_loads_every_narrow_embedding_export_with_our_outputs(vocab
     models, ours = {}, {}
     for name, (model_cls, head, _) in NARROW_MODELS.items():
         model = randomized(model_cls, 7, narrow_config(), **head)
-        huggingface.export_huggingface(model, tmp_path / name, vocab, True,
-                                       label_names=TAGS if name == "tagger" else None)
+        huggingface.export_huggingface(
+            model, Preprocessor(vocab, True), tmp_path / name,
+            label_names=TAGS if name == "tagger" else None)
         models[name] = (AUTO_CLASSES[name], str(tmp_path / name))
         ours[name] = outputs(model, inputs)
     theirs = reference_check().run_reference(python, {"models": models, "inputs": {
@@ -374,7 +378,7 @@ def test_losses_and_one_step_equal_transformers_electra(variant, vocab, tmp_path
     python = reference_python_or_skip()
     check = reference_check()
     model = electra_model(variant, 8)
-    folder = huggingface.export_huggingface(model, tmp_path / "hf", vocab, True)
+    folder = huggingface.export_huggingface(model, Preprocessor(vocab, True), tmp_path / "hf")
     batch, replacements = electra_batch(1)
     before = check.exported_state(model)
     watch = check.watched(before)

@@ -15,6 +15,7 @@ from bert_tf.serving import signatures as sig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.text import input_layout_graph
 from bert_tf.text.tokenization import FullTokenizer
+from bert_tf.text.preprocessor import Preprocessor
 from harness import tiny_config, tiny_model, write_vocab
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "the",
@@ -168,8 +169,8 @@ def test_fresh_process_answers_like_keras(files, tmp_path):
     tokenizer = files["tokenizer"]
     classifier = tiny_model(BertClassifier, files["config"], 1, num_classes=3)
     classifier_dir = export.export_classifier(
-        classifier, files["vocab"], True, SEQ, tmp_path / "classifier", label_names=LABELS,
-        text_pair=True)
+        classifier, Preprocessor(files["vocab"], True, SEQ, text_pair=True),
+        tmp_path / "classifier", label_names=LABELS)
     features, logits = classifier_golden(classifier, tokenizer)
     ids = {k: v.tolist() for k, v in features.items()}
     rows = [{k: v[i].tolist() for k, v in features.items()} for i in range(len(PAIRS))]
@@ -219,7 +220,7 @@ def test_classifier_runs_a_batch_at_its_longest_row(files, doc_stride):
     """A batch of short texts costs its tokens, not max_seq_length; logits unchanged."""
     tokenizer = files["tokenizer"]
     classifier = tiny_model(BertClassifier, files["config"], 1, num_classes=3)
-    module = ShapeRecordingModule(classifier, files["vocab"], True, SEQ)
+    module = ShapeRecordingModule(classifier, Preprocessor(files["vocab"], True, SEQ))
     serve = export.classifier_text_signature(module, LABELS, False, text_pair=False,
                                              doc_stride=doc_stride)
     texts = ["hello world", "the red house ."]  # [CLS] the red house . [SEP]: 6 tokens
@@ -232,7 +233,7 @@ def test_classifier_runs_a_batch_at_its_longest_row(files, doc_stride):
 def test_tagger_tags_whitespace_words_in_graph(files):
     """serving_default of the NER export, traced in-process, against per-word golden."""
     tagger = tiny_model(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
-    module = export.ServingModule(tagger, files["vocab"], True, SEQ)
+    module = export.ServingModule(tagger, Preprocessor(files["vocab"], True, SEQ))
     serve = export.tagger_text_signature(module, TAGS)
     out = {key: value.numpy() for key, value in serve(text=tf.constant(SENTENCES)).items()}
     for row, sentence in enumerate(SENTENCES):
@@ -250,7 +251,7 @@ def test_span_labeler_decodes_best_span_in_graph(files):
     """serving_default of the SQuAD export, traced in-process, against numpy decoding."""
     tokenizer = files["tokenizer"]
     model = tiny_model(BertSpanLabeler, files["config"], 3)
-    module = export.ServingModule(model, files["vocab"], True, SEQ)
+    module = export.ServingModule(model, Preprocessor(files["vocab"], True, SEQ))
     serve = export.span_text_signature(module, max_query_length=4, max_answer_length=3)
     questions = ["where is the red house?", "", "中国?", "hello"]
     contexts = ["Café, the red house, blue tree!", "a b", "", LONG_TEXT]
@@ -314,7 +315,9 @@ def test_bad_vocab_config_and_lengths_fail_before_writing(files, tmp_path):
                       max_seq_length=SEQ, export_dir=target, label_names=LABELS)
         kwargs.update(change)
         with pytest.raises(error) as info:
-            export.export_classifier(**kwargs)
+            preprocessor = Preprocessor(*(kwargs.pop(name) for name in (
+                "vocab_file", "do_lower_case", "max_seq_length")))
+            export.export_classifier(preprocessor=preprocessor, **kwargs)
         if "vocab_file" in change:
             assert os.path.basename(change["vocab_file"]) in str(info.value)
         assert not target.exists()
@@ -333,9 +336,11 @@ def test_signatures_refuse_inputs_that_disagree(files, tmp_path):
     # vs. [3]" at add_8), and serve_ids answered 2 rows for input_mask of 1 or 3 rows.
     classifier = tiny_model(BertClassifier, files["config"], 10, num_classes=3)
     span = tiny_model(BertSpanLabeler, files["config"], 11)
-    classifier_dir = export.export_classifier(classifier, files["vocab"], True, SEQ,
-                                              tmp_path / "classifier", text_pair=True)
-    span_dir = export.export_span_labeler(span, files["vocab"], True, SEQ, tmp_path / "span")
+    classifier_dir = export.export_classifier(
+        classifier, Preprocessor(files["vocab"], True, SEQ, text_pair=True),
+        tmp_path / "classifier")
+    span_dir = export.export_span_labeler(
+        span, Preprocessor(files["vocab"], True, SEQ), tmp_path / "span")
     signatures = tf.saved_model.load(classifier_dir).signatures
     span_signature = tf.saved_model.load(span_dir).signatures["serving_default"]
     for texts in (["a b"], ["a b", "the"]):
@@ -414,8 +419,9 @@ def saved_model_cli(*args, run=False):
 def test_saved_model_cli_show_and_run_every_signature(files, tmp_path):
     model = tiny_model(BertClassifier, files["config"], 5, num_classes=3)
     base = tmp_path / "models" / "bert"
-    path = export.export_classifier(model, files["vocab"], True, SEQ, base,
-                                    label_names=LABELS, versioned=True)
+    path = export.export_classifier(
+        model, Preprocessor(files["vocab"], True, SEQ), base, label_names=LABELS,
+        versioned=True)
     assert path == str(base / "1")
     shown = saved_model_cli("show", "--all", "--dir", path)
     for name in export.SIGNATURE_NAMES:
@@ -436,13 +442,15 @@ def test_saved_model_cli_show_and_run_every_signature(files, tmp_path):
                                  "--signature_def", name, *inputs, run=True)
         assert "logits" in output or "labels" in output, output
     # A second export into the base path is version 2; the first is left alone.
-    assert export.export_classifier(model, files["vocab"], True, SEQ, base,
+    assert export.export_classifier(model, Preprocessor(files["vocab"], True, SEQ), base,
                                     label_names=LABELS) == str(base / "2")
     with pytest.raises(FileExistsError):
-        export.export_classifier(model, files["vocab"], True, SEQ, path, label_names=LABELS)
+        export.export_classifier(
+            model, Preprocessor(files["vocab"], True, SEQ), path, label_names=LABELS)
     before = os.path.getmtime(os.path.join(path, "saved_model.pb"))
-    export.export_classifier(model, files["vocab"], True, SEQ, path, label_names=LABELS,
-                             overwrite=True)
+    export.export_classifier(
+        model, Preprocessor(files["vocab"], True, SEQ), path, label_names=LABELS,
+        overwrite=True)
     assert os.path.getmtime(os.path.join(path, "saved_model.pb")) >= before
     assert sorted(os.listdir(base)) == ["1", "2"]
 
@@ -453,12 +461,12 @@ def test_span_labeler_and_encoder_in_fresh_process(files, tmp_path):
     span = tiny_model(BertSpanLabeler, files["config"], 6)
     encoder = tiny_model(BertEncoder, files["config"], 7)
     regression = tiny_model(BertClassifier, files["config"], 8, num_classes=1)
-    span_dir = export.export_span_labeler(span, files["vocab"], True, SEQ, tmp_path / "span",
-                                          max_query_length=4)
-    encoder_dir = export.export_encoder(encoder, files["vocab"], True, SEQ,
-                                        tmp_path / "encoder")
-    regression_dir = export.export_classifier(regression, files["vocab"], True, SEQ,
-                                              tmp_path / "regression")
+    span_dir = export.export_span_labeler(
+        span, Preprocessor(files["vocab"], True, SEQ), tmp_path / "span", max_query_length=4)
+    encoder_dir = export.export_encoder(
+        encoder, Preprocessor(files["vocab"], True, SEQ), tmp_path / "encoder")
+    regression_dir = export.export_classifier(
+        regression, Preprocessor(files["vocab"], True, SEQ), tmp_path / "regression")
     texts = ["Hello, worlds!", "", LONG_TEXT, "привет мир 中国"]
     out = run_fresh_process({
         "span": {"dir": span_dir, "calls": [{"signature": "serving_default", "inputs": {

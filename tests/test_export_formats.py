@@ -23,6 +23,7 @@ from bert_tf.tasks.export_checkpoint import ExportOptions
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import google_to_hf_name, hf_to_google_name
+from bert_tf.text.preprocessor import Preprocessor
 from harness import SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint
 from harness import write_vocab
 
@@ -120,8 +121,8 @@ def test_huggingface_folder_reads_back_with_from_pretrained(name, vocab, tmp_pat
     model_cls, head, architecture = MODELS[name]
     model = randomized(model_cls, 3, **head)
     labels = {"classifier": LABELS, "tagger": TAGS}.get(name)
-    folder = huggingface.export_huggingface(model, tmp_path / name, vocab, True,
-                                            label_names=labels)
+    folder = huggingface.export_huggingface(
+        model, Preprocessor(vocab, True), tmp_path / name, label_names=labels)
     assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors",
                                           "special_tokens_map.json", "tokenizer_config.json",
                                           "vocab.txt"]
@@ -294,7 +295,8 @@ def test_keras_hub_refuses_an_activation_it_does_not_compute(vocab, tmp_path):
     model = tiny_model(BertEncoder, tiny_config(hidden_act="relu"), 0)
     with pytest.raises(ValueError, match=r"hidden_act 'relu' cannot be exported as a "
                                          r"keras-hub preset: .*tanh approximation"):
-        keras_hub_export.export_keras_hub(model, tmp_path / "out", vocab, True, 16)
+        keras_hub_export.export_keras_hub(
+            model, Preprocessor(vocab, True, 16), tmp_path / "out")
 
 
 # ------------------------------------------------------------------- transformers
@@ -344,8 +346,8 @@ def test_transformers_loads_every_export_with_our_logits(vocab, tmp_path):
     for name, (model_cls, head, _) in MODELS.items():
         model = randomized(model_cls, 11, **head)
         labels = {"classifier": LABELS, "tagger": TAGS}.get(name)
-        huggingface.export_huggingface(model, tmp_path / name, vocab, True,
-                                       label_names=labels)
+        huggingface.export_huggingface(
+            model, Preprocessor(vocab, True), tmp_path / name, label_names=labels)
         models[name] = (AUTO_CLASSES[name], str(tmp_path / name))
         ours[name] = outputs(model, inputs)
     request = {"models": models, "tokenizer": str(tmp_path / "classifier"), "texts": TEXTS,
@@ -401,8 +403,10 @@ def test_keras_hub_presets_load_with_our_outputs(keras_hub_module, vocab, tmp_pa
     config = tiny_config(hidden_act="gelu_tanh")  # what keras-hub's BertBackbone computes
     encoder = randomized(BertEncoder, 12, config)
     classifier = randomized(BertClassifier, 13, config, num_classes=3)
-    keras_hub_export.export_keras_hub(encoder, tmp_path / "encoder", vocab, True, 16)
-    keras_hub_export.export_keras_hub(classifier, tmp_path / "classifier", vocab, True, 16)
+    keras_hub_export.export_keras_hub(
+        encoder, Preprocessor(vocab, True, 16), tmp_path / "encoder")
+    keras_hub_export.export_keras_hub(
+        classifier, Preprocessor(vocab, True, 16), tmp_path / "classifier")
     inputs = make_inputs()
     mask = inputs["input_mask"].astype(bool)
     backbone = keras_hub_module.models.BertBackbone.from_preset(str(tmp_path / "encoder"))
@@ -434,7 +438,8 @@ def test_keras_hub_presets_load_with_our_outputs(keras_hub_module, vocab, tmp_pa
 def test_keras_hub_gelu_model_exports_with_the_difference_logged(keras_hub_module, vocab,
                                                                  tmp_path, caplog):
     encoder = randomized(BertEncoder, 14)  # hidden_act=gelu, the exact GELU
-    keras_hub_export.export_keras_hub(encoder, tmp_path / "encoder", vocab, True, 16)
+    keras_hub_export.export_keras_hub(
+        encoder, Preprocessor(vocab, True, 16), tmp_path / "encoder")
     logged = [r.getMessage() for r in caplog.records if "tanh approximation" in r.getMessage()]
     assert len(logged) == 1 and "differ by up to" in logged[0]
     logged_difference = float(logged[0].rsplit("up to ", 1)[1].split()[0])

@@ -16,6 +16,7 @@ from bert_tf.serving import export, litert
 from bert_tf.tasks import export_checkpoint
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
+from bert_tf.text.preprocessor import Preprocessor
 from harness import tiny_config, tiny_model
 from test_export_formats import (LABELS, TAGS, export_options, randomized,  # noqa: F401
                                  vocab, write_run)
@@ -69,8 +70,8 @@ def test_float32_tflite_equals_the_keras_model(name, vocab, tmp_path):
     model_cls, head, output_names = MODELS[name]
     model = randomized(model_cls, 21, **head)
     labels = {"classifier": LABELS, "tagger": TAGS}.get(name)
-    folder = litert.export_litert(model, tmp_path / name, vocab, True, LENGTH,
-                                  label_names=labels)
+    folder = litert.export_litert(
+        model, Preprocessor(vocab, True, LENGTH), tmp_path / name, label_names=labels)
     assert sorted(os.listdir(folder)) == ["litert_config.json", "model.tflite", "vocab.txt"]
     assert (tmp_path / name / "vocab.txt").read_text() == open(vocab, encoding="utf-8").read()
     config = json.loads((tmp_path / name / "litert_config.json").read_text())
@@ -94,9 +95,10 @@ def test_float32_tflite_equals_the_keras_model(name, vocab, tmp_path):
 @pytest.mark.extras("ai_edge_litert")
 def test_float32_tflite_equals_the_saved_model_serve_ids(vocab, tmp_path):
     model = randomized(BertClassifier, 22, num_classes=3)
-    litert.export_litert(model, tmp_path / "litert", vocab, True, LENGTH, label_names=LABELS)
-    export.export_classifier(model, vocab, True, LENGTH, str(tmp_path / "saved"),
-                             label_names=LABELS)
+    litert.export_litert(
+        model, Preprocessor(vocab, True, LENGTH), tmp_path / "litert", label_names=LABELS)
+    export.export_classifier(
+        model, Preprocessor(vocab, True, LENGTH), str(tmp_path / "saved"), label_names=LABELS)
     serve_ids = tf.saved_model.load(str(tmp_path / "saved")).signatures["serve_ids"]
     runner = runner_or_skip(tmp_path / "litert" / "model.tflite")
     for features in rows():
@@ -109,8 +111,8 @@ def test_float32_tflite_equals_the_saved_model_serve_ids(vocab, tmp_path):
 def test_int8_is_smaller_and_close_to_float32(vocab, tmp_path):
     model = randomized(BertClassifier, 23, num_classes=3)
     for quantize in ("none", "int8"):
-        litert.export_litert(model, tmp_path / quantize, vocab, True, LENGTH,
-                             quantize=quantize)
+        litert.export_litert(
+            model, Preprocessor(vocab, True, LENGTH), tmp_path / quantize, quantize=quantize)
     float_size = os.path.getsize(tmp_path / "none" / "model.tflite")
     int8_size = os.path.getsize(tmp_path / "int8" / "model.tflite")
     assert int8_size < 0.6 * float_size, (int8_size, float_size)
@@ -131,8 +133,9 @@ def test_int8_is_smaller_and_close_to_float32(vocab, tmp_path):
 def test_an_app_tokenizes_with_the_shipped_files(vocab, tmp_path):
     """What the docs' Python example does: the shipped vocab and settings make the row."""
     model = randomized(BertClassifier, 24, num_classes=3)
-    litert.export_litert(model, tmp_path / "app", vocab, True, LENGTH, label_names=LABELS,
-                         text_pair=True)
+    litert.export_litert(
+        model, Preprocessor(vocab, True, LENGTH, text_pair=True), tmp_path / "app",
+        label_names=LABELS)
     config = json.loads((tmp_path / "app" / "litert_config.json").read_text())
     assert (config["text_pair"], config["problem_type"]) == (
         True, "single_label_classification")
@@ -214,16 +217,18 @@ def test_what_litert_cannot_hold_is_refused_before_loading(changes, error, messa
 def test_the_library_refuses_before_writing(vocab, tmp_path):
     model = tiny_model(BertClassifier, tiny_config(), 0, num_classes=3)
     with pytest.raises(ValueError, match=r"quantize must be one of none, int8, got 'fp16'"):
-        litert.export_litert(model, tmp_path / "a", vocab, True, LENGTH, quantize="fp16")
+        litert.export_litert(
+            model, Preprocessor(vocab, True, LENGTH), tmp_path / "a", quantize="fp16")
     with pytest.raises(ValueError, match=r"label_names has 2 names"):
-        litert.export_litert(model, tmp_path / "b", vocab, True, LENGTH, label_names=["x", "y"])
+        litert.export_litert(
+            model, Preprocessor(vocab, True, LENGTH), tmp_path / "b", label_names=["x", "y"])
     with pytest.raises(ValueError, match=r"max_seq_length must be an integer in \[3, "
                                          r"max_position_embeddings=64\], got 65"):
-        litert.export_litert(model, tmp_path / "c", vocab, True, 65)
+        litert.export_litert(model, Preprocessor(vocab, True, 65), tmp_path / "c")
     with pytest.raises(ValueError, match=r"BertMultipleChoice cannot be exported as a LiteRT"):
         litert.check_model_class(BertMultipleChoice)
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError, match=r"d is not empty \(holds keep.txt\)"):
-        litert.export_litert(model, tmp_path / "d", vocab, True, LENGTH)
+        litert.export_litert(model, Preprocessor(vocab, True, LENGTH), tmp_path / "d")
     assert sorted(os.listdir(tmp_path)) == ["d"]

@@ -16,6 +16,7 @@ from bert_tf.serving import export, onnx_export
 from bert_tf.tasks import export_checkpoint
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
+from bert_tf.text.preprocessor import Preprocessor
 from harness import tiny_config, tiny_model
 from test_export_formats import (LABELS, TAGS, export_options, randomized,  # noqa: F401
                                  vocab, write_run)
@@ -83,11 +84,11 @@ def choices(name):
 def test_onnx_equals_the_saved_model_serve_ids(name, vocab, tmp_path):
     model_cls, head, options, output_names = MODELS[name]
     model = randomized(model_cls, 31, **head)
-    export.export_finetuned_model(model, str(tmp_path / "saved"), MODEL_TYPES[name], vocab,
-                                  True, LENGTH, **options)
+    export.export_finetuned_model(model, Preprocessor(vocab, True, LENGTH),
+                                  str(tmp_path / "saved"), MODEL_TYPES[name], **options)
     labels = options.get("label_names")
-    folder = onnx_export.export_onnx(model, tmp_path / "onnx", vocab, True, LENGTH,
-                                     label_names=labels)
+    folder = onnx_export.export_onnx(
+        model, Preprocessor(vocab, True, LENGTH), tmp_path / "onnx", label_names=labels)
     assert sorted(os.listdir(folder)) == ["model.onnx", "onnx_config.json", "vocab.txt"]
     sess = session(folder)
     rank = 3 if choices(name) else 2
@@ -117,8 +118,9 @@ def test_batch_and_length_are_free(name, vocab, tmp_path):
     position outputs past the longest row are 0, as serve_ids pads them."""
     model_cls, head, options, _ = MODELS[name]
     model = randomized(model_cls, 32, **head)
-    sess = session(onnx_export.export_onnx(model, tmp_path / "onnx", vocab, True, LENGTH,
-                                           label_names=options.get("label_names")))
+    sess = session(onnx_export.export_onnx(
+        model, Preprocessor(vocab, True, LENGTH), tmp_path / "onnx",
+        label_names=options.get("label_names")))
     for batch, length in ((1, 5), (4, 11), (2, 40)):
         features = id_rows(batch, length, batch, choices(name))
         got = run(sess, features)["logits"]
@@ -133,8 +135,8 @@ def test_batch_and_length_are_free(name, vocab, tmp_path):
 def test_int8_is_smaller_and_close_to_float32(vocab, tmp_path):
     model = randomized(BertClassifier, 33, num_classes=3)
     for quantize in ("none", "int8"):
-        onnx_export.export_onnx(model, tmp_path / quantize, vocab, True, LENGTH,
-                                quantize=quantize)
+        onnx_export.export_onnx(
+            model, Preprocessor(vocab, True, LENGTH), tmp_path / quantize, quantize=quantize)
     # The weights' bytes (a tiny model's file is mostly its graph's node names).
     float_size, int8_size = (weight_bytes(tmp_path / name / "model.onnx")
                              for name in ("none", "int8"))
@@ -203,15 +205,15 @@ def test_what_onnx_cannot_hold_is_refused_before_loading(changes, message, class
 def test_the_library_refuses_before_writing(vocab, tmp_path):
     model = tiny_model(BertClassifier, tiny_config(), 0, num_classes=3)
     with pytest.raises(ValueError, match=r"label_names has 2 names"):
-        onnx_export.export_onnx(model, tmp_path / "a", vocab, True, LENGTH,
-                                label_names=["x", "y"])
+        onnx_export.export_onnx(
+            model, Preprocessor(vocab, True, LENGTH), tmp_path / "a", label_names=["x", "y"])
     with pytest.raises(ValueError, match=r"max_seq_length must be an integer in \[3, "
                                          r"max_position_embeddings=64\], got 65"):
-        onnx_export.export_onnx(model, tmp_path / "b", vocab, True, 65)
+        onnx_export.export_onnx(model, Preprocessor(vocab, True, 65), tmp_path / "b")
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError, match=r"c is not empty \(holds keep.txt\)"):
-        onnx_export.export_onnx(model, tmp_path / "c", vocab, True, LENGTH)
+        onnx_export.export_onnx(model, Preprocessor(vocab, True, LENGTH), tmp_path / "c")
     assert sorted(os.listdir(tmp_path)) == ["c"]
 
 
@@ -220,7 +222,8 @@ def test_layer_norms_and_gelus_are_in_the_ops_runtimes_fuse(vocab, tmp_path):
     x / sqrt 2 -> Erf -> + 1 -> * x -> * 0.5 (ONNX Runtime's Gelu fusion)."""
     import onnx  # pylint: disable=import-outside-toplevel
     model = randomized(BertClassifier, 37, num_classes=3)
-    folder = onnx_export.export_onnx(model, tmp_path / "onnx", vocab, True, LENGTH)
+    folder = onnx_export.export_onnx(
+        model, Preprocessor(vocab, True, LENGTH), tmp_path / "onnx")
     graph = onnx.load(os.path.join(folder, "model.onnx")).graph
     ops = [node.op_type for node in graph.node]
     assert ops.count("LayerNormalization") == 1 + 2 * tiny_config().num_hidden_layers
@@ -245,7 +248,8 @@ def test_dense_layers_take_their_input_without_reshapes(vocab, tmp_path):
     [B, S, K] (no Reshape to [-1, K] and back)."""
     import onnx  # pylint: disable=import-outside-toplevel
     model = randomized(BertClassifier, 38, num_classes=3)
-    folder = onnx_export.export_onnx(model, tmp_path / "onnx", vocab, True, LENGTH)
+    folder = onnx_export.export_onnx(
+        model, Preprocessor(vocab, True, LENGTH), tmp_path / "onnx")
     graph = onnx.load(os.path.join(folder, "model.onnx")).graph
     producer = {name: node for node in graph.node for name in node.output}
     direct = [node for node in graph.node if node.op_type == "MatMul"

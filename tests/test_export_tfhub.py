@@ -16,6 +16,7 @@ from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.serving import tfhub
 from bert_tf.tasks import export_checkpoint
 from bert_tf.text.tokenization import FullTokenizer
+from bert_tf.text.preprocessor import Preprocessor
 from harness import tiny_config, tiny_model, write_released_checkpoint
 from test_export_formats import (LABELS, TEXTS, export_options, randomized,  # noqa: F401
                                  vocab, write_run)
@@ -41,7 +42,7 @@ def exported(vocab, tmp_path_factory):
     """(the encoder, export_dir): a tiny encoder (dropout 0.1) exported with seq_length 16."""
     encoder = randomized(BertEncoder, 31)
     folder = tmp_path_factory.mktemp("hub") / "bert"
-    tfhub.export_tfhub(encoder, folder, vocab, True, seq_length=LENGTH)
+    tfhub.export_tfhub(encoder, Preprocessor(vocab, True, LENGTH), folder)
     return encoder, str(folder)
 
 
@@ -229,10 +230,11 @@ def test_the_library_refuses_before_writing(vocab, tmp_path):
     model = tiny_model(BertEncoder, tiny_config(), 0)
     with pytest.raises(ValueError, match=r"max_seq_length must be an integer in \[3, "
                                          r"max_position_embeddings=64\], got 65"):
-        tfhub.export_tfhub(model, tmp_path / "a", vocab, True, seq_length=65)
+        tfhub.export_tfhub(model, Preprocessor(vocab, True, 65), tmp_path / "a")
     with pytest.raises(ValueError, match=r"a BertClassifier cannot be exported as a TF Hub"):
-        tfhub.export_tfhub(tiny_model(BertClassifier, tiny_config(), 0, num_classes=2),
-                           tmp_path / "b", vocab, True)
+        tfhub.export_tfhub(
+            tiny_model(BertClassifier, tiny_config(), 0, num_classes=2),
+            Preprocessor(vocab, True), tmp_path / "b")
     assert not os.listdir(tmp_path)
 
 

@@ -16,7 +16,7 @@ COMMAND_ONLY = {"command_line", "command_help", "command_help_stubs", "command_s
 LAYERS = {"configs": 0, "extras": 0, "library_logs": 0, "fileio": 0, "input_paths": 0, "options": 0,
           "command_supervisor": 0, **{name: 0 for name in COMMAND_ONLY},
           "layers": 0, "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3,
-          "tasks": 4, "text_models": 5, "cli": 5}
+          "tasks": 4, "text_models": 5, "compat": 5, "cli": 5}
 REPO = PACKAGE.parent
 
 

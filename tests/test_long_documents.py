@@ -17,6 +17,7 @@ from bert_tf.tasks.classification.task import ClassifierOptions
 from bert_tf.tasks.text_files import InputExample
 from bert_tf.text import windows, windows_graph
 from bert_tf.text.tokenization import FullTokenizer
+from bert_tf.text.preprocessor import Preprocessor
 from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_tiny_model_files,
                      write_tsv)
 
@@ -297,8 +298,9 @@ def test_exported_pair_classifier_pools_the_windows_of_the_second_text(tmp_path)
     pooling = "max"
     vocab_file = write_tiny_model_files(tmp_path, WORDS)[0]
     model = tiny_model(BertClassifier, tiny_config(), seed=3, num_classes=3)
-    path = export.export_classifier(model, vocab_file, True, 16, str(tmp_path / "e"),
-                                    text_pair=True, doc_stride=3, window_pooling=pooling)
+    path = export.export_classifier(
+        model, Preprocessor(vocab_file, True, 16, text_pair=True), str(tmp_path / "e"),
+        doc_stride=3, window_pooling=pooling)
     first, long_second = "good movie", long_test_text(characters=300)
     serving = tf.saved_model.load(path).signatures["serving_default"]
     served = serving(text_a=tf.constant([first, "bad"]),
@@ -319,5 +321,6 @@ def test_exported_pair_classifier_pools_the_windows_of_the_second_text(tmp_path)
     np.testing.assert_allclose(served[0], golden_pool(window_logits, pooling), atol=1e-5)
     with pytest.raises(ValueError, match=r"doc_stride=7 must be smaller than the window's "
                                          r"capacity 7"):
-        export.export_classifier(model, vocab_file, True, 16, str(tmp_path / "f"),
-                                 text_pair=True, doc_stride=7)
+        export.export_classifier(
+            model, Preprocessor(vocab_file, True, 16, text_pair=True), str(tmp_path / "f"),
+            doc_stride=7)

@@ -27,6 +27,7 @@ from bert_tf.weights import checkpoints
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.tasks.electra.model import ElectraPretrainer  # noqa: E402 (registered after)
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder  # noqa: E402
+from bert_tf.text.preprocessor import Preprocessor
 from harness import SPECIAL_TOKENS, tiny_config, tiny_model, write_vocab
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
@@ -84,10 +85,10 @@ def toy_text_signature(module):
     return serve_text.get_concrete_function()
 
 
-def export_toy(model, vocab_file, do_lower_case, max_seq_length, export_dir, **kwargs):
-    export.check_model_and_vocab(model, ToyScorer, vocab_file, max_seq_length)
-    return export.export_signatures(model, vocab_file, do_lower_case, max_seq_length,
-                                    export_dir, make_default=toy_text_signature, **kwargs)
+def export_toy(model, preprocessor, export_dir, **kwargs):
+    export.check_model_and_vocab(model, ToyScorer, preprocessor)
+    return export.export_signatures(model, preprocessor, export_dir,
+                                    make_default=toy_text_signature, **kwargs)
 
 
 TOY = ModelType(name="toy_scorer", model_class=ToyScorer, aliases=("toy",),
@@ -153,7 +154,8 @@ def test_toy_round_trips_through_the_google_checkpoint_layout(toy_type, tmp_path
 
 def test_toy_saved_model_answers_as_the_keras_model(toy_type, vocab, tmp_path):
     model = randomized(ToyScorer, 3)
-    path = export.export_finetuned_model(model, tmp_path / "toy", "toy", vocab, True, LENGTH)
+    path = export.export_finetuned_model(
+        model, Preprocessor(vocab, True, LENGTH), tmp_path / "toy", "toy")
     loaded = tf.saved_model.load(path)
     assert sorted(loaded.signatures) == sorted(export.SIGNATURE_NAMES)
     features = features_of(vocab, TEXTS)
@@ -167,7 +169,7 @@ def test_toy_saved_model_answers_as_the_keras_model(toy_type, vocab, tmp_path):
 
 def test_toy_huggingface_folder_has_its_names_and_reads_back(toy_type, vocab, tmp_path):
     model = randomized(ToyScorer, 4)
-    folder = huggingface.export_huggingface(model, tmp_path / "hf", vocab, True)
+    folder = huggingface.export_huggingface(model, Preprocessor(vocab, True), tmp_path / "hf")
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["architectures"] == ["BertForToyScoring"] and "id2label" not in config
     with safe_open(str(tmp_path / "hf" / "model.safetensors"), framework="np") as handle:
@@ -182,7 +184,7 @@ def test_toy_huggingface_folder_has_its_names_and_reads_back(toy_type, vocab, tm
 
 def test_toy_formats_follow_its_registration(toy_type, vocab):
     model = randomized(ToyScorer, 5)
-    config = litert.litert_config(model, vocab, True, LENGTH)
+    config = litert.litert_config(model, Preprocessor(vocab, True, LENGTH))
     assert (config["output_names"], config["layout"]) == (["scores"], "[CLS] text [SEP]")
     assert "label_names" not in config and "problem_type" not in config
     litert.check_model_class(ToyScorer)
@@ -236,7 +238,7 @@ def test_every_format_refusal_gives_its_reason():
     with pytest.raises(ValueError, match=r"a BertPretrainer cannot be exported as a "
                                          r"SavedModel: --model_type=pretrainer exports "
                                          r"with --export_format=huggingface"):
-        export.export_finetuned_model(None, "unused", "pretrainer", "vocab.txt", True, 8)
+        export.export_finetuned_model(None, None, "unused", "pretrainer")
     with pytest.raises(ValueError, match=r"a BertMultipleChoice has no Hugging Face "
                                          r"export; the format takes BertEncoder, "
                                          r"BertPretrainer, BertClassifier, "
@@ -267,9 +269,10 @@ def test_an_unregistered_model_is_told_how_to_register(vocab, tmp_path):
         registry.for_model(model)
     with pytest.raises(ValueError, match=r"unknown model_type 'toy'; expected one of "
                                          r"encoder, .*squad \(a model of your own: .*" + how):
-        export.export_finetuned_model(model, tmp_path / "toy", "toy", vocab, True, LENGTH)
+        export.export_finetuned_model(
+            model, Preprocessor(vocab, True, LENGTH), tmp_path / "toy", "toy")
     with pytest.raises(ValueError, match=r"ToyScorer is not a registered model type"):
-        export.ServingModule(model, vocab, True, LENGTH)
+        export.ServingModule(model, Preprocessor(vocab, True, LENGTH))
 
 
 def test_a_head_without_checkpoint_names_is_told_where_to_name_them():

@@ -21,6 +21,7 @@ from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option, option_specs
 from bert_tf.tasks import class_weights, feature_extraction, option_groups, options, pretraining
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.distillation import options as distillation_options
 from bert_tf.tasks.electra import task as electra_task
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.sentence_embeddings import task as sentence_task
@@ -188,6 +189,15 @@ _OUTSIDE_FRACTION = (st.floats(max_value=0) | st.floats(min_value=1, exclude_min
 
 # group -> [(option, bad values, other settings the check needs)]
 BAD_VALUES = {
+    distillation_options.Student: [
+        ("student_layers", st.sampled_from(["a", "0", "1,x", "-1", "1.5"]), {}),
+        ("student_config_file", st.just("small.json"), {"student_layers": "2"}),
+        ("student_init_checkpoint", st.just("ckpt"), {})],
+    distillation_options.DistillationLosses: [
+        ("soft_temperature", st.sampled_from([0.0, -1.0, -1e-9]), {}),
+        ("hard_weight", st.sampled_from([-1.0, -0.5]), {}),
+        ("soft_weight", st.just(0.0), {}),
+        ("layer_map", st.sampled_from(["x", "1,,2", "-1"]), {})],
     option_groups.SequenceLength: [("max_seq_length", _ints_below(3), {})],
     option_groups.DocStride: [("doc_stride", _ints_below(1), {})],
     option_groups.MultiLabelThreshold: [

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+import test_distillation
 import test_electra
 import test_run_classifier
 import test_run_multiple_choice
@@ -28,6 +29,7 @@ RUNNERS = {
     "pretraining": test_run_pretraining,
     "electra": test_electra,
     "sentence_embeddings": test_sentence_embeddings,
+    "distillation": test_distillation,
 }
 
 

@@ -25,6 +25,7 @@ from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
 from bert_tf.tasks.sentence_embeddings.task import SentenceEmbeddingTask
 from bert_tf.text import tokenization, windows
 from bert_tf.text.vocab import VocabFile
+from bert_tf.text.preprocessor import Preprocessor
 from harness import SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint
 from test_sentence_embeddings import WORDS as WORDS_OF_RUN
 from test_sentence_embeddings import tiny_options, write_tiny_inputs
@@ -201,8 +202,9 @@ def test_bad_columns_ids_and_folders_are_refused(bert_folder, tmp_path):
 def test_saved_model_serves_raw_text_as_the_keras_model(bert_folder, tokenizer, tmp_path):
     folder, _ = bert_folder
     model = randomized(3, pooling="cls", normalize=True)
-    path = serving.export_sentence_encoder(model, os.path.join(folder, "vocab.txt"), True,
-                                           LENGTH, tmp_path / "saved")
+    path = serving.export_sentence_encoder(
+        model, Preprocessor(os.path.join(folder, "vocab.txt"), True, LENGTH),
+        tmp_path / "saved")
     loaded = tf.saved_model.load(path)
     assert sorted(loaded.signatures) == sorted(export.SIGNATURE_NAMES)
     got = loaded.signatures["serving_default"](text=tf.constant(TEXTS))["embedding"]
@@ -231,9 +233,8 @@ def test_sentence_transformers_folder_has_its_files_and_loads_back(bert_folder, 
                                                                    tmp_path):
     folder, _ = bert_folder
     model = randomized(3, pooling="max", normalize=True)
-    path = st_folder.export_sentence_transformers(model, tmp_path / "st",
-                                                  os.path.join(folder, "vocab.txt"), True,
-                                                  LENGTH)
+    path = st_folder.export_sentence_transformers(
+        model, Preprocessor(os.path.join(folder, "vocab.txt"), True, LENGTH), tmp_path / "st")
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
     assert [(m["path"], m["type"].rsplit(".", 1)[1]) for m in modules] == [
         ("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
@@ -281,8 +282,8 @@ def test_sentence_transformers_folder_has_its_files_and_loads_back(bert_folder, 
 
 def test_a_folder_of_another_pooling_or_module_is_refused(bert_folder, tmp_path):
     path = st_folder.export_sentence_transformers(
-        randomized(3), tmp_path / "st", os.path.join(bert_folder[0], "vocab.txt"), True,
-        LENGTH)
+        randomized(3), Preprocessor(os.path.join(bert_folder[0], "vocab.txt"), True, LENGTH),
+        tmp_path / "st")
     pooling_file = tmp_path / "st" / "1_Pooling" / "config.json"
     pooling = json.loads(pooling_file.read_text())
     pooling_file.write_text(json.dumps(dict(pooling, pooling_mode_mean_tokens=False,
@@ -305,7 +306,8 @@ def test_an_older_folder_with_its_transformer_in_0_transformer_encodes(bert_fold
                                                                       tokenizer, tmp_path):
     model = randomized(3, pooling="cls")
     path = pathlib.Path(st_folder.export_sentence_transformers(
-        model, tmp_path / "st", os.path.join(bert_folder[0], "vocab.txt"), True, LENGTH))
+        model, Preprocessor(os.path.join(bert_folder[0], "vocab.txt"), True, LENGTH),
+        tmp_path / "st"))
     (path / "0_Transformer").mkdir()
     for name in os.listdir(path):
         if (path / name).is_file() and name not in ("modules.json",
@@ -343,8 +345,9 @@ def test_tfhub_encoder_serves_the_sentence_vector_as_pooled_output(bert_folder, 
         max_seq_length=LENGTH, export_dir=str(tmp_path / "hub")))
     # A BERT folder exports mean pooling, not normalized; the library takes this model.
     mean = tf.saved_model.load(os.path.join(path, tfhub.ENCODER))
-    tfhub.export_tfhub(model, tmp_path / "hub_cls", os.path.join(folder, "vocab.txt"), True,
-                       LENGTH)
+    tfhub.export_tfhub(
+        model, Preprocessor(os.path.join(folder, "vocab.txt"), True, LENGTH),
+        tmp_path / "hub_cls")
     preprocessor = tf.saved_model.load(os.path.join(tmp_path / "hub_cls", tfhub.PREPROCESSOR))
     encoder = tf.saved_model.load(os.path.join(tmp_path / "hub_cls", tfhub.ENCODER))
     inputs = preprocessor(tf.constant(TEXTS))
@@ -364,8 +367,9 @@ def test_litert_model_gives_the_embedding(bert_folder, tokenizer, tmp_path):
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
     folder, _ = bert_folder
     model = randomized(3, normalize=True)
-    path = litert.export_litert(model, tmp_path / "lite", os.path.join(folder, "vocab.txt"),
-                                True, LENGTH)
+    path = litert.export_litert(
+        model, Preprocessor(os.path.join(folder, "vocab.txt"), True, LENGTH),
+        tmp_path / "lite")
     config = json.loads((tmp_path / "lite" / litert.CONFIG_FILE).read_text())
     assert config["output_names"] == ["embedding"]
     runner = Interpreter(model_path=os.path.join(path, litert.MODEL_FILE)
@@ -423,7 +427,8 @@ def test_sentence_transformers_encodes_our_folders_as_we_do(bert_folder, tokeniz
         name = f"{pooling}_{normalize}"
         model = randomized(5, pooling=pooling, normalize=normalize)
         models[name] = st_folder.export_sentence_transformers(
-            model, tmp_path / name, os.path.join(folder, "vocab.txt"), True, LENGTH)
+            model, Preprocessor(os.path.join(folder, "vocab.txt"), True, LENGTH),
+            tmp_path / name)
         ours[name] = one_by_one(model, tokenizer, TEXTS)
     theirs = reference_vectors(models, TEXTS, tmp_path, save=True)
     for name, vectors in ours.items():
@@ -444,8 +449,8 @@ def test_shared_checkpoint_equals_sentence_transformers_on_stsb(tmp_path):
     model = serving.load_sentence_encoder(str(SHARED_CHECKPOINT), pooling="mean",
                                           normalize=True)
     vocab_file = str(SHARED_CHECKPOINT / "vocab.txt")
-    path = st_folder.export_sentence_transformers(model, tmp_path / "minilm", vocab_file,
-                                                  True, 256)
+    path = st_folder.export_sentence_transformers(
+        model, Preprocessor(vocab_file, True, 256), tmp_path / "minilm")
     ours, _ = encode.encode_texts(model, tokenization.FullTokenizer(
         VocabFile.read(vocab_file), True), texts, 256)
     theirs = reference_vectors({"minilm": path}, texts, tmp_path)["minilm"]
@@ -515,8 +520,8 @@ def test_a_run_from_a_sentence_transformers_folder_keeps_its_pooling(tmp_path):
     (tmp_path / "vocab.txt").write_text("\n".join(
         words + [f"unused{i}" for i in range(VOCAB_SIZE - len(words))]) + "\n")
     source = st_folder.export_sentence_transformers(
-        randomized(4, pooling="max", normalize=True), tmp_path / "st",
-        str(tmp_path / "vocab.txt"), True, 8)
+        randomized(4, pooling="max", normalize=True),
+        Preprocessor(str(tmp_path / "vocab.txt"), True, 8), tmp_path / "st")
     init = dict(init_checkpoint=source, allow_random_encoder=False, vocab_file=None,
                 bert_config_file=None)
     task = SentenceEmbeddingTask(tiny_options(tmp_path, **init,

@@ -10,6 +10,7 @@ import tensorflow_text  # noqa: F401  registers the tokenizer's ops for the load
 from bert_tf.models import BertClassifier, BertTokenClassifier
 from bert_tf.serving import export
 from bert_tf.serving import signature_inputs
+from bert_tf.text.preprocessor import Preprocessor
 from test_export_formats import LABELS, TAGS, randomized, vocab  # noqa: F401
 
 LENGTH = 16
@@ -27,8 +28,9 @@ def rows(lengths, length=LENGTH, seed=0):
 def classifier_export(vocab, tmp_path_factory):
     model = randomized(BertClassifier, 41, num_classes=3)
     folder = tmp_path_factory.mktemp("classifier") / "saved"
-    export.export_classifier(model, vocab, True, LENGTH, str(folder), label_names=LABELS,
-                             text_pair=True)
+    export.export_classifier(
+        model, Preprocessor(vocab, True, LENGTH, text_pair=True), str(folder),
+        label_names=LABELS)
     return model, tf.saved_model.load(str(folder))
 
 
@@ -47,8 +49,8 @@ def test_serve_ids_equals_the_model_on_the_full_rows(classifier_export):
 
 def test_per_position_outputs_past_the_longest_row_are_zero(vocab, tmp_path):
     model = randomized(BertTokenClassifier, 42, num_classes=4)
-    folder = export.export_token_classifier(model, vocab, True, LENGTH, str(tmp_path / "s"),
-                                            label_names=TAGS)
+    folder = export.export_token_classifier(
+        model, Preprocessor(vocab, True, LENGTH), str(tmp_path / "s"), label_names=TAGS)
     serve_ids = tf.saved_model.load(folder).signatures["serve_ids"]
     assert serve_ids.structured_outputs["logits"].shape.as_list() == [None, LENGTH, 4]
     features = rows((4, 9))

@@ -235,14 +235,26 @@ class BertEncoder(SavedModelExport, keras.Model):
 
     def call(self, inputs, training=None):
         features = standardize_inputs(inputs)
-        attention_mask = features["input_mask"]  # [B, S] or [B, S, S]
-        if "sequence_ids" in features:
-            attention_mask = packed_attention_mask(features["sequence_ids"])  # [B, S, S]
+        return self.encode(self.embed(features, training=training), features,
+                           training=training)
+
+    def embed(self, features, training=None):
+        """The input of the first Transformer block, [B, S, H]: the embeddings of
+        `features` (what `standardize_inputs` returns), projected to H with a config's
+        `embedding_size`. `call` is `encode(embed(features), features)`; the two halves
+        give the embedding output of the same pass (`bert_tf.compat.modeling`)."""
         hidden_states = self.embeddings(
             features["input_ids"], features["segment_ids"],
             position_ids=features.get("position_ids"), training=training)  # [B, S, E]
         if self.embeddings_project is not None:
             hidden_states = self.embeddings_project(hidden_states)  # [B, S, H]
+        return hidden_states
+
+    def encode(self, hidden_states, features, training=None):
+        """The Transformer blocks and the pooler over `embed`'s output: `call`'s dict."""
+        attention_mask = features["input_mask"]  # [B, S] or [B, S, S]
+        if "sequence_ids" in features:
+            attention_mask = packed_attention_mask(features["sequence_ids"])  # [B, S, S]
         encoder_outputs = []
         for block in self.transformer_layers:
             hidden_states = block(hidden_states, attention_mask, training=training)

@@ -2,26 +2,26 @@
 
 API (the fine-tuning runners' `--export_dir` and `export_model.py` call these)::
 
-    path = export.export_classifier(model, vocab_file, do_lower_case, max_seq_length,
-                                    export_dir, label_names=None, is_regression=None,
-                                    text_pair=False, overwrite=False, versioned=False,
+    preprocessor = bert_tf.Preprocessor(vocab_file, do_lower_case, max_seq_length,
+                                        text_pair=True)
+    path = export.export_classifier(model, preprocessor, export_dir, label_names=None,
+                                    is_regression=None, overwrite=False, versioned=False,
                                     doc_stride=None, window_pooling="mean")
-    path = export.export_span_labeler(model, vocab_file, do_lower_case, max_seq_length,
-                                      export_dir, max_query_length=None,
-                                      max_answer_length=30, ...)
-    path = export.export_token_classifier(model, vocab_file, do_lower_case,
-                                          max_seq_length, export_dir, label_names, ...)
-    path = export.export_encoder(model, vocab_file, do_lower_case, max_seq_length,
-                                 export_dir, ...)
-    path = export.export_finetuned_model(model, export_dir, model_type, vocab_file,
-                                         do_lower_case, max_seq_length, **kwargs)
+    path = export.export_span_labeler(model, preprocessor, export_dir,
+                                      max_query_length=None, max_answer_length=30, ...)
+    path = export.export_token_classifier(model, preprocessor, export_dir, label_names)
+    path = export.export_encoder(model, preprocessor, export_dir, ...)
+    path = export.export_finetuned_model(model, preprocessor, export_dir, model_type,
+                                         **kwargs)
         # model_type: a name of `bert_tf.serving.registry` ("classifier", "squad", ...):
         # its ModelType's exporter (multiple choice: bert_tf.tasks.multiple_choice.serving)
-    path = export.export_signatures(model, vocab_file, do_lower_case, max_seq_length,
-                                    export_dir, make_default=None, ...)
+    path = export.export_signatures(model, preprocessor, export_dir, make_default=None)
         # any registered model: the ids signatures, `serving_default` from make_default
 
-Each returns the directory written. Signatures (batch dimension B):
+Every exporter of every format takes `(model, preprocessor, export_dir, ...)`: the
+`bert_tf.text.Preprocessor` the model was trained with (vocab, case, the signatures'
+sequence length, and for a classifier whether it takes sentence pairs). Each returns
+the directory written. Signatures (batch dimension B):
 
 - `serving_default`, raw UTF-8 text, WordPiece inside the graph (vocab in assets/):
   classifier `text_a` [B] (+ `text_b` [B] when `text_pair=True`) -> `probabilities`
@@ -63,6 +63,7 @@ from bert_tf.serving.text_signatures import (classifier_text_signature,  # noqa:
                                              encoder_text_signature, span_text_signature,
                                              tagger_text_signature)
 from bert_tf.text import tokenization, windows
+from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertSpanLabeler,
                             BertTokenClassifier)
@@ -72,8 +73,10 @@ SIGNATURE_NAMES = ("serving_default", "serve_ids", "serve_examples")
 
 
 # ----------------------------------------------------------------------------- checks
-def check_model_and_vocab(model, model_cls, vocab_file, max_seq_length, min_seq_length=3):
-    """Rejects a model/vocab/length combination that cannot serve; builds the model.
+def check_model_and_vocab(model, model_cls, preprocessor, min_seq_length=3):
+    """Rejects a model / preprocessor (vocab, length) that cannot serve; builds the model.
+
+    `min_seq_length` None: the export does not use the preprocessor's length.
 
     Raises:
         TypeError: `model` is not a `model_cls`.
@@ -85,12 +88,13 @@ def check_model_and_vocab(model, model_cls, vocab_file, max_seq_length, min_seq_
     if not isinstance(config, BertConfig):
         raise ValueError(f"{type(model).__name__} has no BertConfig (`model.config`); "
                          "build it from a bert_config.json")
-    if vocab_file is None:
-        raise ValueError("vocab_file is required: the export tokenizes text in the graph")
-    vocab = tokenization.load_vocab(vocab_file)
-    tokenization.check_vocab_matches(len(vocab), vocab_file, config.vocab_size,
-                                     "the model's config")
-    if not isinstance(max_seq_length, int) or not (
+    if not isinstance(preprocessor, Preprocessor):
+        raise TypeError(f"preprocessor: expected a bert_tf.text.Preprocessor (the model's "
+                        f"vocab, case and length), got {type(preprocessor).__name__}")
+    tokenization.check_vocab_matches(len(preprocessor.vocab.tokens), preprocessor.vocab_file,
+                                     config.vocab_size, "the model's config")
+    max_seq_length = preprocessor.max_seq_length
+    if min_seq_length is not None and not (
             min_seq_length <= max_seq_length <= config.max_position_embeddings):
         raise ValueError(f"max_seq_length must be an integer in [{min_seq_length}, "
                          f"max_position_embeddings={config.max_position_embeddings}], "
@@ -185,15 +189,17 @@ class ServingModule(tf.Module):
     `saved_model_cli run` finds only those ("Could not find variable ..." otherwise).
     """
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
+    def __init__(self, model, preprocessor):
         super().__init__(name="bert_serving")
         object.__setattr__(self, "model", model)  # untracked
         entry = registry.for_model(model)
         self.output_names = entry.outputs
         self.sequence_outputs = entry.sequence_outputs
         self.model_variables = [tf_variable(variable) for variable in model.variables]
-        self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
-        self.max_seq_length = max_seq_length
+        # The preprocessor's settings only: the layer itself stays out of the SavedModel.
+        self.tokenizer = sig.ServingTokenizer(preprocessor.vocab_file,
+                                              preprocessor.do_lower_case)
+        self.max_seq_length = preprocessor.max_seq_length
         config = model.config
         self.id_ranges = (config.vocab_size, config.type_vocab_size)
 
@@ -231,34 +237,35 @@ class ServingModule(tf.Module):
         return self.model(features, training=False)
 
 
-def export_signatures(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                      make_default=None, overwrite=False, versioned=False):
+def export_signatures(model, preprocessor, export_dir, make_default=None, overwrite=False,
+                      versioned=False):
     """The SavedModel of any registered model, after `check_model_and_vocab`:
     `serve_ids`, `serve_examples` and `serving_default` = `make_default(module)` (a
     concrete function of the `ServingModule`; default `serve_ids`). Returns the folder."""
     target = resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
-    module = ServingModule(model, vocab_file, do_lower_case, max_seq_length)
-    signatures = sig.id_signatures(module, max_seq_length)
+    module = ServingModule(model, preprocessor)
+    signatures = sig.id_signatures(module, preprocessor.max_seq_length)
     signatures["serving_default"] = (make_default(module) if make_default
                                      else signatures["serve_ids"])
     return write_saved_model(module, signatures, target)
 
 
 # ------------------------------------------------------------------------ public API
-def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                      label_names=None, is_regression=None, text_pair=False,
-                      overwrite=False, versioned=False, doc_stride=None,
-                      window_pooling="mean", multi_label=False, multi_label_threshold=0.5):
+def export_classifier(model, preprocessor, export_dir, label_names=None,
+                      is_regression=None, overwrite=False, versioned=False,
+                      doc_stride=None, window_pooling="mean", multi_label=False,
+                      multi_label_threshold=0.5):
     """Exports a `BertClassifier` (see the module docstring for the signatures).
 
     Args:
         model: trained `BertClassifier`.
-        vocab_file, do_lower_case: the tokenizer the model was fine-tuned with.
-        max_seq_length: sequence length of every signature (inputs padded / cut to it).
+        preprocessor: the `Preprocessor` the model was fine-tuned with: its vocab and
+            case tokenize in the graph; its `max_seq_length` is every signature's
+            sequence length (inputs padded / cut to it); `text_pair=True`:
+            `serving_default` takes `text_a` and `text_b` (sentence pairs).
         export_dir: SavedModel folder or TF Serving model base path.
         label_names: name of each class, in label-id order (default "0", "1", ...).
         is_regression: one output `score` (default: when the model has 1 class).
-        text_pair: `serving_default` takes `text_a` and `text_b` (sentence pairs).
         overwrite: replace an existing SavedModel at `export_dir`.
         versioned: write `export_dir/<n>` (n = 1 or the next version).
         doc_stride: long documents (`bert_tf.text.windows`): `serving_default` judges a
@@ -273,7 +280,8 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
     Returns:
         The SavedModel directory written.
     """
-    check_model_and_vocab(model, BertClassifier, vocab_file, max_seq_length)
+    check_model_and_vocab(model, BertClassifier, preprocessor)
+    text_pair, max_seq_length = bool(preprocessor.text_pair), preprocessor.max_seq_length
     if doc_stride is not None:
         windows.check_stride(doc_stride, max_seq_length, text_pair)
         if window_pooling not in windows.POOLINGS:
@@ -289,21 +297,21 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, export_d
     names = [] if is_regression else check_label_names(label_names, model.num_classes)
     threshold = multi_label_threshold if multi_label else None
     return export_signatures(
-        model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite=overwrite,
+        model, preprocessor, export_dir, overwrite=overwrite,
         versioned=versioned, make_default=lambda module: classifier_text_signature(
             module, names, is_regression, text_pair, doc_stride, window_pooling, threshold))
 
 
-def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                        max_query_length=None, max_answer_length=30, overwrite=False,
-                        versioned=False):
+def export_span_labeler(model, preprocessor, export_dir, max_query_length=None,
+                        max_answer_length=30, overwrite=False, versioned=False):
     """Exports a `BertSpanLabeler` (SQuAD): `question` + `context` in, best answer out.
 
     The context is cut to one window (`max_seq_length - 3 - question tokens`); the
     question to `max_query_length` tokens (default: 64, at most half the sequence).
     Other args as `export_classifier`.
     """
-    check_model_and_vocab(model, BertSpanLabeler, vocab_file, max_seq_length, 5)
+    check_model_and_vocab(model, BertSpanLabeler, preprocessor, 5)
+    max_seq_length = preprocessor.max_seq_length
     if max_query_length is None:
         max_query_length = min(64, (max_seq_length - 3) // 2)
     if not 1 <= max_query_length <= max_seq_length - 4:
@@ -312,31 +320,30 @@ def export_span_labeler(model, vocab_file, do_lower_case, max_seq_length, export
     if max_answer_length < 1:
         raise ValueError(f"max_answer_length must be positive, got {max_answer_length}")
     return export_signatures(
-        model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite=overwrite,
+        model, preprocessor, export_dir, overwrite=overwrite,
         versioned=versioned, make_default=lambda module: span_text_signature(
             module, max_query_length, max_answer_length))
 
 
-def export_token_classifier(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                            label_names=None, overwrite=False, versioned=False):
+def export_token_classifier(model, preprocessor, export_dir, label_names=None,
+                            overwrite=False, versioned=False):
     """Exports a `BertTokenClassifier` (NER): one tag per whitespace word of `text`.
 
     Each word is tagged from its first piece, as the NER task trains; the words after
     the first `max_seq_length - 2` pieces are not tagged. Other args as
     `export_classifier`; `label_names` are the tags in label-id order.
     """
-    check_model_and_vocab(model, BertTokenClassifier, vocab_file, max_seq_length)
+    check_model_and_vocab(model, BertTokenClassifier, preprocessor)
     names = check_label_names(label_names, model.num_classes)
     return export_signatures(
-        model, vocab_file, do_lower_case, max_seq_length, export_dir, overwrite=overwrite,
+        model, preprocessor, export_dir, overwrite=overwrite,
         versioned=versioned, make_default=lambda module: tagger_text_signature(module, names))
 
 
-def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                   overwrite=False, versioned=False):
+def export_encoder(model, preprocessor, export_dir, overwrite=False, versioned=False):
     """Exports a bare `BertEncoder`: `text` in, pooled and sequence output out."""
-    check_model_and_vocab(model, BertEncoder, vocab_file, max_seq_length)
-    return export_signatures(model, vocab_file, do_lower_case, max_seq_length, export_dir,
+    check_model_and_vocab(model, BertEncoder, preprocessor)
+    return export_signatures(model, preprocessor, export_dir,
                              make_default=encoder_text_signature, overwrite=overwrite,
                              versioned=versioned)
 
@@ -359,14 +366,12 @@ def canonical_model_type(model_type):
     return registry.get(model_type).name
 
 
-def export_finetuned_model(model, export_dir, model_type, vocab_file, do_lower_case,
-                           max_seq_length, **kwargs):
+def export_finetuned_model(model, preprocessor, export_dir, model_type, **kwargs):
     """Exports with the SavedModel exporter of `model_type` (a name or alias of
     `bert_tf.serving.registry`); kwargs are its signature options."""
     entry = registry.get(model_type)
     check_model_class(entry.model_class)
-    return entry.saved_model(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                             **kwargs)
+    return entry.saved_model(model, preprocessor, export_dir, **kwargs)
 
 
 def keras_model_class(model_type):

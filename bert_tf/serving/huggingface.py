@@ -1,6 +1,6 @@
 """Hugging Face transformers folders: what `AutoModel*.from_pretrained(folder)` reads.
 
-    path = huggingface.export_huggingface(model, export_dir, vocab_file, do_lower_case,
+    path = huggingface.export_huggingface(model, preprocessor, export_dir,
                                           label_names=None, problem_type=None,
                                           overwrite=False)
     state = huggingface.hf_state_dict(model)   # Hugging Face name -> numpy (torch layout)
@@ -253,16 +253,18 @@ def tokenizer_files(vocab_file, do_lower_case, model_max_length):
             "special_tokens_map.json": json.dumps(specials, indent=2) + "\n"}
 
 
-def export_huggingface(model, export_dir, vocab_file, do_lower_case, label_names=None,
-                       problem_type=None, overwrite=False):
+def export_huggingface(model, preprocessor, export_dir, label_names=None, problem_type=None,
+                       overwrite=False):
     """Writes `model` as a Hugging Face transformers folder (see the module docstring).
 
     Args:
         model: A built BertEncoder, BertPretrainer, BertClassifier, BertTokenClassifier,
             BertSpanLabeler or ELECTRA pre-training model (its generator in
             `export_dir/generator`).
+        preprocessor: The `Preprocessor` the model was trained with (its vocab and case
+            make the tokenizer files; `model_max_length` is the model's
+            max_position_embeddings).
         export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
-        vocab_file, do_lower_case: The tokenizer the model was trained with.
         label_names: Class / tag names in label-id order (`id2label`; default "0", ...).
         problem_type: A classifier's transformers `problem_type` (default: "regression"
             for one output, else "single_label_classification").
@@ -277,10 +279,11 @@ def export_huggingface(model, export_dir, vocab_file, do_lower_case, label_names
     architecture(model)
     if not model.built:
         model.build()
-    config = export.check_model_and_vocab(model, type(model), vocab_file,
-                                          model.config.max_position_embeddings)
+    config = export.check_model_and_vocab(model, type(model), preprocessor,
+                                          min_seq_length=None)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    tokenizer = tokenizer_files(vocab_file, do_lower_case, config.max_position_embeddings)
+    tokenizer = tokenizer_files(preprocessor.vocab_file, preprocessor.do_lower_case,
+                                config.max_position_embeddings)
     contents = folder_contents(model, label_names, problem_type)
 
     def write(folder):

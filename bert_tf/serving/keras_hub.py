@@ -1,8 +1,7 @@
 """keras-hub presets: a folder that `keras_hub.models.BertBackbone.from_preset` and
 `keras_hub.models.BertTextClassifier.from_preset` load.
 
-    path = keras_hub.export_keras_hub(model, export_dir, vocab_file, do_lower_case,
-                                      max_seq_length, overwrite=False)
+    path = keras_hub.export_keras_hub(model, preprocessor, export_dir, overwrite=False)
 
 Needs the `keras-hub` extra (`pip install bert_tf[keras-hub]`). keras-hub writes the
 preset itself (`save_to_preset`): `config.json` + `model.weights.h5` (the backbone),
@@ -117,10 +116,11 @@ def keras_hub_path(google_name):
     return f"transformer_layer_{layer.group(1)}/{_LAYER_PATHS[layer.group(2)]}/{leaf}"
 
 
-def _keras_hub_model(keras_hub, model, vocab_file, do_lower_case, max_seq_length):
+def _keras_hub_model(keras_hub, model, preprocessor):
     """(the keras-hub backbone or classifier of `model`'s shape, its preprocessor or, for
     an ElectraBackbone, its tokenizer)."""
     config = model.config
+    vocab_file, do_lower_case = preprocessor.vocab_file, preprocessor.do_lower_case
     sizes = dict(num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
                  hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
                  dropout=config.hidden_dropout_prob,
@@ -134,14 +134,14 @@ def _keras_hub_model(keras_hub, model, vocab_file, do_lower_case, max_seq_length
             **sizes), tokenizer
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=do_lower_case,
                                                strip_accents=do_lower_case)
-    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
-        tokenizer, sequence_length=max_seq_length)
+    hub_preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+        tokenizer, sequence_length=preprocessor.max_seq_length)
     backbone = keras_hub.models.BertBackbone(vocabulary_size=config.vocab_size, **sizes)
     if encoder_of(model) is not model:  # a classifier
         return keras_hub.models.BertTextClassifier(
-            backbone, model.num_classes, preprocessor=preprocessor,
-            dropout=model.dropout_rate, dtype="float32"), preprocessor
-    return backbone, preprocessor
+            backbone, model.num_classes, preprocessor=hub_preprocessor,
+            dropout=model.dropout_rate, dtype="float32"), hub_preprocessor
+    return backbone, hub_preprocessor
 
 
 def copy_weights(model, target):
@@ -190,15 +190,14 @@ def output_difference(model, target, max_seq_length):
     return float(max(pooled.max(), sequence.max()))
 
 
-def export_keras_hub(model, export_dir, vocab_file, do_lower_case, max_seq_length,
-                     overwrite=False):
+def export_keras_hub(model, preprocessor, export_dir, overwrite=False):
     """Writes `model` as a keras-hub preset folder (see the module docstring).
 
     Args:
         model: A built BertEncoder or BertClassifier.
+        preprocessor: The `Preprocessor` the model was trained with (vocab, case, and
+            the keras-hub preprocessor's sequence length).
         export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
-        vocab_file, do_lower_case: The tokenizer the model was trained with.
-        max_seq_length: The preprocessor's sequence length.
         overwrite: Replace what `export_dir` holds.
 
     Returns:
@@ -212,12 +211,11 @@ def export_keras_hub(model, export_dir, vocab_file, do_lower_case, max_seq_lengt
     check_embeddings(model)
     check_activation(model.config)
     keras_hub = import_keras_hub()
-    export.check_model_and_vocab(model, type(model), vocab_file, max_seq_length)
+    export.check_model_and_vocab(model, type(model), preprocessor)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    preset_model, preprocessor = _keras_hub_model(keras_hub, model, vocab_file,
-                                                  do_lower_case, max_seq_length)
+    preset_model, hub_preprocessor = _keras_hub_model(keras_hub, model, preprocessor)
     copy_weights(model, preset_model)
-    difference = output_difference(model, preset_model, max_seq_length)
+    difference = output_difference(model, preset_model, preprocessor.max_seq_length)
     if _EXACT[model.config.hidden_act] and difference > _EXACT_TOLERANCE:
         raise ValueError(f"the keras-hub model's outputs differ from the model's by "
                          f"{difference:.2e} (expected below {_EXACT_TOLERANCE}); please "
@@ -232,7 +230,7 @@ def export_keras_hub(model, export_dir, vocab_file, do_lower_case, max_seq_lengt
         preset_model.save_to_preset(folder)  # a classifier's holds its preprocessor
         if encoder_of(model) is model:  # a backbone's preset has none of its own (an
             # ElectraBackbone's gets its tokenizer)
-            preprocessor.save_to_preset(folder)
+            hub_preprocessor.save_to_preset(folder)
 
     output_folder.write_folder(target, write)
     logging.info("Exported %s as a keras-hub %s preset to %s", type(model).__name__,

@@ -1,8 +1,7 @@
 """LiteRT (TensorFlow Lite) models for phones: token ids in, the model's outputs out.
 
-    path = litert.export_litert(model, export_dir, vocab_file, do_lower_case,
-                                max_seq_length, label_names=None, quantize=None,
-                                problem_type=None, text_pair=False,
+    path = litert.export_litert(model, preprocessor, export_dir, label_names=None,
+                                quantize=None, problem_type=None,
                                 max_query_length=None, overwrite=False)
 
 The tokenizer's tensorflow-text ops are not LiteRT ops, so the app tokenizes and the
@@ -37,7 +36,7 @@ from absl import logging
 
 from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf.serving import export, huggingface, output_folder, registry
-from bert_tf.text.vocab import SPECIAL_TOKENS, VocabFile
+from bert_tf.text.vocab import SPECIAL_TOKENS
 
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.tflite", "litert_config.json", "vocab.txt"
 QUANTIZATIONS = ("none", "int8")
@@ -84,21 +83,22 @@ def ids_function(module, max_seq_length):
     return serve_ids.get_concrete_function()
 
 
-def convert(model, vocab_file, do_lower_case, max_seq_length, quantize=None):
+def convert(model, preprocessor, quantize=None):
     """The .tflite flatbuffer (bytes) of `model` (see the module docstring)."""
     check_quantize(quantize)
-    module = export.ServingModule(model, vocab_file, do_lower_case, max_seq_length)
+    module = export.ServingModule(model, preprocessor)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [ids_function(module, max_seq_length)], module)
+        [ids_function(module, preprocessor.max_seq_length)], module)
     if quantize == "int8":  # dynamic range: int8 weights, float activations
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     return converter.convert()
 
 
-def litert_config(model, vocab_file, do_lower_case, max_seq_length, label_names=None,
-                  quantize=None, problem_type=None, text_pair=False, max_query_length=None):
+def litert_config(model, preprocessor, label_names=None, quantize=None, problem_type=None,
+                  max_query_length=None):
     """The `litert_config.json` of `model` as a dict (see `export_litert` for the args)."""
-    vocab = VocabFile.read(vocab_file).tokens
+    vocab, do_lower_case = preprocessor.vocab.tokens, preprocessor.do_lower_case
+    max_seq_length = preprocessor.max_seq_length
     entry = registry.for_model(model)
     config = {"model_file": MODEL_FILE, "vocab_file": VOCAB_FILE,
               "model_type": type(model).__name__, "quantize": quantize or "none",
@@ -111,7 +111,8 @@ def litert_config(model, vocab_file, do_lower_case, max_seq_length, label_names=
     # transformers' config of the same model checks the labels and problem type once.
     checked = huggingface.label_config(model, label_names, problem_type)
     if entry.hf_problem_type:
-        config.update(problem_type=checked["problem_type"], text_pair=bool(text_pair))
+        config.update(problem_type=checked["problem_type"],
+                      text_pair=bool(preprocessor.text_pair))
     if entry.labelled:
         config["label_names"] = (None if config.get("problem_type") == "regression" else
                                  [checked["id2label"][i] for i in range(model.num_classes)])
@@ -120,22 +121,22 @@ def litert_config(model, vocab_file, do_lower_case, max_seq_length, label_names=
     return config
 
 
-def export_litert(model, export_dir, vocab_file, do_lower_case, max_seq_length,
-                  label_names=None, quantize=None, problem_type=None, text_pair=False,
-                  max_query_length=None, overwrite=False):
+def export_litert(model, preprocessor, export_dir, label_names=None, quantize=None,
+                  problem_type=None, max_query_length=None, overwrite=False):
     """Writes `model.tflite`, `vocab.txt` and `litert_config.json` (module docstring).
 
     Args:
         model: A built BertClassifier, BertTokenClassifier, BertSpanLabeler or
             BertEncoder.
+        preprocessor: The `Preprocessor` the model was trained with: its vocab and case
+            (for the app's tokenizer), its `max_seq_length` the length S of the model's
+            one row of ids, its `text_pair` (a classifier of sentence pairs) recorded
+            for the app.
         export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
-        vocab_file, do_lower_case: The tokenizer the model was trained with.
-        max_seq_length: The length S of the model's one row of ids.
         label_names: Class / tag names in label-id order (default "0", "1", ...).
         quantize: "int8" (dynamic range) or None / "none" (float32).
         problem_type: A classifier's "regression", "single_label_classification" or
             "multi_label_classification" (sigmoid per label), for the app.
-        text_pair: A classifier of sentence pairs (recorded for the app).
         max_query_length: A span labeler's question length (default: 64, at most half
             the row), recorded for the app.
         overwrite: Replace what `export_dir` holds.
@@ -148,17 +149,17 @@ def export_litert(model, export_dir, vocab_file, do_lower_case, max_seq_length,
     """
     check_model_class(type(model))
     check_quantize(quantize)
-    export.check_model_and_vocab(model, type(model), vocab_file, max_seq_length)
-    config = litert_config(model, vocab_file, do_lower_case, max_seq_length, label_names,
-                           quantize, problem_type, text_pair, max_query_length)
+    export.check_model_and_vocab(model, type(model), preprocessor)
+    config = litert_config(model, preprocessor, label_names, quantize, problem_type,
+                           max_query_length)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    flatbuffer = convert(model, vocab_file, do_lower_case, max_seq_length, quantize)
+    flatbuffer = convert(model, preprocessor, quantize)
 
     def write(folder):
         os.makedirs(folder)
         with open(os.path.join(folder, MODEL_FILE), "wb") as file:
             file.write(flatbuffer)
-        shutil.copyfile(vocab_file, os.path.join(folder, VOCAB_FILE))
+        shutil.copyfile(preprocessor.vocab_file, os.path.join(folder, VOCAB_FILE))
         with open(os.path.join(folder, CONFIG_FILE), "w", encoding="utf-8") as file:
             file.write(json.dumps(config, indent=2) + "\n")
 

@@ -74,7 +74,7 @@ registry.register(ModelType(
     name="classifier", model_class=BertClassifier,
     formats=("saved_model", "huggingface", "keras_hub", "litert"),
     saved_model=export.export_classifier,
-    signature_options=("is_regression", "text_pair", "doc_stride", "window_pooling"),
+    signature_options=("is_regression", "doc_stride", "window_pooling"),
     labelled=True, hf_architecture="BertForSequenceClassification", hf_problem_type=True,
     litert_layout="[CLS] text_a [SEP] (text_b [SEP] with text_pair), segment_ids 0 on "
                   "text_a and its [SEP], 1 on text_b and its [SEP]"))

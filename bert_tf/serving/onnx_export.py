@@ -1,9 +1,8 @@
 """ONNX export (`bert-export-model --export_format=onnx`): the SavedModel's `serve_ids`
 as an ONNX graph, for ONNX Runtime and the other ONNX runtimes.
 
-    path = onnx_export.export_onnx(model, export_dir, vocab_file, do_lower_case,
-                                   max_seq_length, label_names=None, quantize=None,
-                                   problem_type=None, text_pair=False,
+    path = onnx_export.export_onnx(model, preprocessor, export_dir, label_names=None,
+                                   quantize=None, problem_type=None,
                                    max_query_length=None, overwrite=False)
 
 `export_dir` gets:
@@ -98,11 +97,11 @@ def name_dimensions(proto, rank, sequence_outputs, output_shapes):
                 dim.dim_param = names[-1]
 
 
-def convert(model, vocab_file, do_lower_case, max_seq_length):
+def convert(model, preprocessor):
     """The float32 ONNX ModelProto of `model` (see the module docstring)."""
     tf2onnx, onnx = import_converters()
     entry = registry.for_model(model)
-    module = export.ServingModule(model, vocab_file, do_lower_case, max_seq_length)
+    module = export.ServingModule(model, preprocessor)
     function, signature = ids_function(module, entry.ids_rank)
     proto, _ = tf2onnx.convert.from_function(function, input_signature=signature,
                                              opset=OPSET)
@@ -131,12 +130,11 @@ def quantize_int8(float_path, int8_path):
         root.setLevel(level)
 
 
-def onnx_config(model, vocab_file, do_lower_case, max_seq_length, **settings):
+def onnx_config(model, preprocessor, **settings):
     """The `onnx_config.json` of `model` as a dict: LiteRT's settings for the app
     (`litert.litert_config`, `settings` its keyword arguments), with this format's
     file, shape and opset."""
-    config = litert.litert_config(model, vocab_file, do_lower_case, max_seq_length,
-                                  **settings)
+    config = litert.litert_config(model, preprocessor, **settings)
     entry = registry.for_model(model)
     config.update(model_file=MODEL_FILE, input_shape=list(DIMENSIONS[entry.ids_rank]),
                   opset=OPSET, layout=entry.litert_layout or "the rows of the SavedModel's "
@@ -144,20 +142,19 @@ def onnx_config(model, vocab_file, do_lower_case, max_seq_length, **settings):
     return config
 
 
-def export_onnx(model, export_dir, vocab_file, do_lower_case, max_seq_length,
-                label_names=None, quantize=None, problem_type=None, text_pair=False,
-                max_query_length=None, overwrite=False):
+def export_onnx(model, preprocessor, export_dir, label_names=None, quantize=None,
+                problem_type=None, max_query_length=None, overwrite=False):
     """Writes `model.onnx`, `vocab.txt` and `onnx_config.json` (module docstring).
 
     Args:
         model: A built model of a type with a SavedModel exporter (classifier, token
             classifier, span labeler, multiple choice, encoder, sentence encoder).
-        export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
-        vocab_file, do_lower_case: The tokenizer the model was trained with.
-        max_seq_length: The row length the app pads / cuts to (recorded; the graph
+        preprocessor: The `Preprocessor` the model was trained with: vocab, case, its
+            `text_pair` and the row length the app pads / cuts to (recorded; the graph
             takes any length up to `max_position_embeddings`).
-        label_names, problem_type, text_pair, max_query_length: Recorded for the app,
-            as `litert.export_litert` records them.
+        export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
+        label_names, problem_type, max_query_length: Recorded for the app, as
+            `litert.export_litert` records them.
         quantize: "int8" (dynamic quantization) or None / "none" (float32).
         overwrite: Replace what `export_dir` holds.
 
@@ -171,13 +168,11 @@ def export_onnx(model, export_dir, vocab_file, do_lower_case, max_seq_length,
     check_model_class(type(model))
     litert.check_quantize(quantize)
     import_converters()
-    export.check_model_and_vocab(model, type(model), vocab_file, max_seq_length)
-    config = onnx_config(model, vocab_file, do_lower_case, max_seq_length,
-                         label_names=label_names, quantize=quantize,
-                         problem_type=problem_type, text_pair=text_pair,
-                         max_query_length=max_query_length)
+    export.check_model_and_vocab(model, type(model), preprocessor)
+    config = onnx_config(model, preprocessor, label_names=label_names, quantize=quantize,
+                         problem_type=problem_type, max_query_length=max_query_length)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    proto = convert(model, vocab_file, do_lower_case, max_seq_length)
+    proto = convert(model, preprocessor)
 
     def write(folder):
         os.makedirs(folder)
@@ -191,7 +186,7 @@ def export_onnx(model, export_dir, vocab_file, do_lower_case, max_seq_length,
         else:
             with open(model_path, "wb") as file:
                 file.write(proto.SerializeToString())
-        shutil.copyfile(vocab_file, os.path.join(folder, VOCAB_FILE))
+        shutil.copyfile(preprocessor.vocab_file, os.path.join(folder, VOCAB_FILE))
         with open(os.path.join(folder, CONFIG_FILE), "w", encoding="utf-8") as file:
             file.write(json.dumps(config, indent=2) + "\n")
 

@@ -54,8 +54,8 @@ class ModelType:
         refused: Export format -> why this type is refused there (what users read;
             formats left out get the format's general reason).
         saved_model: The SavedModel exporter, with its serving signatures:
-            `saved_model(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-            overwrite=False, versioned=False, **signature_options)` -> the folder
+            `saved_model(model, preprocessor, export_dir, overwrite=False,
+            versioned=False, **signature_options)` -> the folder
             written. Required with "saved_model" in `formats`.
         signature_options: Keyword arguments of `saved_model` that bert-export-model
             fills from its options of the same name.

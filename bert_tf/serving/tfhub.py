@@ -1,8 +1,7 @@
 """TF Hub's BERT interface: a preprocessor SavedModel and an encoder SavedModel, as
 TF Hub's `bert_en_uncased_preprocess` and `bert_en_uncased_L-12_H-768_A-12` are.
 
-    path = tfhub.export_tfhub(encoder, export_dir, vocab_file, do_lower_case,
-                              seq_length=128, overwrite=False)
+    path = tfhub.export_tfhub(encoder, preprocessor, export_dir, overwrite=False)
     # writes export_dir/preprocessor and export_dir/encoder
 
 Code written for TF Hub's BERT models runs on them unchanged (tensorflow_hub's
@@ -54,11 +53,9 @@ from bert_tf.models.encoder import INPUT_NAMES, check_input_shapes
 from bert_tf.serving import export, output_folder, registry
 from bert_tf.serving import signatures as sig
 from bert_tf.text import input_layout_graph
-from bert_tf.text.vocab import VocabFile
 
 # TF Hub's names of the encoder inputs, in the order of bert_tf's `INPUT_NAMES`.
 HUB_INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-DEFAULT_SEQ_LENGTH = 128
 PREPROCESSOR, ENCODER = "preprocessor", "encoder"
 # Why a model with heads has no TF Hub export.
 INTERFACE = ("TF Hub's BERT interface is a preprocessor and an encoder (pooled and "
@@ -154,10 +151,11 @@ class _PackInputs(tf.train.Checkpoint):
 class HubPreprocessor(tf.train.Checkpoint):
     """The preprocessor SavedModel's root object (see the module docstring)."""
 
-    def __init__(self, vocab_file, do_lower_case, seq_length):
+    def __init__(self, preprocessor):
         super().__init__()
-        vocab = VocabFile.read(vocab_file).tokens
-        self.tokenizer = sig.ServingTokenizer(vocab_file, do_lower_case)
+        vocab, seq_length = preprocessor.vocab.tokens, preprocessor.max_seq_length
+        self.tokenizer = sig.ServingTokenizer(preprocessor.vocab_file,
+                                              preprocessor.do_lower_case)
         self.tokenize = _Tokenize(self.tokenizer, vocab)
         self.bert_pack_inputs = _PackInputs(self.tokenizer, seq_length)
         tokenizer = self.tokenizer
@@ -175,7 +173,7 @@ class HubPreprocessor(tf.train.Checkpoint):
 class HubEncoder(tf.train.Checkpoint):
     """The encoder SavedModel's root object (see the module docstring)."""
 
-    def __init__(self, model, vocab_file, do_lower_case):
+    def __init__(self, model, preprocessor):
         super().__init__()
         # The Keras model stays out of the object graph (see export.ServingModule); its
         # variables are tracked here, the seed states of dropout among them.
@@ -183,8 +181,8 @@ class HubEncoder(tf.train.Checkpoint):
                           for v in model.variables]
         self.trainable_variables = [v for v in self.variables if v.trainable]
         self.regularization_losses = []
-        self.vocab_file = tf.saved_model.Asset(vocab_file)
-        self.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False)
+        self.vocab_file = tf.saved_model.Asset(preprocessor.vocab_file)
+        self.do_lower_case = tf.Variable(preprocessor.do_lower_case, trainable=False)
         hub_outputs = registry.for_model(model).hub_outputs  # None: the model's own
 
         def outputs(inputs, training):
@@ -215,16 +213,15 @@ class HubEncoder(tf.train.Checkpoint):
         self.serving_default = serve
 
 
-def export_tfhub(model, export_dir, vocab_file, do_lower_case,
-                 seq_length=DEFAULT_SEQ_LENGTH, overwrite=False):
+def export_tfhub(model, preprocessor, export_dir, overwrite=False):
     """Writes `export_dir/preprocessor` and `export_dir/encoder` (see the module docstring).
 
     Args:
         model: A BertEncoder.
+        preprocessor: The `Preprocessor` the model was trained with: its vocab and case,
+            and as `max_seq_length` the hub preprocessor's default sequence length (its
+            root call, and `bert_pack_inputs` without `seq_length`).
         export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
-        vocab_file, do_lower_case: The tokenizer the model was trained with.
-        seq_length: The preprocessor's default sequence length (its root call, and
-            `bert_pack_inputs` without `seq_length`).
         overwrite: Replace what `export_dir` holds.
 
     Returns:
@@ -234,19 +231,19 @@ def export_tfhub(model, export_dir, vocab_file, do_lower_case,
             length or folder at fault, before anything is written.
     """
     check_model_class(type(model))
-    export.check_model_and_vocab(model, type(model), vocab_file, seq_length)
+    export.check_model_and_vocab(model, type(model), preprocessor)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    preprocessor = HubPreprocessor(vocab_file, do_lower_case, seq_length)
-    encoder = HubEncoder(model, vocab_file, do_lower_case)
+    hub_preprocessor = HubPreprocessor(preprocessor)
+    encoder = HubEncoder(model, preprocessor)
 
     def write(folder):
         os.makedirs(folder)
-        tf.saved_model.save(preprocessor, os.path.join(folder, PREPROCESSOR),
-                            signatures={"serving_default": preprocessor.__call__})
+        tf.saved_model.save(hub_preprocessor, os.path.join(folder, PREPROCESSOR),
+                            signatures={"serving_default": hub_preprocessor.__call__})
         tf.saved_model.save(encoder, os.path.join(folder, ENCODER),
                             signatures={"serving_default": encoder.serving_default})
 
     output_folder.write_folder(target, write)
     logging.info("Exported a TF Hub preprocessor (seq_length %d) and encoder to %s",
-                 seq_length, target)
+                 preprocessor.max_seq_length, target)
     return target

@@ -147,8 +147,8 @@ def _execute_steps(task, context) -> Outcome:
         logging.info("Exporting the model of global_step %d%s", runner.global_step,
                      f" (the best checkpoint, {runner.best})" if runner.best else "")
         written.append(export.export_finetuned_model(
-            runner.model, export_dir, task.model_type, context.vocab.path,
-            options.do_lower_case, options.max_seq_length, **task.export_options()))
+            runner.model, context.preprocessor(task.text_pair), export_dir,
+            task.model_type, **task.export_options()))
     logging.info("Done: %s at global_step %d in %s%s", task.name, runner.global_step,
                  options.output_dir, "; wrote " + ", ".join(written) if written else "")
     return Outcome(results, runner)

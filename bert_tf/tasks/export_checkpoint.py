@@ -39,6 +39,7 @@ from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.sentence_embeddings import sentence_transformers
 from bert_tf.tasks import option_groups as groups
 from bert_tf.text import tokenization
+from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import loop
 from bert_tf.weights import checkpoints
@@ -322,9 +323,10 @@ def export_from_checkpoint(options: ExportOptions) -> str:
                                 "--vocab_file")
     if not options.export_dir:
         raise ValueError("--export_dir is required")
+    vocab = VocabFile.read(vocab_file)
     if not options.allow_case_mismatch:
-        tokenization.check_case_matches(options.do_lower_case, VocabFile.read(vocab_file).tokens,
-                                        vocab_file, options.init_checkpoint)
+        tokenization.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
+                                        options.init_checkpoint)
     model_type = model_registry.get(options.model_type).name
     # --overwrite never removes what the export reads (a run folder, its vocab).
     fileio.check_outputs_apart(
@@ -343,37 +345,40 @@ def export_from_checkpoint(options: ExportOptions) -> str:
     _check_run_settings(options.init_checkpoint, saved, model_type,
                         signature.get("label_names"))
     model = load_model(model_type, options, head)
+    # A classifier's pairing is the run's; other models read what their type reads.
+    preprocessor = Preprocessor(
+        vocab, options.do_lower_case, options.max_seq_length,
+        text_pair=options.text_pair if model_registry.get(model_type).hf_problem_type
+        else None)
+    return _export(model, model_type, preprocessor, options, signature, problem_type)
+
+
+def _export(model, model_type, preprocessor, options, signature, problem_type):
+    """Writes `model` in `options.export_format` with its format's exporter."""
+    target = options.export_dir
     if options.export_format == "huggingface":
         return huggingface.export_huggingface(
-            model, options.export_dir, vocab_file, options.do_lower_case,
-            label_names=signature.get("label_names"),
+            model, preprocessor, target, label_names=signature.get("label_names"),
             problem_type=problem_type, overwrite=options.overwrite)
     if options.export_format == "keras_hub":
-        return keras_hub.export_keras_hub(model, options.export_dir, vocab_file,
-                                          options.do_lower_case, options.max_seq_length,
+        return keras_hub.export_keras_hub(model, preprocessor, target,
                                           overwrite=options.overwrite)
     if options.export_format == "tfhub":
-        return tfhub.export_tfhub(model, options.export_dir, vocab_file,
-                                  options.do_lower_case, options.max_seq_length,
-                                  overwrite=options.overwrite)
+        return tfhub.export_tfhub(model, preprocessor, target, overwrite=options.overwrite)
     if options.export_format == sentence_transformers.FORMAT:
         return sentence_transformers.export_sentence_transformers(
-            model, options.export_dir, vocab_file, options.do_lower_case,
-            options.max_seq_length, overwrite=options.overwrite)
+            model, preprocessor, target, overwrite=options.overwrite)
     if options.export_format in ("litert", "onnx"):
         exporter = litert.export_litert if options.export_format == "litert" else \
             onnx_export.export_onnx
         return exporter(
-            model, options.export_dir, vocab_file, options.do_lower_case,
-            options.max_seq_length, label_names=signature.get("label_names"),
+            model, preprocessor, target, label_names=signature.get("label_names"),
             quantize=options.quantize, problem_type=problem_type,
-            text_pair=options.text_pair, max_query_length=signature.get("max_query_length"),
-            overwrite=options.overwrite)
+            max_query_length=signature.get("max_query_length"), overwrite=options.overwrite)
     if problem_type == "multi_label_classification":  # sigmoid per label
         signature["multi_label"] = True
         if options.multi_label_threshold is not None:
             signature["multi_label_threshold"] = options.multi_label_threshold
-    return export.export_finetuned_model(model, options.export_dir, model_type, vocab_file,
-                                         options.do_lower_case, options.max_seq_length,
+    return export.export_finetuned_model(model, preprocessor, target, model_type,
                                          overwrite=options.overwrite,
                                          versioned=options.versioned, **signature)

@@ -14,6 +14,8 @@ import dataclasses
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import driver
 from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
+from bert_tf.tasks.distillation.options import DistillationOptions
+from bert_tf.tasks.distillation.task import DistillationTask
 from bert_tf.tasks.electra.task import ElectraOptions, ElectraTask
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions, MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerOptions, NerTask
@@ -63,6 +65,10 @@ TASKS = {entry.name: entry for entry in (
               "sentence vectors (a bi-encoder): CoSENT / cosine MSE on scored pairs (GLUE "
               "STS-B), in-batch negatives on pairs or triplets; Spearman and retrieval "
               "scores"),
+    TaskEntry("distillation", DistillationOptions, DistillationTask,
+              ("teacher", "output_dir"),
+              "a smaller student of a fine-tuned classification, NER or SQuAD run "
+              "(--teacher): soft targets, hidden-state and attention losses"),
 )}
 
 

@@ -48,7 +48,9 @@ def describe(task, context) -> dict:
         "labels": task.labels,
         "options": options_lib.options_to_dict(context.options),
         "model": context.config.to_dict(),
-        "export": task.export_options(),
+        # The serving settings, with the pairing of the run's Preprocessor.
+        "export": {**task.export_options(), **({} if task.text_pair is None
+                                               else {"text_pair": task.text_pair})},
         "vocab": {"sha256": vocab.sha256 if vocab else None,
                   "do_lower_case": getattr(context.options, "do_lower_case", None)},
     }
@@ -141,7 +143,10 @@ CONTINUATION_OPTIONS = (
     "multi_label", "long_document", "head_initializer", "dropout_rate", "class_weights",
     "version_2_with_negative", "min_score", "max_score", "negative_column", "loss",
     "pooling", "normalize", "similarity_scale", "temperature", "generator_config_file",
-    "generator_hidden_size", "generator_layers", "gen_weight", "disc_weight")
+    "generator_hidden_size", "generator_layers", "gen_weight", "disc_weight",
+    "teacher", "student_layers", "student_config_file", "student_init_checkpoint",
+    "soft_temperature", "soft_weight", "hard_weight", "hidden_weight", "hidden_loss",
+    "attention_weight", "attention_loss", "layer_map", "transfer_file", "cache_teacher")
 
 
 # The length of the run: a continued run may train for more (or fewer) steps. It goes on

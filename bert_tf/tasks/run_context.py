@@ -21,6 +21,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.text import tokenization
+from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import distribute
 from bert_tf.weights import checkpoints
@@ -121,6 +122,12 @@ class RunContext:
     def tokenizer(self) -> tokenization.FullTokenizer:
         """The run's tokenizer, on the vocab read once."""
         return tokenization.FullTokenizer(self.vocab, do_lower_case=self.options.do_lower_case)
+
+    def preprocessor(self, text_pair=None) -> Preprocessor:
+        """The run's text settings (vocab read once, case, max_seq_length) as the
+        `Preprocessor` that exports and the Python library take."""
+        return Preprocessor(self.vocab, self.options.do_lower_case,
+                            self.options.max_seq_length, text_pair=text_pair)
 
     @property
     def output_dir(self) -> str:

@@ -59,6 +59,8 @@ class Task:
       needs_pretrained_encoder: Training starts from init_checkpoint; without one (and
         without a checkpoint to resume) the run needs allow_random_encoder.
       needs_vocab: The task tokenizes (the run context then requires a vocab).
+      text_pair: Its model reads sentence pairs (True), single texts (False) or either
+        (None): the run's `Preprocessor` says so to exports.
       records_run_settings: Check and record the output_dir's run_settings.json.
       train_eval_split: The split scored while training (`eval_every_steps`): "eval",
         the dev data of do_eval (SQuAD: "predict", its predict_file is the dev set).
@@ -70,6 +72,7 @@ class Task:
     train_eval_split = "eval"
     needs_pretrained_encoder = True
     needs_vocab = True
+    text_pair = None
     # What the run writes into output_dir (`run_context.check_run_inputs`).
     output_patterns = run_context.RUN_OUTPUT_PATTERNS + ("*.tf_record",)
     records_run_settings = True  # run_settings.json guards the output_dir

@@ -39,7 +39,8 @@ class Preprocessor(keras.layers.Layer):
     """Texts or text pairs -> dict of int32 [B, L] `input_ids`, `input_mask`, `segment_ids`.
 
     Args:
-      vocab_file: vocab.txt path (must hold `[UNK]`, `[CLS]`, `[SEP]`).
+      vocab_file: vocab.txt path (must hold `[UNK]`, `[CLS]`, `[SEP]`), or a
+        `bert_tf.text.vocab.VocabFile` already read.
       do_lower_case: uncased rules (an uncased model's).
       max_seq_length: Longest row, special tokens included.
       text_pair: True: every call gives pairs; False: single texts; None: either.
@@ -60,7 +61,8 @@ class Preprocessor(keras.layers.Layer):
                 or max_seq_length < least):
             raise ValueError(f"max_seq_length={max_seq_length!r}: expected an integer of at "
                              f"least {least} (the special tokens and one text token)")
-        self.vocab = vocab_lib.VocabFile.read(vocab_file)
+        self.vocab = (vocab_file if isinstance(vocab_file, vocab_lib.VocabFile)
+                      else vocab_lib.VocabFile.read(vocab_file))
         vocab_lib.check_vocab_has_unk(self.vocab.tokens, self.vocab.path)
         missing = [token for token in ("[CLS]", "[SEP]") if token not in self.vocab.tokens]
         if missing:

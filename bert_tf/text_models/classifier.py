@@ -40,6 +40,7 @@ class TextClassifier(TextModel):
     """
 
     model_type = MODEL_TYPE
+    task_model_argument = "classifier"
 
     def __init__(self, classifier, preprocessor, labels=None, trained_from=None, **kwargs):
         kwargs.setdefault("name", "text_classifier")

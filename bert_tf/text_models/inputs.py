@@ -25,15 +25,15 @@ def text_columns(x, text_pair):
                          "was trained on single texts" if pair else "x holds single texts, "
                          "but this model takes sentence pairs: pass x=(texts_a, texts_b)")
     names = ("x[0] (texts_a)", "x[1] (texts_b)") if pair else ("x",)
-    columns = [_texts(column, name) for column, name in zip(x if pair else (x,), names)]
+    columns = [text_column(column, name) for column, name in zip(x if pair else (x,), names)]
     if pair and len(columns[0]) != len(columns[1]):
         raise ValueError(f"x[0] has {len(columns[0])} texts but x[1] has "
                          f"{len(columns[1])}: expected one second text per first text")
     return columns
 
 
-def _texts(column, name):
-    """One column as a list of non-empty str."""
+def text_column(column, name):
+    """One column (`name` in errors) as a list of non-empty str."""
     if isinstance(column, str):
         column = [column]
     if isinstance(column, (bytes, dict)) or not hasattr(column, "__len__"):

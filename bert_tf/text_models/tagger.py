@@ -49,6 +49,7 @@ class TextTagger(TextModel):
     """
 
     model_type = MODEL_TYPE
+    task_model_argument = "tagger"
 
     def __init__(self, tagger, preprocessor, labels, doc_stride=DOC_STRIDE, trained_from=None,
                  **kwargs):

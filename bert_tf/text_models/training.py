@@ -33,11 +33,13 @@ Recipe = options_lib.compose(
 class TextModel(keras.Model):
     """A task model of `bert_tf.models` with its `Preprocessor` (see the module docstring).
 
-    Subclasses give `model_type`, `targets(y, n)`, `default_loss_and_metrics()`,
+    Subclasses give `model_type`, `task_model_argument` (their constructor's name for
+    the task model), `targets(y, n)`, `default_loss_and_metrics()`,
     `outputs_of(predictions)` and `run_description()`.
     """
 
     model_type = None
+    task_model_argument = "task_model"
 
     def __init__(self, task_model, preprocessor, trained_from=None, **kwargs):
         super().__init__(**kwargs)
@@ -49,15 +51,16 @@ class TextModel(keras.Model):
 
     def get_config(self):
         config = super().get_config()
-        config.update(task_model=keras.saving.serialize_keras_object(self.task_model),
-                      preprocessor=keras.saving.serialize_keras_object(self.preprocessor),
+        config[self.task_model_argument] = keras.saving.serialize_keras_object(
+            self.task_model)
+        config.update(preprocessor=keras.saving.serialize_keras_object(self.preprocessor),
                       trained_from=self.trained_from)
         return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        for name in ("task_model", "preprocessor"):
+        for name in (cls.task_model_argument, "preprocessor"):
             config[name] = keras.saving.deserialize_keras_object(config[name])
         return cls(**config)
 
@@ -89,7 +92,7 @@ class TextModel(keras.Model):
           seed: Shuffling seed (default: a new order each run).
           **kwargs: Keras's `fit` arguments (`callbacks`, `verbose`, ...).
         """
-        if not _is_text(x):
+        if not is_text(x):
             return super().fit(x, y, validation_data=validation_data, batch_size=batch_size,
                                epochs=epochs or 1, **kwargs)
         recipe = Recipe(do_train=True, **given(train_batch_size=batch_size,
@@ -119,7 +122,7 @@ class TextModel(keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
         """The loss and metrics on texts and labels (a dict), or Keras's `evaluate`."""
-        if not _is_text(x):
+        if not is_text(x):
             return super().evaluate(x, y, batch_size=batch_size, **kwargs)
         self._check_trained("evaluate")
         if not self.compiled:
@@ -130,7 +133,7 @@ class TextModel(keras.Model):
 
     def predict(self, x, batch_size=None, **kwargs):
         """The answers for texts (see the subclass's `outputs_of`), or Keras's `predict`."""
-        if not _is_text(x):
+        if not is_text(x):
             return super().predict(x, batch_size=batch_size, **kwargs)
         self._check_trained("predict")
         return self.predictions(x, inputs.check_batch_size(batch_size or 32), **kwargs)
@@ -206,11 +209,11 @@ def given(**values):
     return {name: value for name, value in values.items() if value is not None}
 
 
-def _is_text(x):
+def is_text(x):
     """Whether `x` is raw text (texts, or a tuple of two columns) rather than model
     inputs (token dicts, tensors of ids, a tf.data.Dataset)."""
     if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], dict):
-        return _is_text(x[0])
+        return is_text(x[0])
     if isinstance(x, (str, list)):
         return True
     if isinstance(x, (dict, tf.data.Dataset)) or x is None:

@@ -196,7 +196,8 @@ def get_processor(task_name: str, **generic_options):
         return XnliProcessor(**generic_options)
     if name == "generic":
         return text_files.GenericProcessor(**generic_options)
-    raise ValueError(f"unknown task_name {task_name!r}; known tasks: {', '.join(TASK_NAMES)}")
+    raise ValueError(f"unknown task_name {task_name!r}; known tasks: {', '.join(TASK_NAMES)} "
+                     "(your own DataProcessor: --processor_module)")
 
 
 @dataclasses.dataclass

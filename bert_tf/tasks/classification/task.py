@@ -32,7 +32,7 @@ from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks import driver, run_config, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
-from bert_tf.tasks.classification import metrics, multi_label
+from bert_tf.tasks.classification import metrics, multi_label, user_processors
 from bert_tf.tasks.options import FinetuneOptions
 from bert_tf.tasks.task import Task, TrainData, cached_features, plan_packing
 from bert_tf.train import finetune_packing
@@ -46,7 +46,10 @@ class ClassifierData(OptionGroup):
     """The task and, for the generic task, its columns, labels and long texts."""
     task_name: str = option(
         "", f"One of: {', '.join(classification_data.TASK_NAMES)} (generic: your own "
-        "train/dev/test .tsv/.csv/.jsonl files).")
+        "train/dev/test .tsv/.csv/.jsonl files), or a name --processor_module adds.")
+    processor_module: Optional[str] = option(
+        None, "A .py file (or module name) of your DataProcessor classes in the original's "
+        "style: its `processors` dict {task_name: class} adds those --task_name values.")
     text_pair_column: Optional[str] = option(None, "generic task: column of the second text.")
     label_column: str = option("label", "generic task: column of the label.")
     labels: Optional[list] = option(None, "generic task: class names in id order (default: "
@@ -89,11 +92,14 @@ ClassifierOptions = compose(
 def make_processor(options: ClassifierOptions):
     """The task's processor; a generic task without labels that does not train uses
     those of its trained run: output_dir's, else init_checkpoint's (a run's folder or
-    checkpoint)."""
+    checkpoint). `processor_module` is imported first: its task names are found too."""
     name = options.task_name.strip().lower()
     if options.multi_label and name not in ("generic", "csv", "tsv", "jsonl"):
         raise ValueError(f"multi_label needs task_name=generic (your own files); task "
                          f"{options.task_name!r} has one label per example")
+    processor = user_processors.find(options)  # your own, in the original's style
+    if processor is not None:
+        return processor
     if name in ("generic", "csv", "tsv", "jsonl"):
         labels, origin = options.labels, None
         if not labels and not options.is_regression and not options.do_train:
@@ -165,6 +171,7 @@ class ClassificationTask(Task):
         super().__init__(options)
         self.processor = make_processor(options)
         self.name = f"classification/{self.processor.name}"
+        self.text_pair = _has_pairs(self.processor)
         self.label_list, self.examples = None, {}
         self.window_counts = {}  # split -> windows [N] of each example (long documents)
         self.multi_label = options.multi_label
@@ -392,8 +399,7 @@ class ClassificationTask(Task):
         logging.info("Wrote %s for %d examples", ", ".join(written), len(examples))
 
     def export_options(self):
-        options = {"label_names": self.label_list, "is_regression": self.is_regression,
-                   "text_pair": _has_pairs(self.processor)}
+        options = {"label_names": self.label_list, "is_regression": self.is_regression}
         if self.multi_label:
             options.update(multi_label=True,
                            multi_label_threshold=self.options.multi_label_threshold)

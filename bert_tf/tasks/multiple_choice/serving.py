@@ -116,14 +116,14 @@ def signatures(module):
             "serve_examples": serve_examples.get_concrete_function()}
 
 
-def export_multiple_choice(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                           overwrite=False, versioned=False):
+def export_multiple_choice(model, preprocessor, export_dir, overwrite=False,
+                           versioned=False):
     """Exports a `BertMultipleChoice`: `context`, `question` and `choices` [B, C] in,
-    per-choice `probabilities` out. Args as `export.export_classifier`; `max_seq_length`
-    is the length of each choice's row."""
-    export.check_model_and_vocab(model, BertMultipleChoice, vocab_file, max_seq_length)
+    per-choice `probabilities` out. Args as `export.export_classifier`; the
+    preprocessor's `max_seq_length` is the length of each choice's row."""
+    export.check_model_and_vocab(model, BertMultipleChoice, preprocessor)
     target = export.resolve_export_dir(export_dir, overwrite=overwrite, versioned=versioned)
-    module = export.ServingModule(model, vocab_file, do_lower_case, max_seq_length)
+    module = export.ServingModule(model, preprocessor)
     return export.write_saved_model(module, signatures(module), target)
 
 

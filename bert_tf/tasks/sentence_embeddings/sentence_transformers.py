@@ -2,8 +2,7 @@
 (`bert-export-model --export_format=sentence_transformers`) and one read as ours
 (`--init_checkpoint` of bert-encode, bert-export-model and the task).
 
-    path = export_sentence_transformers(model, export_dir, vocab_file, do_lower_case,
-                                        max_seq_length, overwrite=False)
+    path = export_sentence_transformers(model, preprocessor, export_dir, overwrite=False)
     SentenceTransformer(path).encode(texts)      # equal to our vectors (1e-5)
     folder = read_folder("all-MiniLM-L6-v2")     # pooling, normalize, where the BERT is
 
@@ -194,15 +193,15 @@ def folder_files(model, max_seq_length) -> dict:
             os.path.join(POOLING_FOLDER, "config.json"): dump(pooling)}
 
 
-def export_sentence_transformers(model, export_dir, vocab_file, do_lower_case,
-                                 max_seq_length, overwrite=False):
+def export_sentence_transformers(model, preprocessor, export_dir, overwrite=False):
     """Writes `model` as a sentence-transformers folder (see the module docstring).
 
     Args:
       model: A built `SentenceEncoder`.
+      preprocessor: The `Preprocessor` the model was trained with: its vocab and case,
+        and its `max_seq_length` (texts are cut to this many tokens, [CLS] and [SEP]
+        included).
       export_dir: The folder to write: missing or empty, or replaced with `overwrite`.
-      vocab_file, do_lower_case: The tokenizer the model was trained with.
-      max_seq_length: Texts are cut to this many tokens ([CLS] and [SEP] included).
       overwrite: Replace what `export_dir` holds.
 
     Returns:
@@ -212,12 +211,12 @@ def export_sentence_transformers(model, export_dir, vocab_file, do_lower_case,
         anything is written.
     """
     check_model_class(type(model))
-    export.check_model_and_vocab(model, SentenceEncoder, vocab_file, max_seq_length)
+    export.check_model_and_vocab(model, SentenceEncoder, preprocessor)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    files = folder_files(model, max_seq_length)
+    files = folder_files(model, preprocessor.max_seq_length)
 
     def write(folder):
-        huggingface.export_huggingface(model.encoder, folder, vocab_file, do_lower_case)
+        huggingface.export_huggingface(model.encoder, preprocessor, folder)
         for subfolder in (POOLING_FOLDER, NORMALIZE_FOLDER if model.normalize else None):
             if subfolder:
                 os.makedirs(os.path.join(folder, subfolder))

@@ -128,13 +128,13 @@ def text_signature(module):
     return serve_text.get_concrete_function()
 
 
-def export_sentence_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                            overwrite=False, versioned=False):
+def export_sentence_encoder(model, preprocessor, export_dir, overwrite=False,
+                            versioned=False):
     """Exports a `SentenceEncoder` as a SavedModel (see the module docstring). Args as
     `bert_tf.serving.export.export_classifier`."""
-    export.check_model_and_vocab(model, SentenceEncoder, vocab_file, max_seq_length)
-    return export.export_signatures(model, vocab_file, do_lower_case, max_seq_length,
-                                    export_dir, make_default=text_signature,
+    export.check_model_and_vocab(model, SentenceEncoder, preprocessor)
+    return export.export_signatures(model, preprocessor, export_dir,
+                                    make_default=text_signature,
                                     overwrite=overwrite, versioned=versioned)
 
 

@@ -236,19 +236,25 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False,
     Raises:
       SquadFormatError: the JSON is not SQuAD-shaped (message: file and element path).
     """
+    return squad_examples(load_squad_json(input_file), input_file, is_training,
+                          version_2_with_negative, stats)
+
+
+def squad_examples(data, path, is_training, version_2_with_negative=False, stats=None):
+    """`read_squad_examples` of a SQuAD file's `data` list already in memory (`path`
+    names it in errors and warnings)."""
     stats = collections.Counter() if stats is None else stats
-    data = load_squad_json(input_file)
     examples, seen_ids = [], {}
     for entry_index, entry in enumerate(data):
         where = f"data[{entry_index}]"
-        paragraphs = require_field(entry, "paragraphs", list, input_file, where)
+        paragraphs = require_field(entry, "paragraphs", list, path, where)
         for paragraph_index, paragraph in enumerate(paragraphs):
             examples.extend(_paragraph_examples(
-                paragraph, input_file, f"{where}.paragraphs[{paragraph_index}]",
+                paragraph, path, f"{where}.paragraphs[{paragraph_index}]",
                 is_training, version_2_with_negative, stats, seen_ids))
     if stats["skipped_answer_not_found"]:
         logger.warning("%s: %d of %d questions skipped: answer text not found at "
-                       "answer_start", input_file, stats["skipped_answer_not_found"],
+                       "answer_start", path, stats["skipped_answer_not_found"],
                        stats["questions"])
     return examples
 

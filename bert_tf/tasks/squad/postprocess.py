@@ -13,6 +13,9 @@ Behaves as `write_predictions` of google-research/bert `run_squad.py`:
   windows; the answer is "" when null score - best non-null score exceeds
   `null_score_diff_threshold`, and that difference is written to `null_odds.json`.
 
+`best_answers` gives the same answers with their n-best probability and where they lie
+in the context (what `bert_tf.TextQuestionAnswerer.predict` returns).
+
 The original crashes on a v2.0 example whose n-best holds no non-null answer; here the
 prediction is "" and its null odds are the null score against a zero score.
 """
@@ -35,8 +38,13 @@ RawResult = collections.namedtuple("RawResult",
 _PrelimPrediction = collections.namedtuple(
     "PrelimPrediction",
     ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
+# span: (first word, last word, first and last character of the text in those words
+# joined by single spaces) of a non-null answer; None for "" and "empty".
 _NbestPrediction = collections.namedtuple("NbestPrediction",
-                                          ["text", "start_logit", "end_logit"])
+                                          ["text", "start_logit", "end_logit", "span"],
+                                          defaults=(None,))
+# What `best_answers` gives for each question.
+Answer = collections.namedtuple("Answer", ["text", "probability", "span", "null_odds"])
 
 
 def _strip_spaces(text):
@@ -70,6 +78,14 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None,
     Returns:
       The substring of `orig_text` that matches the prediction.
     """
+    start, end = final_text_span(pred_text, orig_text, do_lower_case, basic_tokenizer,
+                                 verbose_logging)
+    return orig_text[start:end + 1]
+
+
+def final_text_span(pred_text, orig_text, do_lower_case, basic_tokenizer=None,
+                    verbose_logging=False):
+    """`get_final_text` as (first, last) character indices into `orig_text`."""
     if basic_tokenizer is None:
         basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
     tok_text = " ".join(basic_tokenizer.tokenize(orig_text))
@@ -77,7 +93,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None,
         if verbose_logging:
             logger.info("get_final_text: %s (pred %r, orig %r, tokenized %r)", reason,
                         pred_text, orig_text, tok_text)
-        return orig_text
+        return 0, len(orig_text) - 1
 
     start_position = tok_text.find(pred_text)
     if start_position == -1:
@@ -100,7 +116,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None,
     orig_end_position = to_orig(end_position)
     if orig_start_position is None or orig_end_position is None:
         return give_up("could not map the start or end position")
-    return orig_text[orig_start_position:(orig_end_position + 1)]
+    return orig_start_position, orig_end_position
 
 
 def _get_best_indexes(logits, n_best_size):
@@ -146,7 +162,7 @@ def _feature_candidates(feature, feature_index, result, n_best_size,
 
 
 def _span_text(example, feature, pred, do_lower_case, basic_tokenizer, verbose_logging):
-    """Original-context text of a non-null candidate."""
+    """(original-context text, span: see `_NbestPrediction`) of a non-null candidate."""
     tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
     orig_doc_start = feature.token_to_orig_map[pred.start_index]
     orig_doc_end = feature.token_to_orig_map[pred.end_index]
@@ -156,8 +172,9 @@ def _span_text(example, feature, pred, do_lower_case, basic_tokenizer, verbose_l
     tok_text = tok_text.replace(" ##", "").replace("##", "")
     tok_text = " ".join(tok_text.strip().split())
     orig_text = " ".join(orig_tokens)
-    return get_final_text(tok_text, orig_text, do_lower_case, basic_tokenizer,
-                          verbose_logging)
+    start, end = final_text_span(tok_text, orig_text, do_lower_case, basic_tokenizer,
+                                 verbose_logging)
+    return orig_text[start:end + 1], (orig_doc_start, orig_doc_end, start, end)
 
 
 def _example_nbest(example, features, results, settings, basic_tokenizer):
@@ -185,14 +202,14 @@ def _example_nbest(example, features, results, settings, basic_tokenizer):
     for pred in prelim:
         if len(nbest) >= n_best_size:
             break
-        final_text = ""
+        final_text, span = "", None
         if pred.start_index > 0:  # a non-null prediction
-            final_text = _span_text(example, features[pred.feature_index], pred,
-                                    do_lower_case, basic_tokenizer, verbose)
+            final_text, span = _span_text(example, features[pred.feature_index], pred,
+                                          do_lower_case, basic_tokenizer, verbose)
             if final_text in seen:
                 continue
         seen.add(final_text)
-        nbest.append(_NbestPrediction(final_text, pred.start_logit, pred.end_logit))
+        nbest.append(_NbestPrediction(final_text, pred.start_logit, pred.end_logit, span))
     if version_2 and "" not in seen:
         nbest.append(_NbestPrediction("", null[1], null[2]))
     if not nbest:  # rare: no valid span at all
@@ -225,6 +242,47 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size=20,
     Raises:
       ValueError: a feature has no result.
     """
+    predictions = collections.OrderedDict()
+    all_nbest = collections.OrderedDict()
+    null_odds = collections.OrderedDict()
+    for example, nbest, best, odds in _decoded(
+            all_examples, all_features, all_results, n_best_size, max_answer_length,
+            do_lower_case, version_2_with_negative, null_score_diff_threshold,
+            verbose_logging):
+        all_nbest[example.qas_id] = _nbest_json(nbest)
+        predictions[example.qas_id] = nbest[best].text
+        if version_2_with_negative:
+            null_odds[example.qas_id] = odds
+    return predictions, all_nbest, null_odds
+
+
+def best_answers(all_examples, all_features, all_results, n_best_size=20,
+                 max_answer_length=30, do_lower_case=True, version_2_with_negative=False,
+                 null_score_diff_threshold=0.0, verbose_logging=False):
+    """The answer of every example, as `compute_predictions` decodes it, with where it
+    lies (arguments: `compute_predictions`'s).
+
+    Returns:
+      A list of `Answer` in example order: its text, its n-best probability, its span
+      (first and last word of `doc_tokens`, first and last character of the text in
+      those words joined by single spaces; None for "" and "empty") and its null odds
+      (None for v1.1).
+    """
+    answers = []
+    for _, nbest, best, odds in _decoded(
+            all_examples, all_features, all_results, n_best_size, max_answer_length,
+            do_lower_case, version_2_with_negative, null_score_diff_threshold,
+            verbose_logging):
+        probability = _nbest_json(nbest)[best]["probability"]
+        answers.append(Answer(nbest[best].text, probability, nbest[best].span, odds))
+    return answers
+
+
+def _decoded(all_examples, all_features, all_results, n_best_size, max_answer_length,
+             do_lower_case, version_2_with_negative, null_score_diff_threshold,
+             verbose_logging):
+    """Yields (example, n-best, index of its answer in the n-best, null odds or None
+    for v1.1) for every example (see `compute_predictions`)."""
     example_index_to_features = collections.defaultdict(list)
     for feature in all_features:
         example_index_to_features[feature.example_index].append(feature)
@@ -236,20 +294,15 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size=20,
     settings = (n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
                 verbose_logging)
     basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-    predictions = collections.OrderedDict()
-    all_nbest = collections.OrderedDict()
-    null_odds = collections.OrderedDict()
     for example_index, example in enumerate(all_examples):
         nbest, score_null = _example_nbest(
             example, example_index_to_features[example_index], results, settings,
             basic_tokenizer)
-        all_nbest[example.qas_id] = _nbest_json(nbest)
         if not version_2_with_negative:
-            predictions[example.qas_id] = nbest[0].text
+            yield example, nbest, 0, None
             continue
-        predictions[example.qas_id], null_odds[example.qas_id] = _null_decision(
-            nbest, score_null, null_score_diff_threshold)
-    return predictions, all_nbest, null_odds
+        text, odds = _null_decision(nbest, score_null, null_score_diff_threshold)
+        yield example, nbest, [entry.text for entry in nbest].index(text), odds
 
 
 def _nbest_json(nbest):
