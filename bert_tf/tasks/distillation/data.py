@@ -1,0 +1,143 @@
+"""The student's training record: the teacher task's training features, the transfer
+set's, and the teacher's outputs for each, computed once.
+
+    rows = feature_rows(train_record) + feature_rows(transfer_record, labelled=False)
+    count = write_distill_record(path, rows, teacher_fn, batch_size=64)
+    dataset_fn = distill_dataset_fn(path, batch_size=32, seed=1, trim_padding=True)
+
+`distill_train.tf_record` holds every feature of the task's own record (any task whose
+training features are a record of fixed-length features), plus `distill_labelled` (1 for
+a training example, 0 for a transfer row: soft loss only) and, with a cached teacher,
+`teacher/<output>` (the teacher's logits, flattened) per row.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.tasks.text_files import InputExample
+from bert_tf.text import input_layout_graph
+from bert_tf.train import records
+
+LABELLED = "distill_labelled"
+TEACHER_PREFIX = "teacher/"
+RECORD_NAME = "distill_train.tf_record"
+TRANSFER_RECORD_NAME = "transfer.tf_record"
+
+
+def read_transfer_examples(path: str, pairs: bool, label) -> list:
+    """The transfer file's texts as `InputExample`s with the placeholder `label` (never
+    trained on: their rows take the soft loss only).
+
+    Args:
+      path: UTF-8 text, one text a line; with `pairs`, two texts separated by a tab.
+      pairs: The teacher reads sentence pairs.
+      label: A label the task's features accept.
+
+    Raises:
+      ValueError: naming --transfer_file (and the line) for a file that is not text, a
+        pair line without a tab, or no text at all.
+    """
+    examples = []
+    try:
+        lines = list(fileio.iter_text_lines(path))
+    except ValueError as error:
+        raise ValueError(f"--transfer_file: {error}") from None
+    for number, line in lines:
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        text_a, text_b = line, None
+        if pairs:
+            if "\t" not in line:
+                raise ValueError(f"--transfer_file={path}:{number}: the teacher reads "
+                                 "sentence pairs; expected two texts separated by a tab")
+            text_a, text_b = line.split("\t", 1)
+        examples.append(InputExample(f"transfer-{len(examples)}", text_a, text_b, label,
+                                     source=f"{path}:{number}"))
+    if not examples:
+        raise ValueError(f"--transfer_file={path}: no text (every line is empty)")
+    return examples
+
+
+def feature_rows(record_path: str, labelled: bool = True) -> list:
+    """The serialized `tf.train.Example`s of a record, each with `distill_labelled`."""
+    rows = []
+    for serialized in tf.data.TFRecordDataset(record_path).as_numpy_iterator():
+        example = tf.train.Example.FromString(serialized)
+        example.features.feature[LABELLED].int64_list.value.append(int(labelled))
+        rows.append(example)
+    return rows
+
+
+def feature_spec(example: tf.train.Example) -> dict:
+    """`tf.io.parse_example`'s spec of the fixed-length features of `example` (a value
+    of length 1 is a scalar)."""
+    spec = {}
+    for name, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        values = getattr(feature, kind).value
+        dtype = {"int64_list": tf.int64, "float_list": tf.float32,
+                 "bytes_list": tf.string}[kind]
+        spec[name] = tf.io.FixedLenFeature([] if len(values) == 1 else [len(values)], dtype)
+    return spec
+
+
+def record_spec(record_path: str) -> dict:
+    """The feature spec of a record written by `write_distill_record` (its first row)."""
+    first = next(iter(tf.data.TFRecordDataset(record_path).take(1).as_numpy_iterator()))
+    return feature_spec(tf.train.Example.FromString(first))
+
+
+def _parsed(rows, spec):
+    """int32 (int64 features) / float32 tensors of serialized `rows`."""
+    features = tf.io.parse_example([row.SerializeToString() for row in rows], spec)
+    return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+            for name, value in features.items()}
+
+
+def add_teacher_outputs(rows, teacher_fn, batch_size: int) -> None:
+    """Adds `teacher/<name>` (flattened float32) to every row: `teacher_fn(features)`'s
+    outputs for batches of `batch_size` rows, in order."""
+    spec = feature_spec(rows[0])
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start:start + batch_size]
+        outputs = teacher_fn(_parsed(batch, spec))
+        for name, values in outputs.items():
+            values = np.asarray(values, np.float32).reshape(len(batch), -1)
+            for row, row_values in zip(batch, values):
+                row.features.feature[TEACHER_PREFIX + name].float_list.value.extend(
+                    row_values.tolist())
+
+
+def write_distill_record(path: str, rows, teacher_fn=None, batch_size: int = 64) -> int:
+    """Writes `rows` (with the teacher's outputs when `teacher_fn` is given) to `path`,
+    atomically; returns their number."""
+    if teacher_fn is not None:
+        add_teacher_outputs(rows, teacher_fn, batch_size)
+    with fileio.atomic_output(path) as temporary:
+        with tf.io.TFRecordWriter(temporary) as writer:
+            for row in rows:
+                writer.write(row.SerializeToString())
+    return len(rows)
+
+
+def teacher_outputs(features: dict, spec: dict) -> dict:
+    """{output name: [B, ...]} of the cached teacher outputs in `features` ({} when the
+    record holds none), reshaped as the features of the same name are batched."""
+    return {name[len(TEACHER_PREFIX):]: value for name, value in features.items()
+            if name.startswith(TEACHER_PREFIX) and name in spec}
+
+
+def distill_dataset_fn(path: str, batch_size: int, seed=None, trim_padding=False):
+    """The training `dataset_fn(input_context)` of the record at `path`: shuffled,
+    repeated, full batches (cut to their longest row with `trim_padding`)."""
+    spec = record_spec(path)
+
+    def dataset_fn(input_context):
+        dataset = records.tfrecord_dataset(path, spec, batch_size, True,
+                                           input_context=input_context, compression="none",
+                                           seed=seed, shuffle_buffer_size=10000,
+                                           drop_remainder=True)
+        return dataset.map(input_layout_graph.trim_to_longest) if trim_padding else dataset
+    return dataset_fn
