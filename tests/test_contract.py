@@ -22,6 +22,8 @@ from bert_tf import layers
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,
                             BertSpanLabeler, BertTokenClassifier)
 from bert_tf.models.encoder import EncoderHeadModel
+from bert_tf.tasks.distillation.student import (TracedClassifier, TracedSpanLabeler,
+                                                TracedTokenClassifier)
 from bert_tf.tasks.electra.model import DiscriminatorHead, ElectraPretrainer, generator_config
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
@@ -146,6 +148,19 @@ CASES = [
          lambda seq, real: (encoder_features(seq, real),),
          sequence_axis={"embedding": None, "sequence_output": 1},
          float32_outputs={"embedding"}),
+    # Distillation students: their inference outputs are their head model's.
+    Case(TracedClassifier, lambda: dict(encoder=_encoder(), traced_attention=[0, 1],
+                                        projection_width=16, num_classes=3,
+                                        dropout_rate=0.2, head_initializer="normal"),
+         lambda seq, real: (encoder_features(seq, real),), sequence_axis=None,
+         float32_outputs=True),
+    Case(TracedTokenClassifier, lambda: dict(encoder=_encoder(), traced_attention=[1],
+                                             projection_width=24, num_classes=5,
+                                             dropout_rate=0.3, head_initializer="normal"),
+         lambda seq, real: (encoder_features(seq, real),), float32_outputs=True),
+    Case(TracedSpanLabeler, lambda: dict(encoder=_encoder(), traced_attention=[0],
+                                         projection_width=8, head_initializer="normal"),
+         lambda seq, real: (encoder_features(seq, real),), float32_outputs=True),
 ]
 IDS = [case.id for case in CASES]
 

@@ -19,28 +19,6 @@ LOSS_NAMES = ("soft_loss", "hard_loss", "hidden_loss", "attention_loss")
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """The loss options (`DistillationLosses`'s fields)."""
-    soft_temperature: float = 2.0
-    soft_weight: float = 1.0
-    hard_weight: float = 0.0
-    hidden_weight: float = 0.0
-    hidden_loss: str = "mse"
-    attention_weight: float = 0.0
-    attention_loss: str = "tinybert"
-
-    @classmethod
-    def from_options(cls, options):
-        return cls(**{field.name: getattr(options, field.name)
-                      for field in dataclasses.fields(cls)})
-
-    @property
-    def traces(self) -> bool:
-        """Whether the losses need hidden states or attention maps."""
-        return self.hidden_weight > 0 or self.attention_weight > 0
-
-
-@dataclasses.dataclass(frozen=True)
 class Head:
     """What the soft targets of a head are.
 
@@ -129,13 +107,14 @@ class Objective:
     """The weighted sum of the losses the settings turn on.
 
     Args:
-      settings: `Settings`.
+      settings: The loss options: a `DistillationLosses` (or the run's options, which
+        compose it).
       head: `Head`.
       mapping: The teacher layer (1-based, 0: embeddings) of each student layer 0 ... M
         (`teacher.layer_mapping`).
     """
 
-    def __init__(self, settings: Settings, head: Head, mapping):
+    def __init__(self, settings, head: Head, mapping):
         self.settings, self.head, self.mapping = settings, head, list(mapping)
 
     def __call__(self, features, student, teacher, hard):

@@ -109,6 +109,11 @@ class DistillationLosses(OptionGroup):
         None, "The teacher layer (1-based) each student layer (1 ... M) learns from, e.g. "
         "2,4,6. Default: uniform, student layer m from teacher layer m * L / M.")
 
+    @property
+    def traces(self) -> bool:
+        """Whether the losses need hidden states or attention maps."""
+        return self.hidden_weight > 0 or self.attention_weight > 0
+
     def check(self) -> None:
         """Refuses a temperature <= 0, negative weights, all weights 0, a bad map."""
         if not self.soft_temperature > 0:

@@ -116,6 +116,14 @@ class _Traced:
 class TracedClassifier(_Traced, BertClassifier):
     """`BertClassifier` with the training outputs of the distillation losses."""
 
+    def __init__(self, encoder, num_classes, dropout_rate=0.1,
+                 head_initializer="truncated_normal", traced_attention=(),
+                 projection_width=None, **kwargs):
+        super().__init__(encoder, num_classes=num_classes, dropout_rate=dropout_rate,
+                         head_initializer=head_initializer,
+                         traced_attention=traced_attention,
+                         projection_width=projection_width, **kwargs)
+
     def head_outputs(self, encoded, inputs, training):
         return {"logits": self.head(encoded["pooled_output"], training=training)}
 
@@ -124,6 +132,14 @@ class TracedClassifier(_Traced, BertClassifier):
 class TracedTokenClassifier(_Traced, BertTokenClassifier):
     """`BertTokenClassifier` with the training outputs of the distillation losses."""
 
+    def __init__(self, encoder, num_classes, dropout_rate=0.1,
+                 head_initializer="truncated_normal", traced_attention=(),
+                 projection_width=None, **kwargs):
+        super().__init__(encoder, num_classes=num_classes, dropout_rate=dropout_rate,
+                         head_initializer=head_initializer,
+                         traced_attention=traced_attention,
+                         projection_width=projection_width, **kwargs)
+
     def head_outputs(self, encoded, inputs, training):
         return {"logits": self.head(encoded["sequence_output"], training=training)}
 
@@ -131,6 +147,12 @@ class TracedTokenClassifier(_Traced, BertTokenClassifier):
 @keras.saving.register_keras_serializable(package="bert_tf")
 class TracedSpanLabeler(_Traced, BertSpanLabeler):
     """`BertSpanLabeler` with the training outputs of the distillation losses."""
+
+    def __init__(self, encoder, head_initializer="truncated_normal", traced_attention=(),
+                 projection_width=None, **kwargs):
+        super().__init__(encoder, head_initializer=head_initializer,
+                         traced_attention=traced_attention,
+                         projection_width=projection_width, **kwargs)
 
     def head_outputs(self, encoded, inputs, training):
         start_logits, end_logits = self.head(encoded["sequence_output"])

@@ -83,7 +83,7 @@ class DistillationTask(task_lib.Task):
         self.output_patterns = tuple(self.task.output_patterns) + (
             distill_data.RECORD_NAME, distill_data.TRANSFER_RECORD_NAME)
         self.objective = objective_lib.Objective(
-            objective_lib.Settings.from_options(options),
+            options,  # its DistillationLosses fields
             objective_lib.Head(self.model_type,
                                is_regression=bool(teacher.options.get("is_regression")),
                                multi_label=bool(teacher.options.get("multi_label"))),
@@ -94,7 +94,8 @@ class DistillationTask(task_lib.Task):
         return self.task.labels if self.task is not None else None
 
     @property
-    def settings(self) -> objective_lib.Settings:
+    def settings(self):
+        """The run's loss options (`DistillationLosses`'s fields)."""
         return self.objective.settings
 
     def check_inputs(self) -> None:
