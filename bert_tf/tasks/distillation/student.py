@@ -112,9 +112,9 @@ class _Traced:
         return config
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class TracedClassifier(_Traced, BertClassifier):
-    """`BertClassifier` with the training outputs of the distillation losses."""
+class _TracedLabels(_Traced):
+    """`_Traced` with the arguments of a labelled head (`BertClassifier`'s), named so that
+    `get_config` is exactly the constructor's arguments."""
 
     def __init__(self, encoder, num_classes, dropout_rate=0.1,
                  head_initializer="truncated_normal", traced_attention=(),
@@ -123,22 +123,19 @@ class TracedClassifier(_Traced, BertClassifier):
                          head_initializer=head_initializer,
                          traced_attention=traced_attention,
                          projection_width=projection_width, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class TracedClassifier(_TracedLabels, BertClassifier):
+    """`BertClassifier` with the training outputs of the distillation losses."""
 
     def head_outputs(self, encoded, inputs, training):
         return {"logits": self.head(encoded["pooled_output"], training=training)}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class TracedTokenClassifier(_Traced, BertTokenClassifier):
+class TracedTokenClassifier(_TracedLabels, BertTokenClassifier):
     """`BertTokenClassifier` with the training outputs of the distillation losses."""
-
-    def __init__(self, encoder, num_classes, dropout_rate=0.1,
-                 head_initializer="truncated_normal", traced_attention=(),
-                 projection_width=None, **kwargs):
-        super().__init__(encoder, num_classes=num_classes, dropout_rate=dropout_rate,
-                         head_initializer=head_initializer,
-                         traced_attention=traced_attention,
-                         projection_width=projection_width, **kwargs)
 
     def head_outputs(self, encoded, inputs, training):
         return {"logits": self.head(encoded["sequence_output"], training=training)}
