@@ -42,7 +42,7 @@ from safetensors.numpy import save_file
 
 from bert_tf.models import encoder_of
 from bert_tf.serving import export, output_folder, registry
-from bert_tf.text.vocab import SPECIAL_TOKENS, VocabFile
+from bert_tf.text.vocab import SPECIAL_TOKENS
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import (BERT_MODEL_TYPES, ELECTRA_MODEL_TYPE,
                                           bert_dict_to_hf_config, google_to_hf_name,
@@ -239,9 +239,10 @@ def label_config(model, label_names=None, problem_type=None):
     return config
 
 
-def tokenizer_files(vocab_file, do_lower_case, model_max_length):
-    """{file name: text} of the Hugging Face BertTokenizer of `vocab_file`."""
-    tokens = VocabFile.read(vocab_file).tokens
+def tokenizer_files(preprocessor, model_max_length):
+    """{file name: text} of the Hugging Face BertTokenizer of `preprocessor` (its vocab,
+    read once, and case)."""
+    tokens, do_lower_case = preprocessor.vocab.tokens, preprocessor.do_lower_case
     specials = {key: token for key, token in zip(_SPECIAL_TOKEN_KEYS, SPECIAL_TOKENS)
                 if token in tokens}
     # strip_accents None: accents are stripped exactly when lower-casing, as here.
@@ -282,8 +283,7 @@ def export_huggingface(model, preprocessor, export_dir, label_names=None, proble
     config = export.check_model_and_vocab(model, type(model), preprocessor,
                                           min_seq_length=None)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    tokenizer = tokenizer_files(preprocessor.vocab_file, preprocessor.do_lower_case,
-                                config.max_position_embeddings)
+    tokenizer = tokenizer_files(preprocessor, config.max_position_embeddings)
     contents = folder_contents(model, label_names, problem_type)
 
     def write(folder):
