@@ -29,6 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import machine  # noqa: E402
 import pretraining_data_bench as local_bench  # noqa: E402  (the sibling benchmark)
 
 REPO = local_bench.REPO
@@ -98,6 +99,7 @@ def main():
                         help="also run both on the XML dump itself (wikitext parsing and "
                              "sentence splitting: the per-core rate of a whole Wikipedia)")
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     work = pathlib.Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     text = work / "enwiki_sample.txt"

@@ -315,8 +315,8 @@ def finetune(task, checkpoint, seeds, work):
     work.mkdir(parents=True, exist_ok=True)
     data_dir = str(SHARED / "glue" / task)
     if recipe["examples"]:
-        data_dir = glue_finetune_check._subset_data_dir(  # pylint: disable=protected-access
-            data_dir, recipe["examples"], str(work))
+        data_dir = seed_summary.first_glue_rows(data_dir, task, recipe["examples"],
+                                                 str(work))
     rows = []
     for seed in seeds:
         keras.backend.clear_session()

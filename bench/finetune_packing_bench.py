@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 from absl import logging  # noqa: E402
 
+import machine  # noqa: E402
 from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier  # noqa: E402
 from bert_tf.tasks.classification import data as classification_data  # noqa: E402
 from bert_tf.tasks.classification import task as classification_task  # noqa: E402
@@ -165,6 +166,7 @@ def main():
     parser.add_argument("--xla_modes", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--max_sequences_per_row", type=int, default=3)
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     logging.set_verbosity(logging.WARNING)
     tokenizer = tokenization.FullTokenizer(str(CHECKPOINT / "vocab.txt"), do_lower_case=True)
     print(f"{os.cpu_count()} cpus; L6/H384 at max_seq_length {SEQ}, batch {BATCH} "

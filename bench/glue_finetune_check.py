@@ -25,7 +25,6 @@ always the whole dev set. Not part of the test suite.
 import collections
 import os
 import sys
-import shutil
 import tempfile
 import time
 
@@ -46,22 +45,6 @@ flags.DEFINE_bool("trim_padding", True, "Cut batches to their longest sequence."
 flags.DEFINE_enum("via", "runner", ["runner", "fit"], "Train with the runner (as "
                   "bert-run-classifier) or with bert_tf.TextClassifier.fit.")
 FLAGS = flags.FLAGS
-
-
-def _subset_data_dir(task_dir, count, work_dir):
-    data_dir = os.path.join(work_dir, "data")
-    os.makedirs(data_dir, exist_ok=True)
-    for name in os.listdir(task_dir):
-        if name.endswith(".tsv") and name != "train.tsv":
-            shutil.copy(os.path.join(task_dir, name), data_dir)
-    with open(os.path.join(task_dir, "train.tsv"), encoding="utf-8") as source, \
-            open(os.path.join(data_dir, "train.tsv"), "w", encoding="utf-8") as target:
-        header = FLAGS.task.lower() != "cola"
-        for index, line in enumerate(source):
-            if index >= count + int(header):
-                break
-            target.write(line)
-    return data_dir
 
 
 def run_seed(seed, data_dir, work_dir, checkpoint):
@@ -136,7 +119,8 @@ def main(argv):
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix=f"glue_{FLAGS.task}_")
     data_dir = task_dir
     if FLAGS.train_examples:
-        data_dir = _subset_data_dir(task_dir, FLAGS.train_examples, work_dir)
+        data_dir = seed_summary.first_glue_rows(task_dir, FLAGS.task, FLAGS.train_examples,
+                                                  work_dir)
     processor = classification_data.get_processor(FLAGS.task)
     dev = processor.get_examples(data_dir, "dev")
     train = processor.get_examples(data_dir, "train")

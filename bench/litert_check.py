@@ -27,6 +27,7 @@ import time
 import numpy as np
 from absl import app, flags, logging
 
+import machine
 from bert_tf.tasks import export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import task as classification_task
@@ -142,6 +143,7 @@ def measure(folder, rows, labels):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
+    print(machine.describe(), flush=True)
     import_interpreter()  # fail before any work
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="litert_check_")
     keras_accuracy = None

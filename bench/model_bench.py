@@ -33,6 +33,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import machine  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses  # noqa: E402
 
@@ -194,6 +195,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=10, help="alternating rounds")
     parser.add_argument("--no_peer", action="store_true", help="time ours alone")
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     print(f"{os.cpu_count()} cpus; batch {BATCH}, seq {SEQ}, {PREDICTIONS} masked, "
           f"vocab {VOCAB}, AdamW; {args.rounds} rounds of {args.steps} calls a side")
     peaks = {"float32": matmul_peak(tf.float32), "mixed_bfloat16": matmul_peak(tf.bfloat16)}

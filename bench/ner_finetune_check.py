@@ -3,6 +3,10 @@ reference recipe and report entity F1 on eng.testa (conlleval) per seed, beside 
 reference's (Hugging Face transformers on the same weights, ../shared/bench/README.md).
 
     .venv/bin/python bench/ner_finetune_check.py --seeds=1,2,3,4,5
+    .venv/bin/python bench/ner_finetune_check.py --via=fit --seeds=1,2,3
+
+`--via=fit` trains through the Python library (`bert_tf.TextTagger.fit` on the words and
+tags in memory) and scores `predict`'s tags of eng.testa with the same conlleval.
 
 The reference recipe (../shared/bench/reference_finetune.py, task `ner`): the first 3,000
 sentences of eng.train (-DOCSTART- lines are not sentences), max_seq_length 128, batch
@@ -18,7 +22,9 @@ import time
 
 from absl import app, flags, logging
 
+import bert_tf
 import seed_summary
+from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner import task as ner_task
 
@@ -30,25 +36,10 @@ flags.DEFINE_integer("train_sentences", 3000,
 flags.DEFINE_integer("eval_sentences", 0, "First N eng.testa sentences (0: all, as the "
                                           "reference).")
 flags.DEFINE_bool("predict_test", False, "Also tag and score eng.testb.")
+flags.DEFINE_enum("via", "runner", ["runner", "fit"], "Train with the runner (as "
+                  "bert-run-ner) or with bert_tf.TextTagger.fit on lists of words.")
 seed_summary.define_recipe_flags(epochs=2.0, seeds="1,2,3,4,5")
 FLAGS = flags.FLAGS
-
-
-def write_first_sentences(source, target, count):
-    """Writes the first `count` sentences of a CoNLL file (0: all), without -DOCSTART-.
-
-    Sentences are what `bert_tf.tasks.ner.data.read_tagged_file` reads, so the training set is
-    the reference's `conll(path)[:count]`. Returns the number written.
-    """
-    sentences = ner_data.read_tagged_file(source)
-    if count:
-        sentences = sentences[:count]
-    with open(target, "w", encoding="utf-8") as out:
-        for sentence in sentences:
-            for word, tag in zip(sentence.words, sentence.tags):
-                out.write(f"{word} {tag}\n")
-            out.write("\n")
-    return len(sentences)
 
 
 def run_seed(seed, data_dir, work_dir, checkpoint):
@@ -68,6 +59,28 @@ def run_seed(seed, data_dir, work_dir, checkpoint):
     return results
 
 
+def run_seed_with_fit(seed, data_dir, checkpoint):
+    """`run_seed` through `bert_tf.TextTagger`: words and tags from memory, the dev
+    sentences tagged by `predict` and scored by conlleval."""
+    train, dev = (ner_data.read_tagged_file(os.path.join(data_dir, name))
+                  for name in ("eng.train", "eng.testa"))
+    started = time.time()
+    y = [s.tags for s in train]
+    model = bert_tf.TextTagger.from_pretrained(
+        checkpoint, labels=bert_tf.TextTagger.labels_of(y),
+        max_seq_length=FLAGS.max_seq_length, seed=seed)
+    model.fit([s.words for s in train], y, batch_size=FLAGS.batch_size, epochs=FLAGS.epochs,
+              learning_rate=FLAGS.learning_rate, seed=seed, verbose=2)
+    predicted = model.predict([s.words for s in dev], batch_size=64, verbose=0)["tags"]
+    counts = conlleval.evaluate_sequences([ner_data.to_iob2(s.tags) for s in dev], predicted)
+    results = {"eval_f1": counts.overall().f1,
+               "global_step": int(model.optimizer.iterations.numpy()),
+               "seconds": time.time() - started}
+    results.update({f"eval_f1_{kind}": counts.by_type(kind).f1
+                    for kind in counts.sorted_types()})
+    return results
+
+
 def main(argv):
     del argv
     logging.set_verbosity(logging.INFO)
@@ -77,14 +90,15 @@ def main(argv):
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="conll_")
     data_dir = os.path.join(work_dir, "data")
     os.makedirs(data_dir, exist_ok=True)
-    count = write_first_sentences(os.path.join(conll, "eng.train"),
+    count = seed_summary.write_first_sentences(os.path.join(conll, "eng.train"),
                                   os.path.join(data_dir, "eng.train"), FLAGS.train_sentences)
     for name in ("eng.testa", "eng.testb"):
-        write_first_sentences(os.path.join(conll, name), os.path.join(data_dir, name),
+        seed_summary.write_first_sentences(os.path.join(conll, name), os.path.join(data_dir, name),
                               FLAGS.eval_sentences)
     rows = []
     for seed in seeds:
-        results = run_seed(seed, data_dir, work_dir, checkpoint)
+        results = (run_seed_with_fit(seed, data_dir, checkpoint) if FLAGS.via == "fit"
+                   else run_seed(seed, data_dir, work_dir, checkpoint))
         rows.append(results)
         types = ", ".join(f"{key[len('eval_f1_'):]} {results[key]:.2f}"
                           for key in sorted(results) if key.startswith("eval_f1_"))

@@ -21,6 +21,7 @@ import numpy as np
 from absl import app, flags, logging
 
 import litert_check  # noqa: E402  its dev rows and flags (--model_dir, --max_seq_length, ...)
+import machine
 
 flags.DEFINE_integer("rounds", 10, "Alternating latency rounds (float32, int8).")
 flags.DEFINE_integer("calls_per_round", 20, "Timed batch-1 calls of each model a round.")
@@ -67,6 +68,7 @@ def latency_rounds(sessions, rows):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
+    print(machine.describe(), flush=True)
     if not FLAGS.model_dir:
         raise app.UsageError("--model_dir: an MRPC run (bench/litert_check.py fine-tunes "
                              "one)")

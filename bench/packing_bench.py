@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import logging  # noqa: E402
 
+import machine  # noqa: E402
 import pretraining_data_bench  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
@@ -125,6 +126,7 @@ def main():
                         help="useful tokens each quality run trains on")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     logging.set_verbosity(logging.WARNING)
     work = pathlib.Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)

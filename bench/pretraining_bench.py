@@ -33,6 +33,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import machine  # noqa: E402
 import model_bench  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
@@ -131,6 +132,7 @@ def main():
     parser.add_argument("--iterations_per_loop", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     config = make_config(args)
     with tempfile.TemporaryDirectory() as workdir:
         input_file = write_records(workdir)

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+import machine
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 ORIGINAL = REPO.parent / "shared" / "bench" / "run_original_cpd.py"
@@ -169,6 +171,7 @@ def main():
                              "earlier commit, from `git archive`), after this one's")
     parser.add_argument("--extra_flags", default="", help="more CLI flags, space-separated")
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     work = pathlib.Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     text = work / "enwiki_sample.txt"

@@ -6,9 +6,12 @@ with the same recipe, 3 seeds on a GPU.
 """
 
 import os
+import shutil
 
 import numpy as np
 from absl import flags
+
+from bert_tf.tasks.ner import data as ner_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_BENCH_README = os.path.join(REPO, "..", "shared", "bench", "README.md")
@@ -75,3 +78,38 @@ def define_recipe_flags(epochs, seeds):
     flags.DEFINE_bool("pack_sequences", False, "Train on packed rows (the runners' "
                                                "--pack_sequences; not for SQuAD).")
     flags.DEFINE_integer("max_sequences_per_row", 3, "Examples a packed row at most.")
+
+
+def first_glue_rows(task_dir, task, count, work_dir):
+    """A copy of the GLUE folder `task_dir` in `work_dir`/data whose train.tsv keeps its
+    first `count` rows (CoLA's file has no header); returns the copy's path."""
+    data_dir = os.path.join(work_dir, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    for name in os.listdir(task_dir):
+        if name.endswith(".tsv") and name != "train.tsv":
+            shutil.copy(os.path.join(task_dir, name), data_dir)
+    with open(os.path.join(task_dir, "train.tsv"), encoding="utf-8") as source, \
+            open(os.path.join(data_dir, "train.tsv"), "w", encoding="utf-8") as target:
+        header = task.lower() != "cola"
+        for index, line in enumerate(source):
+            if index >= count + int(header):
+                break
+            target.write(line)
+    return data_dir
+
+
+def write_first_sentences(source, target, count):
+    """Writes the first `count` sentences of a CoNLL file (0: all), without -DOCSTART-.
+
+    Sentences are what `bert_tf.tasks.ner.data.read_tagged_file` reads, so the training set is
+    the reference's `conll(path)[:count]`. Returns the number written.
+    """
+    sentences = ner_data.read_tagged_file(source)
+    if count:
+        sentences = sentences[:count]
+    with open(target, "w", encoding="utf-8") as out:
+        for sentence in sentences:
+            for word, tag in zip(sentence.words, sentence.tags):
+                out.write(f"{word} {tag}\n")
+            out.write("\n")
+    return len(sentences)

@@ -36,6 +36,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the WordPiece ops, as TF Serving links them
 from absl import app, flags
 
+import machine
 from bert_tf.tasks.sentence_embeddings import encode, serving
 from bert_tf.tasks.sentence_embeddings import sentence_transformers as st_folder
 from bert_tf.text.preprocessor import Preprocessor
@@ -113,6 +114,7 @@ def reference(folder, texts, work_dir):
 
 
 def main(_):
+    print(machine.describe(), flush=True)
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="sentence_encode_speed_")

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 from absl import logging  # noqa: E402
 
+import machine  # noqa: E402
 from bert_tf.models import BertEncoder  # noqa: E402
 from bert_tf.tasks.sentence_embeddings import data as pair_data  # noqa: E402
 from bert_tf.tasks.sentence_embeddings import losses  # noqa: E402
@@ -70,6 +71,7 @@ def main():
     parser.add_argument("--batch_size", type=int, default=16, help="pairs a batch")
     parser.add_argument("--max_sequences_per_row", type=int, default=8)
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     logging.set_verbosity(logging.WARNING)
     tokenizer = tokenization.FullTokenizer(str(CHECKPOINT / "vocab.txt"), do_lower_case=True)
     columns = pair_data.Columns("sentence1", "sentence2", None, "score", 0.0, 5.0)

@@ -49,12 +49,15 @@ falls on all of them alike. Sides (`--sides`):
           --baseline_saved_model=/tmp/sl/saved_model_before \
           --sides=saved_model_text,saved_model_ids,baseline_text,baseline_ids
 
-Printed: a markdown table (p50 / p99 ms of all calls and sequences/s at each batch size,
-size on disk); for each comparison the median of its round ratios (the other side's
+Printed: the machine first (bench/machine.py: CPU model, AVX2 / AVX-512, cores, whether
+TensorFlow uses oneDNN; the verdicts flip between CPUs, docs/serving.md "Which export on
+which CPU"); a markdown table (p50 / p99 ms of all calls and sequences/s at each batch
+size, size on disk); for each comparison the median of its round ratios (the other side's
 median call over ours, in the same round) with their range; the issue's targets with
 those figures (printed, not asserted); and the outputs' check on the first
-`--check_texts` pairs against the SavedModel (argmax equal, logits within 1e-3; int8
-argmax only). All figures also go to `<output_dir>/results.json`.
+`--check_texts` pairs against `saved_model_text` (else the first float side of
+`--sides`): argmax equal, logits within 1e-3; int8 argmax only. All figures also go to
+`<output_dir>/results.json`.
 """
 
 import json
@@ -70,6 +73,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the WordPiece ops, as TF Serving links them
 from absl import app, flags, logging
 
+import machine
 from bert_tf.models import BertClassifier
 from bert_tf.serving import huggingface
 from bert_tf.tasks import export_checkpoint
@@ -337,22 +341,36 @@ def print_targets(times, batch_sizes):
     return results
 
 
+def check_reference(sides):
+    """The side the others are checked against: `saved_model_text`, else the first
+    float side; None with fewer than two sides."""
+    floats = [side for side in sides if "int8" not in side]
+    if len(sides) < 2 or not floats:
+        return None
+    return "saved_model_text" if "saved_model_text" in sides else floats[0]
+
+
 def check_outputs(logits):
-    """Prints each side's agreement with the SavedModel's raw-text logits; returns it."""
-    ours = logits["saved_model_text"]
+    """Prints each side's agreement with the reference side's logits; returns it."""
+    reference = check_reference(list(logits))
+    if reference is None:
+        print(f"check: skipped, nothing to check {', '.join(logits)} against (it needs two "
+              "sides, one of them float)")
+        return {}
+    ours = np.asarray(logits[reference])
     checks = {}
     for side, other in logits.items():
-        if side == "saved_model_text":
+        if side == reference:
             continue
         other = np.asarray(other)
         agree = int(np.sum(np.argmax(ours, 1) == np.argmax(other, 1)))
         largest = float(np.abs(ours - other).max())
-        checks[side] = {"argmax_equal": agree, "pairs": len(ours),
+        checks[side] = {"against": reference, "argmax_equal": agree, "pairs": len(ours),
                         "largest_logit_difference": largest}
         verdict = ("int8 is approximate: argmax only" if "int8" in side else
                    "OK" if agree == len(ours) and largest <= LOGIT_TOLERANCE else
                    f"FAILED (expected every argmax equal, logits within {LOGIT_TOLERANCE})")
-        print(f"check, {side} against the SavedModel: argmax equal on {agree} of "
+        print(f"check, {side} against {reference}: argmax equal on {agree} of "
               f"{len(ours)} pairs, largest logit difference {largest:.2e}: {verdict}")
     return checks
 
@@ -363,9 +381,13 @@ def main(argv):
     names = list(FLAGS.sides)
     unknown = sorted(set(names) - set(LOCAL_SIDES + REMOTE_SIDES))
     remote = [name for name in names if name in REMOTE_SIDES]
+    baseline = [name for name in names if name.startswith("baseline")]
     if unknown or (remote and not FLAGS.reference_python):
         sys.exit(f"serving_latency: unknown sides {unknown}" if unknown else
                  f"serving_latency: sides {remote} need --reference_python")
+    if baseline and not FLAGS.baseline_saved_model:
+        sys.exit(f"serving_latency: sides {baseline} need --baseline_saved_model")
+    print(machine.describe(), flush=True)
     batch_sizes = [int(size) for size in FLAGS.batch_sizes]
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix="serving_latency_")
     os.makedirs(work_dir, exist_ok=True)
@@ -393,8 +415,8 @@ def main(argv):
              for side in names}
     print(f"\nServing latency: MRPC dev pairs, max_seq_length {FLAGS.max_seq_length}, "
           f"{FLAGS.rounds} alternating rounds of {FLAGS.calls_per_round} calls a side, "
-          f"{os.cpu_count()} CPU cores, TensorFlow {tf.__version__}, {versions}; exports "
-          f"in {work_dir}")
+          f"TensorFlow {tf.__version__}, {versions}; exports in {work_dir}\n"
+          f"{machine.describe()}")
     print_table(times, sizes, batch_sizes)
     targets = print_targets(times, batch_sizes)
     checks = check_outputs(check)
@@ -402,7 +424,8 @@ def main(argv):
         json.dump({"latencies_ms": {side: {str(size): rounds for size, rounds in by.items()}
                                     for side, by in times.items()},
                    "targets": targets, "sizes": sizes, "checks": checks,
-                   "versions": versions, "flags": FLAGS.flag_values_dict()}, file, indent=1)
+                   "versions": versions, "machine": machine.describe(),
+                   "flags": FLAGS.flag_values_dict()}, file, indent=1)
 
 
 if __name__ == "__main__":

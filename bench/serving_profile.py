@@ -36,6 +36,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  the tokenizer's ops, for the loaded SavedModel
 from absl import app, flags
 
+import machine
 from bert_tf.models import BertClassifier
 from bert_tf.serving import export
 from bert_tf.serving import signatures as sig
@@ -92,6 +93,7 @@ def make_sides(model, vocab_file, pairs, rows, saved_model):
 
 def main(argv):
     del argv
+    print(machine.describe(), flush=True)
     if FLAGS.tf_threads:
         tf.config.threading.set_intra_op_parallelism_threads(FLAGS.tf_threads)
         tf.config.threading.set_inter_op_parallelism_threads(FLAGS.tf_threads)

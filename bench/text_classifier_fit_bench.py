@@ -13,7 +13,6 @@ Not part of the test suite.
 """
 
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import keras_hub
 from absl import app, flags, logging
 
 import bert_tf
+import machine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
@@ -35,18 +35,6 @@ flags.DEFINE_integer("rounds", 5, "Alternating rounds.")
 flags.DEFINE_integer("batch_size", 32, "Batch size of both.")
 flags.DEFINE_integer("max_seq_length", 128, "Longest row of both.")
 FLAGS = flags.FLAGS
-
-
-def cpu_name():
-    """The CPU's model name (speed verdicts flip between machines)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def mrpc_pairs(count):
@@ -88,6 +76,7 @@ def time_keras_hub(x, y, preset, seed):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
+    print(machine.describe(), flush=True)
     x, y = mrpc_pairs(FLAGS.examples)
     preset = export_keras_hub(os.path.join(tempfile.mkdtemp(prefix="hub_"), "preset"))
     ours, hub, ratios = [], [], []
@@ -102,7 +91,7 @@ def main(argv):
         ratios.append(seconds["keras_hub"] / seconds["ours"])
         print(f"round {index + 1}: ours {seconds['ours']:.1f} s, keras-hub "
               f"{seconds['keras_hub']:.1f} s, ratio {ratios[-1]:.2f}", flush=True)
-    print(f"{cpu_name()}, {os.cpu_count()} cores: fit of {len(y)} MRPC pairs, batch "
+    print(f"{machine.cpu_name()}, {machine.cores()} cores: fit of {len(y)} MRPC pairs, batch "
           f"{FLAGS.batch_size}, max_seq_length {FLAGS.max_seq_length}, 1 epoch: ours "
           f"{statistics.median(ours):.1f} s, keras-hub {statistics.median(hub):.1f} s "
           f"(medians); keras-hub / ours {statistics.median(ratios):.2f}x "

@@ -34,6 +34,7 @@ import tensorflow as tf  # pylint: disable=wrong-import-position
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import machine  # pylint: disable=wrong-import-position
 from bert_tf.text import cached_tokenizer  # pylint: disable=wrong-import-position
 from bert_tf.text import tokenization  # pylint: disable=wrong-import-position
 
@@ -87,6 +88,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cased", action="store_true")
     args = parser.parse_args()
+    print(machine.describe(), flush=True)
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     data_dir = pathlib.Path(args.data_dir)

@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from bert_tf import command_help
 from bert_tf import command_supervisor as supervisor
@@ -90,9 +90,11 @@ def define_flags(options_class, module_name, flag_values=flags.FLAGS):
                             module_name=module_name)
 
 
-def read_config_options(path: str) -> dict:
+def read_config_options(path: str, model: bool = False) -> dict:
     """The {option: value} of config file `path`: its "options" (a run's config.json,
-    whose other keys are not options), else the whole object (written by hand).
+    whose other keys are not options), else the whole object (written by hand). With
+    `model`, a run's "model_options" where it has them: those of the task whose model it
+    holds (a distilled student's: its teacher's task).
 
     Raises:
       OSError / ValueError: naming the file, when it cannot be read or is not a JSON
@@ -108,6 +110,8 @@ def read_config_options(path: str) -> dict:
     if not isinstance(config, dict):
         raise ValueError(f"--config={path}: expected a JSON object (a run's config.json, "
                          f"or {{option: value}}), got {type(config).__name__}")
+    if model and isinstance(config.get("model_options"), dict):
+        return config["model_options"]
     return config["options"] if "options" in config else config
 
 
@@ -148,7 +152,7 @@ def run_folder_options(options_class, flag_values=flags.FLAGS) -> dict:
     if path is None:
         return {}
     try:
-        saved = read_config_options(path)
+        saved = read_config_options(path, model=True)
         if not set(saved) <= names or len(names - set(saved)) > _NEWER_OPTIONS:
             return {}  # another command's run
         saved = options_lib.options_to_dict(options_lib.options_from_dict(
@@ -179,6 +183,7 @@ def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
             options_class, read_config_options(config), f"--config={config}"))
     else:
         kwargs = run_folder_options(options_class, flag_values)
+    from_file = dict(kwargs)
     for spec in options_lib.option_specs(options_class):
         if spec.name in kwargs and not _given(flag_values, spec):
             continue
@@ -187,7 +192,20 @@ def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
             if flag_values[switch].value:
                 kwargs[spec.name] = value
     kwargs.update(overrides)
+    _log_overrides(from_file, kwargs, config)
     return options_class(**kwargs)
+
+
+def _log_overrides(from_file, kwargs, config):
+    """Logs, once each, every option whose command-line value overrides the config
+    file's (`--config`, or the trained run's config.json), with both values."""
+    source = f"--config={config}" if config else "the trained run's config.json"
+    for name in sorted(from_file):
+        if name in kwargs and kwargs[name] != from_file[name]:
+            line = f"--{name}={kwargs[name]!r} overrides {from_file[name]!r} of {source}"
+            if line not in _ANNOUNCED:
+                _ANNOUNCED.add(line)
+                logging.warning("%s", line)
 
 
 def _missing(required, options_class) -> list:
@@ -228,12 +246,14 @@ def _run_options(run_fn, options, program):
 
 
 def _program(module):
-    """The command's name in its one-line errors (its module's last name)."""
+    """The command's name in its one-line errors: its console script's, as the docs
+    show it (`bert-<module's last name>`, e.g. bert_tf.cli.run_ner -> bert-run-ner; the
+    same when run as `python -m` or through a root script such as run_ner.py)."""
     spec = getattr(module, "__spec__", None)  # under `python -m`, __name__ is __main__
     program = (spec.name if spec else module.__name__).rsplit(".", 1)[-1]
     if program == "__main__":  # a script run by path: data_prep/build_vocab.py
         program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
-    return program
+    return "bert-" + program.replace("_", "-")
 
 
 class Terminated(KeyboardInterrupt):

@@ -17,6 +17,7 @@ import socket
 from absl import logging
 
 from bert_tf import input_paths
+from bert_tf import write_errors
 
 TEMPORARY_MARKER = ".tmp-"
 
@@ -58,7 +59,8 @@ def output_target(path: str) -> str:
 def atomic_output(path: str):
     """Yields a temporary path to write; renamed onto `path` if the block succeeds.
 
-    On an exception the temporary file is removed and the exception propagates; an
+    On an exception the temporary file is removed and the exception propagates (a
+    write error as `write_errors.WriteFailed`, naming the file and the cause); an
     existing file at `path` stays as it was. A device or FIFO (`is_special_file`) is
     written directly; a symbolic link's target is replaced (`output_target`). The new
     file gets the mode of the file it replaces, else the one the umask gives a new file
@@ -80,12 +82,15 @@ def atomic_output(path: str):
         else:
             apply_mode(temporary, like=path)
             os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         if gfile and gfile.exists(temporary):
             gfile.remove(temporary)
         elif not gfile and os.path.lexists(temporary):
             os.remove(temporary)
-        raise
+        failed = write_errors.classify(error, path)
+        if failed is None or failed is error:
+            raise
+        raise failed from error
 
 
 def _umask() -> int:

@@ -39,6 +39,7 @@ from bert_tf.text import tokenization
 from data_prep import beam_inputs
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
+from data_prep import record_writing
 
 METRICS_NAMESPACE = "bert_tf"
 SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
@@ -194,9 +195,32 @@ def output_files(prefix: str, num_shards: int) -> Optional[list]:
 
 
 def written_shards(prefix: str) -> list:
-    """The `prefix-NNNNN-of-MMMMM` files that exist (after a num_shards=0 run)."""
-    matches = FileSystems.match([prefix + "-*-of-*"])[0].metadata_list
-    return sorted(m.path for m in matches if SHARD_SUFFIX.search(m.path))
+    """The `prefix-NNNNN-of-MMMMM` files of the run that wrote last (after a
+    num_shards=0 run): those of the newest file's shard count; an earlier run's shards
+    of another count are not this run's (`remove_earlier_outputs` removes them)."""
+    matches = [m for m in FileSystems.match([prefix + "-*-of-*"])[0].metadata_list
+               if SHARD_SUFFIX.search(m.path)]
+    if not matches:
+        return []
+    newest = max(matches, key=lambda m: m.last_updated_in_seconds or 0).path
+    count = SHARD_SUFFIX.search(newest).group(0).rsplit("-", 1)[1]
+    return sorted(m.path for m in matches if m.path.endswith("-of-" + count))
+
+
+def remove_earlier_outputs(prefix: str, files: Sequence[str]) -> list:
+    """Removes, and logs, the files an earlier run wrote into `prefix` that this run's
+    `files` do not replace (shards of another count and their stats files, a one-file
+    run's `prefix`: `record_writing.stale_outputs`); local prefixes only. Returns them."""
+    if beam_inputs.is_remote(prefix):
+        return []
+    stale = record_writing.stale_outputs(  # the stats are this run's
+        files, also_keep=[prefix + pretraining_pipeline.STATS_SUFFIX])
+    for path in stale:
+        os.remove(path)
+    if stale:
+        logging.info("Removed %d file(s) of an earlier run into %s (this run's files "
+                     "replace them all): %s", len(stale), prefix, ", ".join(stale))
+    return stale
 
 
 def input_splits(pipeline: beam.Pipeline, input_files: Sequence[str], streams_per_split: int,

@@ -199,6 +199,7 @@ def run_pipeline(settings, pipeline_options) -> dict:
         FileSystems.delete([f for f in files if FileSystems.exists(f)])
         raise
     write_stats(settings.output_prefix + pretraining_pipeline.STATS_SUFFIX, summary)
+    beam_chunks.remove_earlier_outputs(settings.output_prefix, files)
     logging.info("Wrote %d instances to %d file(s) in %.1f s (%.0f instances/s)",
                  summary["instances"], len(files), summary["seconds"],
                  summary["instances_per_second"])

@@ -40,6 +40,7 @@ from absl import logging
 
 from bert_tf import command_line
 from bert_tf import fileio
+from bert_tf import write_errors
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups
 from bert_tf.text import vocab as vocab_lib
@@ -254,8 +255,8 @@ def write_model_folder(options, model, tokens, ids, chosen, summary) -> None:
     output_dir = os.path.realpath(options.output_dir)  # a link's target; the link stays
     _remove_stale_temporaries(output_dir)
     temporary = fileio.temporary_path(output_dir)
-    os.makedirs(temporary)
     try:
+        os.makedirs(temporary)
         with open(os.path.join(temporary, "vocab.txt"), "w", encoding="utf-8") as file:
             file.write("".join(token + "\n" for token in tokens))
         config = dataclasses.replace(model.config, vocab_size=summary["vocab_size_after"])
@@ -270,9 +271,10 @@ def write_model_folder(options, model, tokens, ids, chosen, summary) -> None:
             file.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         fileio.apply_mode(temporary)
         _replace_folder(temporary, output_dir)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(temporary, ignore_errors=True)
-        raise
+        # a file too large, a full disk, a read-only folder: one line naming the file
+        raise write_errors.classify(error, os.path.dirname(output_dir)) or error
 
 
 def _replace_folder(source, target) -> None:

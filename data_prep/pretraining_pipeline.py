@@ -43,7 +43,7 @@ from data_prep import record_writing
 from data_prep import wikipedia
 from data_prep import word_segmentation
 
-STATS_SUFFIX = ".stats.json"
+STATS_SUFFIX = record_writing.STATS_SUFFIX
 TOKENIZER_BATCH = 4096  # sentences per call of the batched tokenizer
 
 

@@ -7,11 +7,15 @@ google-crc32c, in C). GZIP shards are one gzip stream per file, as TensorFlow wr
 and reads them.
 
 An output set is replaced as a whole: when a run commits, shards of an earlier run into
-the same prefix with another shard count (`<prefix>-NNNNN-of-MMMMM`), and temporary files
-left by killed runs (`.tmp-<pid>` of a process that no longer runs), are removed, so that
-`<prefix>-*` matches exactly this run's shards.
+the same prefix with another shard count (`<prefix>-NNNNN-of-MMMMM`) and their stats
+files, a one-file run's `<prefix>` and its stats, and temporary files left by killed runs
+(`.tmp-<pid>` of a process that no longer runs), are removed and logged, so that
+`<prefix>-*` matches exactly this run's shards. A write error (a file too large for the
+file system, a full disk, a read-only folder) names the shard and the cause
+(`bert_tf.write_errors`).
 """
 
+import contextlib
 import glob
 import gzip as gzip_format
 import itertools
@@ -24,12 +28,17 @@ from typing import Dict, Iterable, NamedTuple, Sequence
 import google_crc32c
 import numpy as np
 
+from absl import logging
+
 from bert_tf import fileio
+from bert_tf import write_errors
 
 _SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 _SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
 _MASK_DELTA = 0xA282EAD8
 _GZIP_LEVEL = 6  # zlib's default, as TensorFlow's GZIP writer uses
+# pretraining_pipeline.STATS_SUFFIX (which imports this module).
+STATS_SUFFIX = ".stats.json"
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -84,17 +93,27 @@ class _GzipShard(gzip_format.GzipFile):
             self._file.close()
 
 
-def stale_outputs(paths: Sequence[str]) -> list:
+def stale_outputs(paths: Sequence[str], stats_suffix: str = STATS_SUFFIX,
+                  also_keep: Sequence[str] = ()) -> list:
     """Files of earlier runs into the prefixes of `paths` that are not this output set.
 
-    Shards named like `paths` but with another shard count, and `*.tmp-<pid>` files of
-    processes that no longer run.
+    Shards named like `paths` but with another shard count and their stats files
+    (`<prefix>-00000-of-00004.stats.json`); the unsharded `<prefix>` of a one-file run
+    (recognized by its `<prefix>.stats.json`) and that stats file when this run is
+    sharded; and `*.tmp-<pid>` files of processes that no longer run. `also_keep`: this
+    run's other files (its stats file where it is not beside the first shard).
     """
     keep = {os.path.abspath(path) for path in paths}
+    keep |= {path + stats_suffix for path in keep} | {os.path.abspath(p) for p in also_keep}
     stale = set()
     for prefix in {_SHARD_SUFFIX.sub("", path) for path in paths}:
-        for path in glob.glob(glob.escape(prefix) + _SHARD_GLOB):
-            if os.path.abspath(path) not in keep:
+        earlier = glob.glob(glob.escape(prefix) + _SHARD_GLOB)
+        earlier += glob.glob(glob.escape(prefix) + _SHARD_GLOB + glob.escape(stats_suffix))
+        if (os.path.isfile(prefix + stats_suffix)  # an unsharded run's file and stats
+                and os.path.abspath(prefix + stats_suffix) not in keep):
+            earlier += [prefix, prefix + stats_suffix]
+        for path in earlier:
+            if os.path.abspath(path) not in keep and os.path.isfile(path):
                 stale.add(path)
         for path in glob.glob(glob.escape(prefix) + "*.tmp-*"):
             pid = path.rsplit(".tmp-", 1)[1]
@@ -118,10 +137,14 @@ class ShardedWriter:
         # A device or FIFO (--output_file=/dev/null) is written in place, never renamed over.
         self.temp_paths = [path if fileio.is_special_file(path) else fileio.temporary_path(path)
                            for path in self.paths]
-        self._writers = [_open_shard(path, gzip) for path in self.temp_paths]
+        self._writers = []
+        for temp, path in zip(self.temp_paths, self.paths):
+            with write_errors.reported(path):
+                self._writers.append(_open_shard(temp, gzip))
         self._next = 0
         self.num_records = 0
         self._committed = False
+        self._stats_temp = None
 
     def write_all(self, records: Iterable[bytes]):
         """Writes records round-robin, continuing where the last call stopped."""
@@ -131,22 +154,37 @@ class ShardedWriter:
         """write_all for records already framed (by frame_records, in a worker)."""
         num_records, count = len(framed.offsets) - 1, len(self._writers)
         if count == 1:
-            self._writers[0].write(framed.data)
+            self._write(0, framed.data)
         else:
             view, bounds = memoryview(framed.data), framed.offsets.tolist()
             for shard in range(min(count, num_records)):
-                self._writers[(self._next + shard) % count].write(b"".join(
+                self._write((self._next + shard) % count, b"".join(
                     view[bounds[i]:bounds[i + 1]] for i in range(shard, num_records, count)))
         self._next = (self._next + num_records) % count
         self.num_records += num_records
 
+    def _write(self, index: int, data: bytes):
+        """Writes `data` to shard `index`; a write error names the shard
+        (`write_errors.WriteFailed`)."""
+        with write_errors.reported(self.paths[index]):
+            self._writers[index].write(data)
+
     def commit(self, stats_path: str = None, stats: Dict = None):
-        for writer in self._writers:
-            writer.close()
+        """Closes the shards, writes the stats JSON, renames all into place and removes
+        the earlier run's files of this prefix (`stale_outputs`, each logged).
+
+        Raises:
+          write_errors.WriteFailed: a write error, naming the file and the cause (the
+            temporary files are removed on leaving the `with` block).
+        """
+        for writer, path in zip(self._writers, self.paths):
+            with write_errors.reported(path):
+                writer.close()
         if stats_path is not None:
             stats_path = fileio.output_target(stats_path)
-            temp_stats = fileio.temporary_path(stats_path)
-            with open(temp_stats, "w", encoding="utf-8") as stats_file:
+            temp_stats = self._stats_temp = fileio.temporary_path(stats_path)
+            with write_errors.reported(stats_path), \
+                    open(temp_stats, "w", encoding="utf-8") as stats_file:
                 json.dump(stats, stats_file, indent=2, sort_keys=True)
                 stats_file.write("\n")
         for temp, path in zip(self.temp_paths, self.paths):
@@ -157,8 +195,13 @@ class ShardedWriter:
             fileio.apply_mode(temp_stats, like=stats_path)
             os.replace(temp_stats, stats_path)
         self._committed = True
-        for path in stale_outputs(self.paths):
+        stale = stale_outputs(self.paths, also_keep=[stats_path] if stats_path else [])
+        for path in stale:
             os.remove(path)
+        if stale:
+            logging.info("Removed %d file(s) of an earlier run into this output name "
+                         "(this run's files replace them all): %s", len(stale),
+                         ", ".join(stale))
 
     def __enter__(self):
         return self
@@ -166,8 +209,11 @@ class ShardedWriter:
     def __exit__(self, *exc_info):
         if not self._committed:
             for writer in self._writers:
-                writer.close()
+                with contextlib.suppress(OSError):  # keep the error that ended the run
+                    writer.close()
             for temp, path in zip(self.temp_paths, self.paths):
                 if temp != path and os.path.exists(temp):
                     os.remove(temp)
+            if self._stats_temp and os.path.exists(self._stats_temp):
+                os.remove(self._stats_temp)
         return False

@@ -4,7 +4,8 @@
 2. turn the corpus into pre-training TFRecords                (data_prep/create_pretraining_data.py)
 3. pre-train a small BERT with masked LM + next sentence      (run_pretraining.py)
 4. fine-tune a review classifier from that checkpoint         (run_classifier.py)
-5. export it as a SavedModel and classify two sentences through it with plain TensorFlow.
+5. export it as a SavedModel and classify two sentences through it with TensorFlow and
+   tensorflow-text alone (`import tensorflow_text` before `tf.saved_model.load`).
 
 Everything goes under --output_dir (default demo_output/), which is cleared first, so the
 demo can be run again. Every step is the same command a user would type; each is printed.

@@ -1,5 +1,7 @@
 """The commands: help that lists their own flags, and user errors as one line."""
 
+import importlib
+import importlib.metadata
 import os
 import pathlib
 import subprocess
@@ -34,7 +36,7 @@ def test_user_error_is_one_line_and_verbose_shows_the_traceback(tmp_path):
                f"--input_file={tmp_path / 'x.tfrecord'}", f"--output_dir={tmp_path / 'out'}"]
     quiet = _run(command)
     assert quiet.returncode == 1
-    assert quiet.stderr.strip().splitlines()[-1].startswith("run_pretraining: error: ")
+    assert quiet.stderr.strip().splitlines()[-1].startswith("bert-run-pretraining: error: ")
     assert "missing.json" in quiet.stderr and "Traceback" not in quiet.stderr
     loud = _run(command, "--verbose")
     assert loud.returncode == 1 and "Traceback" in loud.stderr
@@ -44,10 +46,25 @@ def test_missing_required_flag_and_stray_argument_are_one_line():
     missing = _run([sys.executable, "-m", "bert_tf.cli.run_ner", "--do_train"])
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines()[-1] == \
-        "run_ner: error: --output_dir is required"
+        "bert-run-ner: error: --output_dir is required"
     stray = _run([sys.executable, "run_classifier.py", "oops"])
     assert stray.stderr.strip().splitlines()[-1].startswith(
-        "run_classifier: error: unexpected arguments ['oops']")
+        "bert-run-classifier: error: unexpected arguments ['oops']")
+
+
+def test_every_command_names_itself_in_errors_by_its_console_script():
+    """`bert-run-ner: error: ...`, as the docs show, however the command was started
+    (console script, `python -m`, root script)."""
+    from bert_tf import command_line  # pylint: disable=import-outside-toplevel
+    scripts = {entry.value.split(":")[0]: entry.name for entry in
+               importlib.metadata.entry_points(group="console_scripts")
+               if entry.value.startswith(("bert_tf.", "data_prep."))}
+    assert "bert_tf.cli.run_ner" in scripts, "bert_tf is not installed (pip install -e .)"
+    for module_name, script in scripts.items():
+        if "beam" in module_name:  # they name themselves (data_prep.beam_pipeline)
+            continue
+        module = importlib.import_module(module_name)
+        assert command_line._program(module) == script, module_name
 
 
 def test_successful_command_exits_zero_and_prints_nothing_on_stdout(tmp_path):
@@ -176,7 +193,7 @@ def test_start_up_shows_no_tensorflow_lines_unless_asked(tmp_path):
                            timeout=300)
     assert quiet.returncode == 1
     assert quiet.stderr.splitlines() == [
-        f"run_classifier: error: task mrpc: the train file was expected at "
+        f"bert-run-classifier: error: task mrpc: the train file was expected at "
         f"{tmp_path / 'none' / 'train.tsv'} (not found)"]
     asked = subprocess.run(command + ["--verbosity=1"], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=300)
@@ -250,7 +267,7 @@ def test_a_multi_worker_run_waiting_for_a_missing_worker_stops_on_sigterm(tmp_pa
         pytest.fail("the run did not stop on SIGTERM")
     assert process.returncode == 143
     assert stderr.strip().splitlines()[-1] == (
-        "run_classifier: error: stopped by SIGTERM while waiting for the other workers "
+        "bert-run-classifier: error: stopped by SIGTERM while waiting for the other workers "
         "of TF_CONFIG")
     assert not output_dir.exists()
 

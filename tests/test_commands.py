@@ -107,7 +107,7 @@ def test_unreachable_tpu_is_one_line_naming_it(command, tmp_path):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == 1, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"{command}: error: TPU 'no-such-tpu-here' (zone "
+    assert last.startswith(f"bert-{command.replace('_', '-')}: error: TPU 'no-such-tpu-here' (zone "
                            "'us-central1-b') could not be reached"), last
     assert "Traceback" not in done.stderr
 

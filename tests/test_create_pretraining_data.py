@@ -612,8 +612,8 @@ def test_a_signal_ends_the_workers_and_leaves_no_temporary_file(tmp_path, vocab_
     lines = stderr.strip().splitlines()
     assert process.returncode == status, stderr[-2000:]
     assert "Traceback" not in stderr
-    assert lines[-1] == {signal.SIGTERM: "create_pretraining_data: error: stopped by SIGTERM",
-                         signal.SIGINT: "create_pretraining_data: error: stopped by SIGINT "
+    assert lines[-1] == {signal.SIGTERM: "bert-create-pretraining-data: error: stopped by SIGTERM",
+                         signal.SIGINT: "bert-create-pretraining-data: error: stopped by SIGINT "
                                         "(Ctrl-C)"}[signum]
     assert _wait_ended(workers) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]

@@ -4,18 +4,25 @@ distillation of a tiny fine-tuned classifier that exports, and the refusals."""
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import test_run_classifier
+import test_run_ner
+import test_run_squad
 from bert_tf.models import BertClassifier
 from bert_tf.tasks import driver, export_checkpoint, registry, run_config
 from bert_tf.tasks.distillation import data as distill_data
 from bert_tf.tasks.distillation import losses, objective, student, teacher
 from bert_tf.tasks.distillation.options import DistillationOptions
 from bert_tf.tasks.distillation.task import DistillationTask
+from bert_tf.tasks.ner import task as ner_task
+from bert_tf.tasks.squad import task as squad_task
 from harness import tiny_config, tiny_model
 
 RNG = np.random.default_rng(7)
@@ -210,6 +217,17 @@ def test_distillation_run_lowers_the_loss_and_its_folder_exports_and_predicts(
     # An eval-only rerun of the student folder reads its checkpoint.
     again = registry.run("distillation", dataclasses.replace(options, do_train=False))
     assert again["eval_accuracy"] == outcome.results["eval_accuracy"]
+    # The teacher task's own command evaluates the student folder with no task flag: its
+    # config.json records the options of the task its model is (model_options).
+    (out / "eval_results.txt").unlink()
+    done = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_classifier",
+                           f"--output_dir={out}", "--do_eval"], capture_output=True,
+                          text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "come from the trained run's" in done.stderr
+    assert f"eval_accuracy = {outcome.results['eval_accuracy']}" in (
+        out / "eval_results.txt").read_text()
 
 
 def test_on_the_fly_teacher_with_attention_loss_trains(teacher_run, tmp_path):
@@ -221,6 +239,51 @@ def test_on_the_fly_teacher_with_attention_loss_trains(teacher_run, tmp_path):
     assert losses_seen["attention_loss"] > 0 and losses_seen["hidden_loss"] > 0
     spec = distill_data.record_spec(str(tmp_path / "student" / "distill_train.tf_record"))
     assert not [name for name in spec if name.startswith("teacher/")]  # run on the fly
+
+
+def test_a_tagger_distils_per_token_and_its_command_evaluates_the_student(tmp_path):
+    # A 2-layer NER teacher, learnt; its 1-layer student learns per-token soft targets
+    # (the teacher runs on each batch: NER features are not a record its logits join).
+    data = tmp_path / "data"
+    data.mkdir()
+    test_run_ner.write_conll(data / "eng.train", 64, 0)
+    test_run_ner.write_conll(data / "eng.testa", 12, 1, length=14)  # windows
+    teacher_results = ner_task.run(test_run_ner.options(
+        tmp_path, do_train=True, do_eval=True, num_train_epochs=12.0))
+    assert teacher_results["eval_f1"] == 100.0, teacher_results
+    options = tiny_options(tmp_path, tmp_path / "out", num_train_epochs=12.0,
+                           learning_rate=3e-3, do_eval=True)
+    outcome = driver.execute(DistillationTask(options))
+    history = outcome.runner.train_result.history
+    assert history[-1]["soft_loss"] < history[0]["soft_loss"] * 0.3, history
+    assert outcome.results["eval_f1"] >= 90.0, outcome.results
+    saved = run_config.read(str(tmp_path / "student"))
+    assert (saved["command"], saved["model_type"]) == ("distillation", "token_classifier")
+    assert saved["model_options"]["tag_column"] == -1  # the teacher task's options
+    # bert-run-ner's own evaluation of the student folder, no task flag.
+    done = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_ner",
+                           f"--output_dir={tmp_path / 'student'}", "--do_eval"],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"eval_f1 = {outcome.results['eval_f1']}" in (
+        tmp_path / "student" / "eval_results.txt").read_text()
+
+
+def test_a_squad_student_learns_soft_start_and_end_positions(tmp_path):
+    train_file = test_run_squad.write_squad(tmp_path / "train.json", 40, seed=0)
+    dev_file = test_run_squad.write_squad(tmp_path / "dev.json", 12, seed=1)
+    teacher_scores = squad_task.run(test_run_squad.options(
+        tmp_path, do_train=True, do_predict=True, train_file=train_file,
+        predict_file=dev_file))
+    assert teacher_scores["exact_match"] == 100.0, teacher_scores
+    options = tiny_options(tmp_path, tmp_path / "out", num_train_epochs=6.0,
+                           learning_rate=3e-3, train_batch_size=8, do_predict=True)
+    outcome = driver.execute(DistillationTask(options))
+    history = outcome.runner.train_result.history
+    assert history[-1]["soft_loss"] < history[0]["soft_loss"] * 0.5, history
+    assert outcome.results["exact_match"] >= 90.0, outcome.results
+    assert run_config.read(str(tmp_path / "student"))["model_type"] == "span_labeler"
 
 
 # ---------------------------------------------------------------------------- refusals

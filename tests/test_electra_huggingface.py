@@ -10,6 +10,7 @@ equal to ours (the reference side: bench/reference_electra.py)."""
 import dataclasses
 import importlib.util
 import json
+import logging
 import os
 import pathlib
 
@@ -204,14 +205,21 @@ def test_an_electra_folder_loads_into_every_bert_model(vocab, tmp_path):
                                   outputs(model.generator, inputs)["masked_lm_logits"])
 
 
-def test_an_electra_run_exports_with_no_other_flag_and_reexports_the_same(tmp_path):
+def test_an_electra_run_exports_with_no_other_flag_and_reexports_the_same(tmp_path,
+                                                                          caplog):
     write_tiny_inputs(tmp_path)
     options = tiny_options(tmp_path, vocab_file=write_vocab(tmp_path / "vocab.txt",
                                                             SPECIAL_TOKENS, size=99))
     registry.run("electra", options)
     run = options.output_dir
+    caplog.clear()
+    caplog.set_level(logging.INFO)
     first = export_checkpoint.export_from_checkpoint(ExportOptions(
         init_checkpoint=run, export_dir=str(tmp_path / "hf"), export_format="huggingface"))
+    # One report of the whole load: the generator is loaded, not "newly initialised".
+    assert "newly initialised" not in caplog.text
+    assert "encoder bert/*: 39 variables loaded" in caplog.text
+    assert "generator generator/*: loaded" in caplog.text
     model = load_electra(run, checkpoints.load_config(
         os.path.join(run, "bert_config.json")))
     contents = huggingface.folder_contents(model)

@@ -5,6 +5,7 @@ float32, the files an app reads, and what ONNX cannot hold refused before anythi
 written. Skipped without the `onnx` extra (tf2onnx, onnx, onnxruntime)."""
 
 import json
+import logging
 import os
 
 import numpy as np
@@ -215,6 +216,26 @@ def test_the_library_refuses_before_writing(vocab, tmp_path):
     with pytest.raises(FileExistsError, match=r"c is not empty \(holds keep.txt\)"):
         onnx_export.export_onnx(model, Preprocessor(vocab, True, LENGTH), tmp_path / "c")
     assert sorted(os.listdir(tmp_path)) == ["c"]
+
+
+def test_an_export_logs_no_table_initializer_warnings(vocab, tmp_path):
+    """The tokenizer's eager lookup tables left None in TF1's table_initializer
+    collection, which tf2onnx exports: TensorFlow warned "Issue encountered when
+    serializing table_initializer ... 'NoneType' object has no attribute 'name'"."""
+    lines = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    recorder = Recorder()
+    tf.get_logger().addHandler(recorder)
+    try:
+        onnx_export.export_onnx(tiny_model(BertEncoder, tiny_config(), 0),
+                                Preprocessor(vocab, True, LENGTH), tmp_path / "onnx")
+    finally:
+        tf.get_logger().removeHandler(recorder)
+    assert not [line for line in lines if "table_initializer" in line or "NoneType" in line]
 
 
 def test_layer_norms_and_gelus_are_in_the_ops_runtimes_fuse(vocab, tmp_path):

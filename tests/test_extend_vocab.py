@@ -276,7 +276,7 @@ def test_cli_flags_and_one_line_error(model_folder, corpus, tmp_path):
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith(
-        f"extend_vocab: error: input_file {plain}: nothing to add")
+        f"bert-extend-vocab: error: input_file {plain}: nothing to add")
     assert not (tmp_path / "none").exists()
 
 

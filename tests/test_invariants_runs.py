@@ -12,7 +12,9 @@ import json
 import math
 import os
 
+import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -172,6 +174,73 @@ def test_a_truncated_latest_checkpoint_is_one_line(tmp_path):
     index.write_bytes(index.read_bytes()[:20])
     with pytest.raises(ValueError, match=r"ckpt-2 is damaged"):
         run_config.check_checkpoint_complete(str(tmp_path / "ckpt-2"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint_files(tmp_path_factory):
+    """{name: bytes} of a tiny training run's ckpt-2 (weights, moments, iterator state)."""
+    folder = tmp_path_factory.mktemp("ckpt")
+    harness.train_tiny(str(folder), 2, 2)
+    return {path.name: path.read_bytes() for path in folder.iterdir()
+            if path.name.startswith("ckpt-2.")}
+
+
+def _copy(files, folder):
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    return str(folder / "ckpt-2")
+
+
+@FAST
+@given(cut=st.integers(1, 10_000))
+def test_a_checkpoint_cut_anywhere_is_named_truncated(tmp_path, checkpoint_files, cut):
+    # Issue 49, class 7: the index against the data file's size (and the object graph,
+    # written last), whatever the number of bytes lost.
+    prefix = _copy(checkpoint_files, tmp_path)
+    data = next(p for p in tmp_path.iterdir() if p.name.startswith("ckpt-2.data"))
+    data.write_bytes(checkpoint_files[data.name][:max(0, len(checkpoint_files[data.name])
+                                                         - cut)])
+    with pytest.raises(ValueError, match=r"ckpt-2 is truncated .*remove its files"):
+        run_config.check_checkpoint_complete(prefix)
+
+
+def test_a_missing_data_file_is_named(tmp_path, checkpoint_files):
+    prefix = _copy({name: content for name, content in checkpoint_files.items()
+                    if ".data-" not in name}, tmp_path)
+    with pytest.raises(ValueError, match=r"ckpt-2 is damaged \(ckpt-2.data-00000-of-00001 "
+                                         "is missing\\)"):
+        run_config.check_checkpoint_complete(prefix)
+
+
+def test_the_check_reads_no_weight(tmp_path, checkpoint_files, monkeypatch):
+    # Issue 49, class 7: resuming BERT-large read 1.3 GB; only strings are read now.
+    prefix = _copy(checkpoint_files, tmp_path)
+    read, load = [], tf.train.load_checkpoint
+
+    class Counting:
+        def __init__(self, reader):
+            self.reader = reader
+
+        def __getattr__(self, name):
+            return getattr(self.reader, name)
+
+        def get_tensor(self, name):
+            read.append(self.reader.get_variable_to_dtype_map()[name])
+            return self.reader.get_tensor(name)
+
+    monkeypatch.setattr(tf.train, "load_checkpoint", lambda path: Counting(load(path)))
+    run_config.check_checkpoint_complete(prefix)
+    assert read and set(read) == {tf.string}
+
+
+def test_expected_data_bytes_is_the_data_file_size_without_variants(tmp_path):
+    # The formula, checked exactly where no variant tensor (iterator state) is saved.
+    checkpoint = tf.train.Checkpoint(a=tf.Variable(np.ones([3, 5], np.float32)),
+                                     b=tf.Variable(np.ones([7], np.int64)),
+                                     c=tf.Variable(np.ones([2, 2], np.float16)))
+    prefix = checkpoint.write(str(tmp_path / "plain"))
+    size = sum(path.stat().st_size for path in tmp_path.glob("plain.data-*"))
+    assert run_config.expected_data_bytes(tf.train.load_checkpoint(prefix)) == size
 
 
 # ------------------------------------------------------------------ bert_config.json

@@ -292,6 +292,6 @@ def test_an_export_format_without_its_extra_is_one_line_before_any_work(
                  f"--export_dir={tmp_path / 'out'}"], plain_env)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
-        f"export_model: error: --export_format={export_format} needs {package}, which is "
+        f"bert-export-model: error: --export_format={export_format} needs {package}, which is "
         f"not installed: {extras.install_hint(extra)}")
     assert list(tmp_path.iterdir()) == []

@@ -147,7 +147,7 @@ def test_command_line_rejects_unknown_task(tmp_path):
          f"--bert_config_file={config_file}", "--do_train", "--max_seq_length=12"],
         capture_output=True, text=True)
     assert result.returncode != 0
-    assert "run_classifier: error: unknown task_name 'foo'; known tasks: cola, generic, " \
+    assert "bert-run-classifier: error: unknown task_name 'foo'; known tasks: cola, generic, " \
         "mnli" in result.stderr
     assert "Traceback" not in result.stderr
 

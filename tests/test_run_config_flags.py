@@ -152,5 +152,5 @@ def test_a_config_file_satisfies_the_required_flags(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.stderr.strip().splitlines()[-1] == (
-        f"run_ner: error: --config={bad}: out_dir is not an option of this command "
+        f"bert-run-ner: error: --config={bad}: out_dir is not an option of this command "
         "(expected the names of its flags, as NerOptions declares them)")

@@ -73,7 +73,7 @@ def test_a_second_pretraining_run_on_the_same_output_dir_is_refused(tmp_path):
                                 timeout=120)
         assert second.returncode == 1
         assert second.stderr.strip().splitlines()[-1] == (
-            f"run_pretraining: error: output_dir {out} is in use by process {first.pid} on "
+            f"bert-run-pretraining: error: output_dir {out} is in use by process {first.pid} on "
             f"{os.uname().nodename}: wait for that run to end, or use another --output_dir "
             f"(if it is not running, remove {out / fileio.LOCK_FILE})")
     finally:

@@ -409,5 +409,5 @@ def test_every_flag_reaches_the_options_and_help_lists_them(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines()[-1] == (
-        f"run_multiple_choice: error: no train file: expected one of "
+        f"bert-run-multiple-choice: error: no train file: expected one of "
         f"{tmp_path}/train.csv, {tmp_path}/train.jsonl (or pass train_file)")

@@ -122,7 +122,7 @@ def test_command_line_bad_tag_line(tmp_path):
          "--allow_random_encoder"],
         capture_output=True, text=True)
     assert result.returncode != 0
-    assert f"run_ner: error: {bad}:2: missing tag" in result.stderr
+    assert f"bert-run-ner: error: {bad}:2: missing tag" in result.stderr
 
 
 def write_tiny_inputs(tmp_path):

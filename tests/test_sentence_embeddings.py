@@ -10,9 +10,11 @@ scores them poorly and a trained one well.
 """
 
 import json
+import logging
 import os
 import pathlib
 import random
+import re
 import subprocess
 import sys
 
@@ -430,7 +432,7 @@ def test_triplets_train_with_hard_negatives_and_a_scored_loss_refuses_them(tmp_p
     assert outcome.results == {} and outcome.runner.global_step == 4
 
 
-def test_retrieval_is_scored_with_the_dev_data_under_mixed_precision(tmp_path):
+def test_retrieval_is_scored_with_the_dev_data_under_mixed_precision(tmp_path, caplog):
     folder = tmp_path / "beir"
     rng = random.Random(0)
     corpus = [(f"d{i}", "", _sentence(rng, i % 4)) for i in range(12)]
@@ -440,10 +442,15 @@ def test_retrieval_is_scored_with_the_dev_data_under_mixed_precision(tmp_path):
     write_rows(folder / "qrels" / "dev.tsv", ["query-id", "corpus-id", "score"],
                [(f"q{i % 4}", f"d{i}", 1) for i in range(12)])
     write_sts(tmp_path / "data", train=16, dev=8)
+    caplog.set_level(logging.INFO)
     outcome = driver.execute(SentenceEmbeddingTask(options(
         tmp_path, do_train=True, do_eval=True, num_train_epochs=1.0,
         retrieval_dir=str(folder), retrieval_split="dev", mixed_precision="bfloat16")))
     results = outcome.results
+    # The log counts what eval_examples counts (pairs); the texts encoded are texts.
+    assert f"Evaluating: 8 pairs of {tmp_path / 'data' / 'dev.tsv'}" in caplog.text
+    assert results["eval_examples"] == 8 and "distinct texts in" in caplog.text
+    assert not re.search(r"Evaluating: \d+ examples", caplog.text), caplog.text
     assert np.isfinite(_loop_losses(outcome)).all()
     for name in ("eval_mrr_at_10", "eval_ndcg_at_10", "eval_recall_at_1", "eval_recall_at_5",
                  "eval_recall_at_10", "eval_spearman"):

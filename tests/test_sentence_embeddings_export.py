@@ -8,6 +8,7 @@ STS-B sentences when ../shared/data is there.
 
 import importlib.util
 import json
+import logging
 import os
 import pathlib
 import subprocess
@@ -230,11 +231,14 @@ def test_a_run_of_options_exports_a_bert_folder_as_a_sentence_encoder(bert_folde
 
 
 def test_sentence_transformers_folder_has_its_files_and_loads_back(bert_folder, tokenizer,
-                                                                   tmp_path):
+                                                                   tmp_path, caplog):
     folder, _ = bert_folder
     model = randomized(3, pooling="max", normalize=True)
+    caplog.set_level(logging.INFO)
     path = st_folder.export_sentence_transformers(
         model, Preprocessor(os.path.join(folder, "vocab.txt"), True, LENGTH), tmp_path / "st")
+    # The log names the export folder, never the temporary one it was written in.
+    assert f"folder to {tmp_path / 'st'}" in caplog.text and ".tmp-" not in caplog.text
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
     assert [(m["path"], m["type"].rsplit(".", 1)[1]) for m in modules] == [
         ("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]

@@ -2,9 +2,11 @@
 
 import collections
 import json
+import logging
 
 import numpy as np
 import pytest
+from absl import logging as absl_logging
 
 from bert_tf.text import tokenization
 from bert_tf.tasks.squad import data as squad_data
@@ -113,6 +115,17 @@ def test_question_truncated_and_lengths_checked(tokenizer):
     assert feature.start_position is None
     with pytest.raises(ValueError, match="max_query_length"):
         squad_data.convert_examples_to_features([example], tokenizer, 10, 8, 7, False)
+
+
+def test_building_features_says_it_started_and_finished(tokenizer, caplog):
+    """The features of predict_file are built after training: a line says so at once
+    (tokenizing a dev set takes tens of seconds), another when they are done."""
+    absl_logging.set_verbosity(absl_logging.INFO)
+    caplog.set_level(logging.INFO)
+    squad_data.convert_examples_to_features([_x_example(["x1"])] * 3, tokenizer, 32, 8, 2,
+                                            False)
+    assert "Building prediction features: 3 questions ..." in caplog.text
+    assert "Building prediction features: 3 questions in " in caplog.text
 
 
 def test_version_2_impossible_points_at_cls(tmp_path, tokenizer):

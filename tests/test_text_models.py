@@ -245,6 +245,13 @@ def test_fit_and_predict_a_tagger_on_lists_of_words(tmp_path):
         tagger.fit(x, [["O"]] + y[1:])
     with pytest.raises(ValueError, match=r"y\[0\] holds 'B-ORG', not one of the tags"):
         tagger.fit(x, [["B-ORG"] * 6] + y[1:])
+    # IOB1 (CoNLL's files): I-LOC opens a chunk, B-LOC in IOB2, which the tagger learns.
+    iob1 = [["O", "I-LOC", "I-LOC"] + ["O"] * (len(words) - 3) for words in x]
+    with pytest.raises(ValueError, match=r"y\[0\] starts a chunk with I-LOC \(IOB1\).*"
+                                         r"labels_of"):
+        bert_tf.TextTagger.from_pretrained(folder, labels=["O", "I-LOC"]).fit(x, iob1)
+    assert bert_tf.TextTagger.labels_of(iob1[:1] + [["I-PER", "I-PER"], ["B-LOC"]]) == [
+        "O", "B-LOC", "B-PER", "I-LOC", "I-PER"]
     history = tagger.fit(x, y, epochs=25, batch_size=16, learning_rate=3e-3, seed=3,
                          verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0] / 10

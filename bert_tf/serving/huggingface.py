@@ -254,6 +254,37 @@ def tokenizer_files(preprocessor, model_max_length):
             "special_tokens_map.json": json.dumps(specials, indent=2) + "\n"}
 
 
+def folder_writer(model, preprocessor, label_names=None, problem_type=None):
+    """Checks `model` and `preprocessor` (see `export_huggingface`) and returns
+    `write(folder)`, which writes the Hugging Face files into the new folder `folder`
+    and logs nothing (a format that holds such a folder, sentence-transformers', says
+    where its own export went).
+
+    Raises:
+        ValueError / FileNotFoundError: naming the model type, vocab or labels at fault.
+    """
+    architecture(model)
+    if not model.built:
+        model.build()
+    config = export.check_model_and_vocab(model, type(model), preprocessor,
+                                          min_seq_length=None)
+    tokenizer = tokenizer_files(preprocessor, config.max_position_embeddings)
+    contents = folder_contents(model, label_names, problem_type)
+
+    def write(folder):
+        for subfolder, (hf_config_dict, state) in contents.items():
+            path = os.path.join(folder, subfolder)
+            os.makedirs(path)
+            save_file(state, os.path.join(path, "model.safetensors"),
+                      metadata={"format": "pt"})
+            files = {"config.json": json.dumps(hf_config_dict, indent=2, sort_keys=True)
+                     + "\n", **tokenizer}
+            for name, text in files.items():
+                with open(os.path.join(path, name), "w", encoding="utf-8") as file:
+                    file.write(text)
+    return write
+
+
 def export_huggingface(model, preprocessor, export_dir, label_names=None, problem_type=None,
                        overwrite=False):
     """Writes `model` as a Hugging Face transformers folder (see the module docstring).
@@ -277,27 +308,8 @@ def export_huggingface(model, preprocessor, export_dir, label_names=None, proble
         ValueError / FileNotFoundError / FileExistsError: naming the model type, vocab,
             labels or folder at fault, before anything is written.
     """
-    architecture(model)
-    if not model.built:
-        model.build()
-    config = export.check_model_and_vocab(model, type(model), preprocessor,
-                                          min_seq_length=None)
+    write = folder_writer(model, preprocessor, label_names, problem_type)
     target = output_folder.check_output_folder(export_dir, overwrite)
-    tokenizer = tokenizer_files(preprocessor, config.max_position_embeddings)
-    contents = folder_contents(model, label_names, problem_type)
-
-    def write(folder):
-        for subfolder, (hf_config_dict, state) in contents.items():
-            path = os.path.join(folder, subfolder)
-            os.makedirs(path)
-            save_file(state, os.path.join(path, "model.safetensors"),
-                      metadata={"format": "pt"})
-            files = {"config.json": json.dumps(hf_config_dict, indent=2, sort_keys=True)
-                     + "\n", **tokenizer}
-            for name, text in files.items():
-                with open(os.path.join(path, name), "w", encoding="utf-8") as file:
-                    file.write(text)
-
     output_folder.write_folder(target, write)
     logging.info("Exported %s as a Hugging Face %s folder to %s", type(model).__name__,
                  architecture(model), target)

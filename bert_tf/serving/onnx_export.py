@@ -97,12 +97,26 @@ def name_dimensions(proto, rank, sequence_outputs, output_shapes):
                 dim.dim_param = names[-1]
 
 
+def drop_eager_table_initializers():
+    """Removes the None entries that lookup tables made eagerly (the in-graph
+    tokenizer's vocab tables) leave in TF1's global `table_initializer` collection.
+
+    tf2onnx exports that collection with its graph (`export_meta_graph`), which failed on
+    them: TensorFlow's "Issue encountered when serializing table_initializer" and
+    "'NoneType' object has no attribute 'name'" on every export. An eager table has no
+    initializer op to run, so nothing is lost.
+    """
+    collection = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS)
+    collection[:] = [initializer for initializer in collection if initializer is not None]
+
+
 def convert(model, preprocessor):
     """The float32 ONNX ModelProto of `model` (see the module docstring)."""
     tf2onnx, onnx = import_converters()
     entry = registry.for_model(model)
     module = export.ServingModule(model, preprocessor)
     function, signature = ids_function(module, entry.ids_rank)
+    drop_eager_table_initializers()  # after the module's tables, before tf2onnx
     proto, _ = tf2onnx.convert.from_function(function, input_signature=signature,
                                              opset=OPSET)
     outputs = function.get_concrete_function().structured_outputs

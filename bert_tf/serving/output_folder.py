@@ -14,6 +14,7 @@ import shutil
 import uuid
 
 from bert_tf import fileio
+from bert_tf import write_errors
 from bert_tf.weights.load_report import name_list
 
 # How a Python caller replaces a folder (commands name their own flag).
@@ -51,8 +52,19 @@ def remove_stale_temporaries(parent, base):
 def write_folder(target, write):
     """Calls `write(temporary)` on a new sibling folder of `target`, then renames it
     onto `target` (replacing what was there; through a symbolic link, its target, the
-    link kept). Returns `target`."""
+    link kept). Returns `target`.
+
+    Raises:
+      write_errors.WriteFailed: a write error (a file too large for the file system, no
+        space, a folder that cannot be written), naming the file and the cause; the
+        temporary folder is removed and `target` stays as it was.
+    """
     given, target = target, os.path.realpath(target)
+    with write_errors.reported(os.path.dirname(target)):
+        return _write_folder(given, target, write)
+
+
+def _write_folder(given, target, write):
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     base = os.path.basename(target)

@@ -191,7 +191,7 @@ class TrainingEvaluation(step_hook.StepHook):
         distribute.cleanup_worker_dir(strategy, directory)
         if distribute.is_chief(strategy):
             task_lib.write_results(best_dir, self.task.result_names[self.task.train_eval_split],
-                                   scores)
+                                   scores, log_replaced=False)  # the better one's
 
     def _write_summaries(self, step, scores):
         """One TensorBoard scalar per numeric score, under output_dir/eval (the chief)."""

@@ -290,17 +290,19 @@ class ModelRunner:
         self.model = model
         return model
 
-    def batches(self, dataset_fn, passthrough_keys=(), num_examples=None):
+    def batches(self, dataset_fn, passthrough_keys=(), num_examples=None,
+                unit="examples"):
         """Yields numpy dicts of the outputs (+ passthrough features) per batch; progress
-        (of `num_examples` when given) is logged every 30 seconds."""
+        (of `num_examples` when given, counted as `unit`) is logged every 30 seconds."""
         model = self.ensure_model(dataset_fn)
         yield from loop.predict(self.context.strategy, model, dataset_fn, passthrough_keys,
-                                num_examples, name=self.phase)
+                                num_examples, name=self.phase, unit=unit)
 
-    def predict(self, dataset_fn, output_key="logits", keys=(), num_examples=None):
+    def predict(self, dataset_fn, output_key="logits", keys=(), num_examples=None,
+                unit="examples"):
         """Concatenated float32 numpy outputs (and passthrough features) over a dataset."""
         outputs = {name: [] for name in (output_key,) + tuple(keys)}
-        for batch in self.batches(dataset_fn, keys, num_examples):
+        for batch in self.batches(dataset_fn, keys, num_examples, unit):
             for name in outputs:
                 outputs[name].append(batch[name])
         return {name: np.concatenate(values) if values else np.zeros((0,))

@@ -47,7 +47,8 @@ class OneHotEmbeddings(OptionGroup):
 
 ExtractOptions = compose(
     "ExtractOptions", groups.InputFile, groups.OutputFile, ExtractLayers, groups.ModelBatch,
-    groups.MODEL_SOURCE, groups.Vocab, groups.Case, groups.SequenceLength,
+    groups.MODEL_SOURCE, groups.Vocab, groups.Case, groups.CaseCheck,
+    groups.SequenceLength,
     task_options.Devices, task_options.TpuCluster, OneHotEmbeddings,
     defaults={"do_lower_case": None},  # None: as the run at init_checkpoint, else true
     helps={"input_file": "Text file: one text or `text_a ||| text_b` a line.",
@@ -84,7 +85,11 @@ def run(options: ExtractOptions) -> int:
         {"input_file": options.input_file, "vocab_file": vocab_file,
          "bert_config_file": options.bert_config_file})
     vocab = VocabFile.read(vocab_file)
-    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=lower_case(options))
+    do_lower_case = lower_case(options)
+    if not options.allow_case_mismatch:  # the runners' rule, before the model loads
+        tokenization.check_case_matches(do_lower_case, vocab.tokens, vocab_file,
+                                        options.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=do_lower_case)
     encoder = from_pretrained(BertEncoder, options.init_checkpoint,
                               config=options.bert_config_file,
                               allow_random_encoder=options.allow_random_encoder)

@@ -21,9 +21,11 @@ vocab digest, case): `read` returns it in the same shape, without "options".
 """
 
 import json
+import math
 import os
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -47,6 +49,8 @@ def describe(task, context) -> dict:
         "model_type": task.model_type,
         "labels": task.labels,
         "options": options_lib.options_to_dict(context.options),
+        **({} if task.model_options is None else
+           {"model_options": options_lib.options_to_dict(task.model_options)}),
         "model": context.config.to_dict(),
         # The serving settings, with the pairing of the run's Preprocessor.
         "export": {**task.export_options(), **({} if task.text_pair is None
@@ -221,22 +225,81 @@ def check_continuation(output_dir: str, config: dict, checkpoint: Optional[str])
 def check_checkpoint_complete(prefix: str) -> None:
     """Refuses a checkpoint whose files are damaged or truncated (a full disk, a copy cut
     short) before a run restores it, instead of a restore failing with "IndexError: Read
-    less bytes than requested". Reads every tensor once (seconds for BERT-large with its
-    optimizer moments; the run resumes at most once per start).
+    less bytes than requested".
+
+    Reads the index (every tensor's dtype and shape) and only the small string tensors
+    (the object graph, which TensorFlow writes last, so a cut tail shows there), never
+    the weights: the data files must exist and hold at least the bytes the index's
+    fixed-size tensors take (`expected_data_bytes`).
 
     Raises:
       ValueError: naming the checkpoint and what to do.
     """
+    what, detail = "damaged", ""
     try:
         reader = tf.train.load_checkpoint(prefix)
-        for name, dtype in reader.get_variable_to_dtype_map().items():
-            if dtype.is_numpy_compatible:
-                reader.get_tensor(name)
+        shards = _data_files(prefix)
+        expected = expected_data_bytes(reader)
+        held = sum(tf.io.gfile.stat(path).length for path in shards)
+        if held < expected:
+            what, detail = "truncated", (f"its data files hold {held} bytes, its index "
+                                         f"lists {expected} bytes of tensors")
+    except FileNotFoundError as error:
+        detail = str(error)
     except (tf.errors.OpError, RuntimeError, ValueError, IndexError) as error:
         detail = str(error).strip().splitlines()[0][:120] if str(error).strip() else \
             type(error).__name__
         what = "truncated" if isinstance(error, IndexError) else "damaged"
+    if detail:
         raise ValueError(
             f"checkpoint {prefix} is {what} ({detail}): remove its files (the run then "
             "continues from the checkpoint before it, named in the folder's 'checkpoint' "
-            "file), or use a new output_dir") from None
+            "file), or use a new output_dir")
+
+
+def _data_files(prefix: str) -> list:
+    """The data shards `<prefix>.data-0000i-of-0000n` of a checkpoint.
+
+    Raises:
+      FileNotFoundError: naming the first shard that is missing.
+    """
+    folder, stem = os.path.split(prefix)
+    found = [name for name in tf.io.gfile.listdir(folder or ".")  # no glob: `[` in a name
+             if name.startswith(f"{stem}.data-") and "-of-" in name]
+    counts = {int(name.rsplit("-of-", 1)[1]) for name in found
+              if name.rsplit("-of-", 1)[1].isdigit()}
+    count = max(counts) if counts else 1
+    shards = [f"{prefix}.data-{index:05d}-of-{count:05d}" for index in range(count)]
+    for path in shards:
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(f"{os.path.basename(path)} is missing")
+    return shards
+
+
+def _varint_size(value: int) -> int:
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def expected_data_bytes(reader) -> int:
+    """The bytes a checkpoint's data files hold at least, by its index: every fixed-size
+    tensor's elements times its dtype's size, and each string tensor as the bundle
+    writes it (a varint length per element, a 4-byte checksum, the bytes; the strings
+    are read: the object graph, a few KB). Variant tensors (a tf.data iterator's state)
+    count 0: their encoded size is not in the index.
+
+    Args:
+      reader: a `tf.train.load_checkpoint` reader.
+    """
+    shapes = reader.get_variable_to_shape_map()
+    total = 0
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+        if dtype == tf.string:
+            values = np.asarray(reader.get_tensor(name), dtype=object).reshape(-1)
+            total += 4 + sum(len(value) + _varint_size(len(value)) for value in values)
+        elif dtype.is_numpy_compatible:
+            total += math.prod(shapes[name]) * dtype.size
+    return total

@@ -61,6 +61,9 @@ class Task:
       needs_vocab: The task tokenizes (the run context then requires a vocab).
       text_pair: Its model reads sentence pairs (True), single texts (False) or either
         (None): the run's `Preprocessor` says so to exports.
+      model_options: The options of the task whose model the run trains, where they are
+        not the run's own (a distillation: the teacher task's, for the student), recorded
+        in config.json so that that task's command evaluates and predicts from the folder.
       records_run_settings: Check and record the output_dir's run_settings.json.
       train_eval_split: The split scored while training (`eval_every_steps`): "eval",
         the dev data of do_eval (SQuAD: "predict", its predict_file is the dev set).
@@ -73,6 +76,7 @@ class Task:
     needs_pretrained_encoder = True
     needs_vocab = True
     text_pair = None
+    model_options = None
     # What the run writes into output_dir (`run_context.check_run_inputs`).
     output_patterns = run_context.RUN_OUTPUT_PATTERNS + ("*.tf_record",)
     records_run_settings = True  # run_settings.json guards the output_dir
@@ -201,20 +205,28 @@ def cached_features(record_path: str, key: dict, write_fn) -> tuple:
         num_features = cached.pop("num_features", None)
         if cached == key and num_features:
             return num_features, True
+    logging.info("Building features: %s ...", record_path)  # tokenizing may take a while
     num_features = write_fn(record_path)
     fileio.write_text_atomic(key_path, json.dumps(dict(key, num_features=num_features),
                                                   indent=1))
     return num_features, False
 
 
-def write_results(output_dir: str, name: str, results: dict) -> str:
+def write_results(output_dir: str, name: str, results: dict,
+                  log_replaced: bool = True) -> str:
     """Every task's results files: `<name>_results.txt` (`key = value` lines sorted by
-    key, as the original's eval_results.txt) and the same dict as `<name>_results.json`.
+    key, as the original's eval_results.txt) and the same dict as `<name>_results.json`;
+    the files of an earlier run there are replaced, with a warning naming them (unless
+    not `log_replaced`: `best/`, whose results go with its checkpoint).
 
     Returns:
       The path of the .txt file.
     """
     path = os.path.join(output_dir, f"{name}_results.txt")
+    earlier = [p for p in (path, path[:-len(".txt")] + ".json") if os.path.exists(p)]
+    if earlier and log_replaced:  # a rerun replaces both, and says so
+        logging.warning("Replacing %s of an earlier run with this run's results (copy "
+                        "them first to keep them)", " and ".join(earlier))
     lines = [f"{key} = {results[key]}\n" for key in sorted(results)]
     fileio.write_text_atomic(path, "".join(lines))
     fileio.write_text_atomic(os.path.join(output_dir, f"{name}_results.json"),

@@ -144,6 +144,10 @@ def check_case_matches(do_lower_case, vocab, vocab_file, init_checkpoint=None):
     `validate_case_matches_checkpoint` does (by the released folder names), and also by
     the vocabulary itself: an uncased vocabulary has no capitals.
 
+    The one case rule of every command that reads a vocab (the runners, the data tools,
+    extract-features, encode, export; `tests/test_invariants_case_columns.py` holds their
+    table), each skipping it with --allow_case_mismatch.
+
     Raises:
       ValueError: naming the flag, the vocab or folder and what they are.
     """
@@ -153,6 +157,6 @@ def check_case_matches(do_lower_case, vocab, vocab_file, init_checkpoint=None):
     for case, source in found:
         if case is not None and (case == "uncased") != bool(do_lower_case):
             raise ValueError(
-                f"do_lower_case={str(bool(do_lower_case)).lower()} does not fit {source}: it "
+                f"--do_lower_case={str(bool(do_lower_case)).lower()} does not fit {source}: it "
                 f"is {case}; pass --do_lower_case={str(case == 'uncased').lower()} (or "
                 "--allow_case_mismatch if you mean it)")

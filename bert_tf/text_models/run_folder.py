@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf import write_errors
 from bert_tf.tasks import run_config, run_context
 from bert_tf.train import loop
 from bert_tf.weights import checkpoints
@@ -53,7 +54,8 @@ def write(folder, model, preprocessor, *, model_type, task, labels, export, opti
     checkpoint = tf.train.Checkpoint(model=model,
                                      global_step=tf.Variable(step, dtype=tf.int64))
     manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=1)
-    prefix = manager.save(checkpoint_number=step)
+    with write_errors.reported(folder):
+        prefix = manager.save(checkpoint_number=step)
     logging.info("Saved %s (step %d) as a run folder: %s", type(model).__name__, step, folder)
     return prefix
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import run_config
 from bert_tf.tasks.ner import data as ner_data
+from bert_tf.text import input_layout_graph
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.text_models.training import TextModel, given
@@ -34,6 +35,12 @@ def tagged_pieces_loss(targets, logits):
     losses = keras.losses.sparse_categorical_crossentropy(
         tag_ids, tf.cast(logits, tf.float32), from_logits=True)  # [B, S]
     return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
+def _trimmed(features, targets):
+    """A batch cut to its longest row, its targets [B, S, 2] with it."""
+    features = input_layout_graph.trim_to_longest(features)
+    return features, targets[:, :tf.shape(features["input_ids"])[1]]
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -105,7 +112,7 @@ class TextTagger(TextModel):
         if shuffle_seed is not None:
             dataset = dataset.shuffle(len(targets), seed=None if shuffle_seed is True
                                       else int(shuffle_seed))
-        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), len(targets)
+        return dataset.batch(batch_size).map(_trimmed).prefetch(tf.data.AUTOTUNE), len(targets)
 
     def predictions(self, x, batch_size, **kwargs):
         sentences = self._sentences(x, None)
@@ -140,12 +147,32 @@ class TextTagger(TextModel):
             if tags is not None and len(tags) != len(words):
                 raise ValueError(f"y[{row}] has {len(tags)} tags but x[{row}] has "
                                  f"{len(words)} words: expected a tag per word")
-            unknown = [tag for tag in tags or () if tag not in self.labels]
-            if unknown:
-                raise ValueError(f"y[{row}] holds {unknown[0]!r}, not one of the tags "
-                                 f"{self.labels}")
+            self._check_tags(tags or (), row)
             sentences.append(ner_data.Sentence(words, tags, "x", [row] * len(words)))
         return sentences
+
+    def _check_tags(self, tags, row):
+        """Each tag of y[row], as the runner trains it (IOB2), is one of the labels."""
+        unknown = [tag for tag in tags if tag not in self.labels]
+        if unknown:
+            raise ValueError(f"y[{row}] holds {unknown[0]!r}, not one of the tags "
+                             f"{self.labels}")
+        # IOB1 (CoNLL-2003's files) starts a chunk with I-; the tagger learns IOB2, as
+        # bert-run-ner does, so the B- form must be a label too or it would be left out.
+        missing = [tag for tag in ner_data.to_iob2(tags) if tag not in self.labels]
+        if missing:
+            raise ValueError(
+                f"y[{row}] starts a chunk with I-{missing[0][2:]} (IOB1): the tagger learns "
+                f"IOB2, as bert-run-ner, where it is {missing[0]!r}, not one of the tags "
+                f"{self.labels}; load the model with labels=TextTagger.labels_of(y) (the "
+                "IOB2 tags of your data)")
+
+    @staticmethod
+    def labels_of(y):
+        """The tag list bert-run-ner builds from training tags `y` (IOB1 or IOB2): the
+        IOB2 tags, "O" first, then sorted."""
+        return ner_data.build_label_list([ner_data.Sentence(list(tags), list(tags), "y", [])
+                                          for tags in y])
 
     def default_loss_and_metrics(self):
         return tagged_pieces_loss, []

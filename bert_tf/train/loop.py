@@ -31,7 +31,8 @@ started again with the same arguments ends at `num_train_steps`. Checkpoints are
 every `save_checkpoints_steps` and at the end, through `tf.train.CheckpointManager`
 (`output_dir/ckpt-<step>.*`, the newest `keep_checkpoint_max` kept; the `checkpoint`
 state file is replaced atomically after the files are complete); a save that fails
-removes its partial files (a full disk: `preemption.DiskFullError`). While it trains,
+removes its partial files (a file too large, a full disk, a read-only folder:
+`preemption.CheckpointNotSaved`, naming the file and the cause). While it trains,
 SIGINT and SIGTERM save a checkpoint at the step reached (within a progress period)
 and raise `preemption.TrainingInterrupted` (`bert_tf.train.preemption`); a non-finite
 loss stops the run with `preemption.NonFiniteLoss` and saves nothing. A progress line
@@ -238,7 +239,8 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         preemption.NonFiniteLoss: when a loss becomes NaN or infinite (nothing saved).
         preemption.TrainingInterrupted: on SIGINT / SIGTERM while training, after
             saving a checkpoint at the step reached (in the main thread only).
-        preemption.DiskFullError: when a checkpoint cannot be saved for lack of space.
+        preemption.CheckpointNotSaved: a checkpoint could not be written (EFBIG, no
+            space: `DiskFullError`, read-only), naming the file and the cause.
     """
     settings.check(strategy)
     output_dir, mixed_precision = settings.output_dir, settings.mixed_precision

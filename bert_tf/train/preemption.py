@@ -16,11 +16,11 @@ previous handlers are restored when training ends.
 
 `save_checkpoint` saves through a `tf.train.CheckpointManager`; when the save fails it
 removes the partial files of that save (`ckpt-<step>_temp/`, `ckpt-<step>.*`), so that a
-full disk is not kept full by them, and a full disk becomes a `DiskFullError` naming the
-output_dir. `restore_latest` resumes a run from its latest checkpoint.
+full disk is not kept full by them, and a write error (a file too large for the file
+system, a full disk, a read-only folder) becomes a `CheckpointNotSaved` naming the
+output_dir, the file and the cause (`bert_tf.write_errors`). `restore_latest` resumes a run from its latest checkpoint.
 """
 
-import errno
 import math
 import os
 import signal
@@ -29,8 +29,9 @@ import threading
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import write_errors
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -64,30 +65,35 @@ class TrainingInterrupted(KeyboardInterrupt):
         return type(self), (self.signal_number, self.step, self.checkpoint_path)
 
 
-class DiskFullError(OSError):
-    """A checkpoint could not be saved: no space (or quota) left in output_dir.
+class CheckpointNotSaved(write_errors.WriteFailed):
+    """A checkpoint could not be saved: a file too large for the file system (EFBIG), no
+    space or quota left, or a folder that cannot be written (`write_errors.classify`).
+    The partial files of that save are removed; the latest complete checkpoint stays.
 
     Attributes:
-      output_dir: Where the checkpoint was being saved (also `filename`).
+      output_dir: Where the checkpoint was being saved.
       step: The step of the checkpoint that failed.
+      errno / cause: The cause (`write_errors.WriteFailed`); `filename` the file named.
     """
 
-    def __init__(self, output_dir, step, detail, latest=None):
-        self.output_dir, self.step, self._detail, self._latest = (output_dir, step,
-                                                                  detail, latest)
+    def __init__(self, code, output_dir, step, filename, latest=None):
+        self.output_dir, self.step, self._latest = output_dir, step, latest
+        cause, advice = write_errors.cause_of(code)
+        if code in write_errors.DISK_FULL:
+            advice += " (or lower --keep_checkpoint_max)"
         message = (f"cannot save the checkpoint of step {step} in output_dir "
-                   f"{output_dir}: the disk is full ({detail}); its partial files were "
-                   "removed; free space there (or lower --keep_checkpoint_max) and rerun "
-                   "the same command to resume from "
+                   f"{output_dir}: {cause} (writing {filename}); its partial files were "
+                   f"removed; {advice}, and rerun the same command to resume from "
                    + (latest if latest else "the start"))
-        super().__init__(errno.ENOSPC, message, output_dir)
-        self.message = message
-
-    def __str__(self):
-        return self.message
+        super().__init__(code, filename, message)
 
     def __reduce__(self):
-        return type(self), (self.output_dir, self.step, self._detail, self._latest)
+        return type(self), (self.errno, self.output_dir, self.step, self.filename,
+                            self._latest)
+
+
+class DiskFullError(CheckpointNotSaved):
+    """`CheckpointNotSaved` for lack of space or quota (ENOSPC, EDQUOT)."""
 
 
 class NonFiniteLoss(ValueError):
@@ -211,12 +217,7 @@ def restore_latest(tracked, latest):
 
 def is_disk_full(error):
     """Whether `error` (raised by a file write) means no space or quota is left."""
-    if isinstance(error, tf.errors.ResourceExhaustedError):  # TF maps ENOSPC, EDQUOT here
-        return True
-    if isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS:
-        return True
-    text = str(error)
-    return "No space left on device" in text or "Disk quota exceeded" in text
+    return write_errors.error_code(error) in write_errors.DISK_FULL
 
 
 def _one_line(error, limit=200):
@@ -268,8 +269,10 @@ def save_checkpoint(manager, step, output_dir=None):
     Returns:
       The saved checkpoint's path.
     Raises:
-      DiskFullError: when no space (or quota) is left; the partial files of this save
-        are removed first. Other errors are re-raised after the same clean-up.
+      CheckpointNotSaved: a write error (`write_errors.classify`: EFBIG, no space or
+        quota, read-only; `DiskFullError` for space), naming the file and the cause;
+        the partial files of this save are removed first and the latest complete
+        checkpoint kept. Other errors are re-raised after the same clean-up.
     """
     directory = manager.directory
     before = _entries(directory)
@@ -280,9 +283,11 @@ def save_checkpoint(manager, step, output_dir=None):
         if removed:
             logging.warning("Removed the partial files of the failed save in %s: %s",
                             directory, ", ".join(removed))
-        if is_disk_full(error):
-            raise DiskFullError(output_dir or directory, step, _one_line(error),
-                                manager.latest_checkpoint) from error
-        raise
+        failed = write_errors.classify(error, directory)
+        if failed is None:
+            raise
+        kind = DiskFullError if failed.errno in write_errors.DISK_FULL else CheckpointNotSaved
+        raise kind(failed.errno, output_dir or directory, step, failed.filename,
+                   manager.latest_checkpoint) from error
     logging.info("Saved checkpoint %s", path)
     return path

@@ -39,6 +39,12 @@ class PhaseProgress:
     def _rate(self, now):
         return self.done / max(now - self.started, 1e-9)
 
+    def start(self):
+        """Logs that the phase began (for one whose first progress line may be far off:
+        tokenizing before the first unit is counted)."""
+        logging.info("%s: %s%s ...", self.name, f"{self.total} " if self.total else "",
+                     self.unit)
+
     def update(self, count):
         """Adds `count` units; logs a line when `every_seconds` have passed."""
         self.done += count

@@ -150,12 +150,36 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names
     return train_loop
 
 
+def _once_per_model(model, key, make_step):
+    """`make_step()`, made once per model and `key`, then reused.
+
+    A run evaluates and predicts several times (eval, predict, each evaluation while
+    training, each set of texts): a new tf.function each time would trace again, and
+    TensorFlow counts traces per Python function, not per tf.function, so the fifth
+    warned "triggered tf.function retracing". Kept on the model, untracked (never
+    saved), and gone with it.
+    """
+    steps = model.__dict__.get("_bert_tf_steps")
+    if steps is None:
+        steps = {}
+        object.__setattr__(model, "_bert_tf_steps", steps)  # past Keras's tracking
+    if key not in steps:
+        steps[key] = make_step()
+    return steps[key]
+
+
 def make_eval_step(strategy, model, metrics_fn):
-    """Returns `eval_step(features) -> {name: (weighted sum, weight sum)}` over replicas.
+    """Returns `eval_step(features) -> {name: (weighted sum, weight sum)}` over replicas
+    (one per model, strategy and `metrics_fn`: see `_once_per_model`).
 
     `metrics_fn(features, outputs)` returns `{name: values}` or `{name: (values,
     weights)}`; the evaluation reports `sum(values * weights) / sum(weights)`.
     """
+    return _once_per_model(model, ("eval", strategy, metrics_fn),
+                           lambda: _make_eval_step(strategy, model, metrics_fn))
+
+
+def _make_eval_step(strategy, model, metrics_fn):
     def replica_step(features):
         outputs = model(features, training=False)
         sums = {}
@@ -179,7 +203,13 @@ def make_eval_step(strategy, model, metrics_fn):
 
 
 def make_predict_step(strategy, model, passthrough_keys=()):
-    """Returns `predict_step(features) -> per-replica dict of outputs + passthrough`."""
+    """Returns `predict_step(features) -> per-replica dict of outputs + passthrough`
+    (one per model, strategy and keys: see `_once_per_model`)."""
+    return _once_per_model(model, ("predict", strategy, tuple(passthrough_keys)),
+                           lambda: _make_predict_step(strategy, model, passthrough_keys))
+
+
+def _make_predict_step(strategy, model, passthrough_keys):
     def replica_step(features):
         outputs = dict(model(features, training=False))
         for key in passthrough_keys:

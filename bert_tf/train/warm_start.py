@@ -72,11 +72,14 @@ def start_from(model, optimizer, init_checkpoint, restore_optimizer_state=False)
       ValueError: naming the checkpoint, when its encoder does not fit the model, it has
         no optimizer state, or its moments are of other variables.
     """
+    # The loader's report would be of the encoder alone (its heads are read below):
+    # what the whole load did is logged once, by `describe`.
     prefix = checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None:
-        report = checkpoints.load_pretrained_weights(model, init_checkpoint)
+        report = checkpoints.load_pretrained_weights(model, init_checkpoint,
+                                                     log_report=False)
     else:
-        report = checkpoints.load_pretrained_weights(model, prefix)  # the encoder
+        report = checkpoints.load_pretrained_weights(model, prefix, log_report=False)
         _load_heads(model, prefix, report)
     logging.info("%s", describe(report, model, init_checkpoint))
     if restore_optimizer_state:
@@ -117,11 +120,14 @@ def _load_heads(model, prefix, report):
 
 
 def describe(report, model, init_checkpoint) -> str:
-    """What a warm start loaded: counts, then each head's fate (loaded, or fresh)."""
+    """What a warm start loaded: counts, the encoder, then each head's fate (loaded,
+    or fresh)."""
     total = len(report.loaded) + len(report.newly_initialized)
     lines = [f"Initialized from {init_checkpoint} ({report.source}): loaded "
              f"{len(report.loaded)} of the model's {total} variables, "
              f"{len(report.unmatched)} checkpoint variables unmatched"]
+    encoder = [name for name in report.loaded if name.startswith("bert/")]
+    lines.append(f"  encoder bert/*: {len(encoder)} variables loaded")
     heads = model.pretrained_heads
     for attribute, prefix, title in heads:
         if getattr(model, attribute, None) is None:

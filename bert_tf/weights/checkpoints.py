@@ -34,6 +34,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import library_logs
+from bert_tf import write_errors
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder, encoder_of
 from bert_tf.models.checkpoint_names import encoder_entries
@@ -117,12 +118,14 @@ def _assign_from_source(model, source, shapes, get_value):
     return report
 
 
-def load_google_checkpoint(model, ckpt_prefix):
+def load_google_checkpoint(model, ckpt_prefix, log_report=True):
     """Loads a google-research (TF1, name-based) checkpoint into a built BERT model.
 
     Args:
         model: BertEncoder, BertPretrainer or a task model.
         ckpt_prefix: Checkpoint prefix, e.g. `.../bert_model.ckpt`.
+        log_report: Log the report at INFO (a caller that completes the load logs its
+            own).
 
     Returns:
         LoadReport. Raises ValueError naming each variable whose shapes disagree.
@@ -142,7 +145,8 @@ def load_google_checkpoint(model, ckpt_prefix):
     shapes = {ours: stored_shapes[theirs] for ours, theirs in stored.items()}
     report = _assign_from_source(model, ckpt_prefix, shapes,
                                  lambda name: reader.get_tensor(stored[name]))
-    logging.info("%s", report.summary())
+    if log_report:
+        logging.info("%s", report.summary())
     return report
 
 
@@ -172,9 +176,15 @@ def save_google_checkpoint(model, prefix, write_config=False, encoder_scope="ber
     directory = os.path.dirname(prefix) or "."
     tf.io.gfile.makedirs(directory)
     tmp_prefix = fileio.temporary_path(prefix)
-    tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=tensors)
     data_suffix = ".data-00000-of-00001"
+    try:
+        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=tensors)
+    except tf.errors.OpError as error:  # a file too large, a full disk, read-only
+        for partial in (tmp_prefix + data_suffix, tmp_prefix + ".index"):
+            if tf.io.gfile.exists(partial):
+                tf.io.gfile.remove(partial)
+        raise write_errors.classify(error, directory) or error
     tf.io.gfile.rename(tmp_prefix + data_suffix, prefix + data_suffix, overwrite=True)
     tf.io.gfile.rename(tmp_prefix + ".index", prefix + ".index", overwrite=True)
     if write_config:
@@ -182,7 +192,7 @@ def save_google_checkpoint(model, prefix, write_config=False, encoder_scope="ber
     logging.info("Wrote %d variables to %s", len(names), prefix)
 
 
-def load_hf_weights(model, path):
+def load_hf_weights(model, path, log_report=True):
     """Loads Hugging Face BERT or ELECTRA weights (`model.safetensors`, or a folder
     holding it; a head that is a model of its own, ELECTRA's generator, from the
     subfolder named after it when there is one: `hugging_face.hf_parts`).
@@ -216,7 +226,8 @@ def load_hf_weights(model, path):
     report.skipped.extend(sorted(skipped))
     for subfolder, (part, part_report) in parts.items():
         _add_part_report(report, model, part, part_report, subfolder)
-    logging.info("%s", report.summary())  # after the HF names nothing translates
+    if log_report:  # after the HF names nothing translates
+        logging.info("%s", report.summary())
     return report
 
 
@@ -280,7 +291,7 @@ def training_checkpoint(path):
     return None
 
 
-def load_training_checkpoint(model, prefix):
+def load_training_checkpoint(model, prefix, log_report=True):
     """Loads the encoder of a bert_tf training checkpoint (a fine-tuning or pre-training
     output_dir) into `model`; its head, another task's, is not read.
 
@@ -312,7 +323,8 @@ def load_training_checkpoint(model, prefix):
                 encoder.weights}
         report.unmatched.extend(name for name in stored
                                 if name.rsplit("/.ATTRIBUTES", 1)[0] not in ours)
-    logging.info("%s", report.summary())
+    if log_report:  # off when the caller reads the heads next and logs the whole load
+        logging.info("%s", report.summary())
     return report
 
 
@@ -345,15 +357,17 @@ _LOADERS = {"hf": load_hf_weights, "google": load_google_checkpoint,
             "training": load_training_checkpoint}
 
 
-def load_pretrained_weights(model, path, allow_random_encoder=False):
-    """Loads any supported checkpoint location (see `from_pretrained`) into `model`.
+def load_pretrained_weights(model, path, allow_random_encoder=False, log_report=True):
+    """Loads any supported checkpoint location (see `from_pretrained`) into `model`;
+    logs its `LoadReport` at INFO unless `log_report` is False (`warm_start.start_from`
+    reads the heads too, then logs what the whole load did).
 
     Raises:
         ValueError: when encoder variables would start random or encoder tensors of the
             checkpoint would be dropped, unless `allow_random_encoder`.
     """
     kind, weights_path, _ = _resolve(path)
-    report = _LOADERS[kind](model, weights_path)
+    report = _LOADERS[kind](model, weights_path, log_report=log_report)
     check_encoder(report, allow_random_encoder)
     return report
 

@@ -29,7 +29,7 @@ from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import class_weights as weights_lib
 from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks import driver, run_config, run_context
+from bert_tf.tasks import column_roles, driver, run_config, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
 from bert_tf.tasks.classification import metrics, multi_label, user_processors
@@ -80,6 +80,7 @@ ClassifierOptions = compose(
     groups.DataDir, groups.DocStride, groups.WindowPooling, groups.Regression,
     groups.MultiLabelThreshold, weights_lib.ClassWeightOptions,
     defaults={"data_dir": "", "text_column": "text"},
+    checks=(column_roles.check_columns_apart,),
     helps={"text_column": "generic task: column of the text.",
            "id_column": "generic task: column of the example id.",
            "doc_stride": "--long_document=windows: tokens between the starts of "

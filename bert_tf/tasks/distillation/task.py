@@ -77,6 +77,7 @@ class DistillationTask(task_lib.Task):
         self.student_config = config
         self.task = teacher.task_class(teacher_lib.teacher_task_options(self.options,
                                                                        teacher))
+        self.model_options = self.task.options  # the student is a run of this task
         for name in ("name", "model_type", "text_pair", "result_names",
                      "train_eval_split"):
             setattr(self, name, getattr(self.task, name))

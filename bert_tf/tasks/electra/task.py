@@ -148,15 +148,16 @@ class ElectraTask(PretrainingTask):
     def evaluate(self, split, runner):
         dataset_fn = dataset_fn_for(self.options, False, self.mask_options)
         model = runner.ensure_model(dataset_fn)
-
-        def metrics(features, outputs):
-            return dict(electra_metrics(features, outputs), loss=electra_losses(
-                features, outputs, self.options.disc_weight,
-                self.options.gen_weight)["total_loss"])
-        results = loop.evaluate(self.context.strategy, model, dataset_fn, metrics,
-                                num_steps=self.options.max_eval_steps)
+        # A method, equal at every evaluation: the model's eval step is made once.
+        results = loop.evaluate(self.context.strategy, model, dataset_fn,
+                                self._eval_metrics, num_steps=self.options.max_eval_steps)
         results.pop("eval_steps")
         return results
+
+    def _eval_metrics(self, features, outputs):
+        return dict(electra_metrics(features, outputs), loss=electra_losses(
+            features, outputs, self.options.disc_weight,
+            self.options.gen_weight)["total_loss"])
 
 
 class ElectraFoldersAtEnd(step_hook.StepHook):

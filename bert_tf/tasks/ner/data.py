@@ -22,6 +22,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.tasks import column_roles
 from bert_tf.text import input_layout
 
 DOCSTART = "-DOCSTART-"
@@ -48,7 +49,8 @@ def read_tagged_file(path: str, tag_column: int = -1, word_column: int = 0,
 
     Raises:
       FileNotFoundError: naming the file.
-      ValueError: naming file and line for a missing tag or a column outside the line.
+      ValueError: naming file and line for a missing tag, a column outside the line, or a
+        tag column that is the word column (`column_roles.check_distinct`).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"tagged file not found: {path}")
@@ -72,6 +74,9 @@ def read_tagged_file(path: str, tag_column: int = -1, word_column: int = 0,
                 raise ValueError(f"{path}:{line_number}: missing tag: the line holds only "
                                  f"{fields[0]!r}; expected the tag in column {tag_column}")
             tags.append(_field(fields, tag_column, path, line_number, "tag"))
+            column_roles.check_distinct(  # -2 of a two-column line is the word column
+                {"tag_column": tag_column, "word_column": word_column}, len(fields),
+                f"{path}:{line_number}: ")
     close_sentence()
     return sentences
 

@@ -30,7 +30,7 @@ from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import class_weights as weights_lib
-from bert_tf.tasks import driver, run_context
+from bert_tf.tasks import column_roles, driver, run_context
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
@@ -60,7 +60,7 @@ class NerData(OptionGroup):
 NerOptions = compose(
     "NerOptions", FinetuneOptions, groups.DataDir, groups.SplitFiles, groups.EvalFile,
     NerData, groups.DocStride, weights_lib.ClassWeightOptions,
-    defaults={"doc_stride": 64},
+    defaults={"doc_stride": 64}, checks=(column_roles.check_columns_apart,),
     helps={"data_dir": "Folder with eng.train/eng.testa/eng.testb (or "
                        "train.txt/valid.txt/test.txt).",
            "predict_file": "File to tag (overrides data_dir); with gold tags its scores "
@@ -217,6 +217,10 @@ class NerTask(Task):
         options = self.options
         if options.do_train:
             path, self.train_sentences = _read(options, "train")
+            column_roles.check_labels_not_words(  # a --tag_column of words (issue 49)
+                [word for sentence in self.train_sentences for word in sentence.words],
+                [tag for sentence in self.train_sentences for tag in sentence.tags],
+                f"--tag_column={options.tag_column}", path)
             self.label_list = ner_data.build_label_list(self.train_sentences)
             check_label_list(self.label_list, path)
         else:

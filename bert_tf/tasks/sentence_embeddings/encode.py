@@ -42,7 +42,7 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks import run_context, text_files
+from bert_tf.tasks import column_roles, run_context, text_files
 from bert_tf.tasks.sentence_embeddings import serving
 from bert_tf.tasks.sentence_embeddings.model import pool_tokens
 from bert_tf.tasks.sentence_embeddings.task import SentenceModel
@@ -104,7 +104,7 @@ EncodeOptions = compose(
                              "or the model's max_position_embeddings when fewer).",
            "doc_stride": "--long_text=windows: tokens between the starts of a text's "
                          "windows (default: half a window)."},
-    checks=(check_windows,),
+    checks=(check_windows, column_roles.check_columns_apart),
     doc="What bert-encode reads and writes (see each field's help).")
 
 

@@ -212,11 +212,12 @@ def export_sentence_transformers(model, preprocessor, export_dir, overwrite=Fals
     """
     check_model_class(type(model))
     export.check_model_and_vocab(model, SentenceEncoder, preprocessor)
+    write_transformer = huggingface.folder_writer(model.encoder, preprocessor)
     target = output_folder.check_output_folder(export_dir, overwrite)
     files = folder_files(model, preprocessor.max_seq_length)
 
-    def write(folder):
-        huggingface.export_huggingface(model.encoder, preprocessor, folder)
+    def write(folder):  # a temporary folder, renamed to `target` once complete
+        write_transformer(folder)
         for subfolder in (POOLING_FOLDER, NORMALIZE_FOLDER if model.normalize else None):
             if subfolder:
                 os.makedirs(os.path.join(folder, subfolder))

@@ -31,7 +31,7 @@ from absl import logging
 
 from bert_tf.models import BertEncoder
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import driver
+from bert_tf.tasks import column_roles, driver
 from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks import text_files
 from bert_tf.tasks.options import (RUN, TRAINING_LOOP, EpochSchedule, EvalStep, Packing,
@@ -156,7 +156,8 @@ SentenceEmbeddingOptions = compose(
                              "Evaluation and encoding stay unpacked.",
            "max_sequences_per_row": "With --pack_sequences: at most this many texts share "
                                     "a row (>= 1)."},
-    checks=(check_micro_batches, check_in_batch_negatives, check_packing),
+    checks=(check_micro_batches, check_in_batch_negatives, check_packing,
+            column_roles.check_columns_apart),
     doc="Fine-tuning options plus the sentence model, the loss and the pair files.")
 
 
@@ -322,8 +323,9 @@ class SentenceEmbeddingTask(Task):
         def dataset_fn(input_context):
             return pair_data.texts_dataset(arrays, batch_size, input_context,
                                            trim_padding=self.options.use_trim_padding)
+        # Its rows are texts, not the split's examples (pairs, queries): said so.
         outputs = runner.predict(dataset_fn, output_key="embedding", keys=("text_index",),
-                                 num_examples=len(unique))
+                                 num_examples=len(unique), unit="distinct texts")
         vectors = np.zeros((len(unique), outputs["embedding"].shape[-1]), np.float32)
         real = outputs["text_index"] >= 0  # not the padding of whole steps
         vectors[order[outputs["text_index"][real]]] = outputs["embedding"][real]
@@ -339,6 +341,7 @@ class SentenceEmbeddingTask(Task):
         results = {}
         rows = self.data.get(split)
         if rows is not None:
+            logging.info("%s: %d pairs of %s", runner.phase, len(rows.texts), rows.path)
             vectors = self.embed([text for row in rows.texts for text in row[:2]],
                                  batch_size, runner)
             cosines = evaluation.cosine_similarities(vectors[0::2], vectors[1::2])

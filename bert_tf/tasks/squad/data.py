@@ -27,11 +27,11 @@ import dataclasses
 import json
 import logging
 import os
-import time
 from typing import Optional
 
 from bert_tf import fileio
 from bert_tf.text import input_layout
+from bert_tf.train import progress
 from bert_tf.text.windows import make_doc_spans
 
 logger = logging.getLogger(__name__)
@@ -401,14 +401,14 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     """
     check_lengths(max_seq_length, max_query_length)
     features = []
+    shown = progress.PhaseProgress(  # before evaluation too: never silent for long
+        f"Building {'training' if is_training else 'prediction'} features", len(examples),
+        unit="questions", every_seconds=10.0)
+    shown.start()
     contexts = _sub_token_contexts(tokenizer, examples)
     query_tokens_all = _tokenize_words(tokenizer, [e.question_text for e in examples])
-    started = time.time()
     for example_index, example in enumerate(examples):
-        if example_index and example_index % 10000 == 0:
-            logger.info("Converted %d/%d examples into %d features (%.0f examples/s)",
-                        example_index, len(examples), len(features),
-                        example_index / (time.time() - started))
+        shown.update(1)
         query_tokens = query_tokens_all[example_index][:max_query_length]
         tok_to_orig_index, orig_to_tok_index, all_doc_tokens = contexts[
             tuple(example.doc_tokens)]
@@ -436,5 +436,6 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
                 start_position=start_position,
                 end_position=end_position, is_impossible=example.is_impossible))
+    shown.finish()
     return features
 

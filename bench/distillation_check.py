@@ -1,0 +1,168 @@
+"""Real check: distil a fine-tuned 6-layer teacher into a student with half its layers and
+compare the student's dev score with the teacher's and with the same student fine-tuned
+directly (same initial layers, data, recipe and steps; no teacher).
+
+    .venv/bin/python bench/distillation_check.py --task=SST-2 --train_examples=4000
+    .venv/bin/python bench/distillation_check.py --task=MRPC --transfer=STS-B
+    .venv/bin/python bench/distillation_check.py --task=CoNLL --train_examples=3000 \
+        --epochs=2
+
+The teacher: the shared `uncased_L-6_H-384_A-12` fine-tuned with the reference recipe
+(`--teacher_seed`; the GLUE tasks as bench/glue_finetune_check.py, CoNLL-2003 as
+bench/ner_finetune_check.py). Each student starts as DistilBERT's does, from the fine-tuned
+teacher's embeddings, its layers `--student_layers` (default 0,2,4), pooler and head, and
+trains with the same recipe: distilled (soft targets at T=`--temperature` plus
+`--hard_weight` of the gold-label loss) or directly (the gold-label loss alone). With
+`--transfer=STS-B` (MRPC only) the distilled student also learns the teacher's soft labels
+on STS-B's training pairs (news, caption and forum sentence pairs: unlabelled here).
+Prints each seed, the means beside each other, the student's share of the teacher's
+score, and the CPU seconds of each side (process time, both cores). Not part of the tests.
+"""
+
+import csv
+import os
+import tempfile
+import time
+
+from absl import app, flags, logging
+
+import machine
+import seed_summary
+from bert_tf.tasks import registry
+from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.distillation.options import DistillationOptions
+from bert_tf.tasks.ner import task as ner_task
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
+
+flags.DEFINE_enum("task", "SST-2", ["SST-2", "MRPC", "CoNLL"], "The teacher's task.")
+flags.DEFINE_integer("train_examples", 0, "First N training rows (CoNLL: sentences); 0: "
+                                          "all.")
+flags.DEFINE_integer("teacher_seed", 1, "Seed of the teacher's fine-tuning.")
+flags.DEFINE_string("student_layers", "0,2,4", "The teacher layers the student keeps.")
+flags.DEFINE_float("temperature", 2.0, "Soft-target temperature.")
+flags.DEFINE_float("hard_weight", 0.5, "Weight of the gold-label loss beside the soft "
+                                       "targets (weight 1).")
+flags.DEFINE_enum("transfer", None, ["STS-B"], "MRPC: a transfer set of unlabelled pairs.")
+flags.DEFINE_bool("skip_direct", False, "Do not train the directly fine-tuned students.")
+seed_summary.define_recipe_flags(epochs=3.0, seeds="1,2,3")
+FLAGS = flags.FLAGS
+
+
+def recipe(output_dir, seed):
+    return dict(output_dir=output_dir, do_train=True, do_eval=True,
+                train_batch_size=FLAGS.batch_size, eval_batch_size=64,
+                learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.epochs,
+                warmup_proportion=0.1, save_checkpoints_steps=100000, steps_per_loop=10,
+                seed=seed)
+
+
+def prepare_data(work_dir):
+    """The task's data folder, cut to --train_examples."""
+    if FLAGS.task != "CoNLL":
+        task_dir = os.path.join(SHARED, "glue", FLAGS.task)
+        return (seed_summary.first_glue_rows(task_dir, FLAGS.task,
+                                                   FLAGS.train_examples, work_dir)
+                if FLAGS.train_examples else task_dir)
+    data_dir = os.path.join(work_dir, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    conll = os.path.join(SHARED, "conll2003")
+    seed_summary.write_first_sentences(os.path.join(conll, "eng.train"),
+                          os.path.join(data_dir, "eng.train"), FLAGS.train_examples)
+    seed_summary.write_first_sentences(os.path.join(conll, "eng.testa"),
+                          os.path.join(data_dir, "eng.testa"), 0)
+    return data_dir
+
+
+def train_teacher(data_dir, work_dir):
+    output_dir = os.path.join(work_dir, "teacher")
+    common = dict(data_dir=data_dir, do_lower_case=True, max_seq_length=FLAGS.max_seq_length,
+                  init_checkpoint=os.path.join(SHARED, "checkpoints",
+                                               "uncased_L-6_H-384_A-12"),
+                  **recipe(output_dir, FLAGS.teacher_seed))
+    if FLAGS.task == "CoNLL":
+        return output_dir, timed(ner_task.run, ner_task.NerOptions(
+            doc_stride=64, predict_batch_size=64, **common))
+    return output_dir, timed(classification_task.run, classification_task.ClassifierOptions(
+        task_name=FLAGS.task, **common))
+
+
+def write_transfer_file(work_dir):
+    """STS-B's training pairs, one `a<TAB>b` a line (their scores dropped)."""
+    path = os.path.join(work_dir, "transfer_sts_b.tsv")
+    with open(os.path.join(SHARED, "glue", "STS-B", "train.tsv"), encoding="utf-8") as source, \
+            open(path, "w", encoding="utf-8") as target:
+        rows = csv.DictReader(source, delimiter="\t", quoting=csv.QUOTE_NONE)
+        for row in rows:
+            a, b = row["sentence1"].strip(), row["sentence2"].strip()
+            if a and b:
+                target.write(f"{a}\t{b}\n")
+    return path
+
+
+def train_student(teacher_dir, work_dir, seed, distilled, transfer_file=None):
+    kind = "distilled" if distilled else "direct"
+    weights = (dict(soft_weight=1.0, soft_temperature=FLAGS.temperature,
+                    hard_weight=FLAGS.hard_weight) if distilled
+               else dict(soft_weight=0.0, hard_weight=1.0))
+    options = DistillationOptions(
+        teacher=teacher_dir, student_layers=FLAGS.student_layers, transfer_file=transfer_file,
+        **weights, **recipe(os.path.join(work_dir, f"{kind}_seed{seed}"), seed))
+    return timed(lambda o: registry.run("distillation", o), options)
+
+
+def timed(run, options):
+    wall, cpu = time.time(), time.process_time()
+    results = dict(run(options))
+    results.update(seconds=time.time() - wall, cpu_seconds=time.process_time() - cpu)
+    return results
+
+
+def score_key():
+    return "eval_f1" if FLAGS.task in ("CoNLL", "MRPC") else "eval_accuracy"
+
+
+def main(argv):
+    del argv
+    logging.set_verbosity(logging.INFO)
+    print(machine.describe(), flush=True)
+    seeds = seed_summary.parse_seeds(FLAGS.seeds)
+    work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix=f"distil_{FLAGS.task}_")
+    data_dir = prepare_data(work_dir)
+    teacher_dir, teacher = train_teacher(data_dir, work_dir)
+    key = score_key()
+    scale = 1.0 if FLAGS.task == "CoNLL" else 100.0  # NER reports F1 in points already
+    print(f"teacher: {key} {scale * teacher[key]:.2f}, {teacher['global_step']} steps, "
+          f"{teacher['seconds']:.0f} s wall, {teacher['cpu_seconds']:.0f} s CPU", flush=True)
+    transfer = write_transfer_file(work_dir) if FLAGS.transfer else None
+    sides = {"distilled": [], "direct": []}
+    for seed in seeds:
+        for name in ("distilled", "direct"):
+            if name == "direct" and FLAGS.skip_direct:
+                continue
+            results = train_student(teacher_dir, work_dir, seed, name == "distilled",
+                                    transfer if name == "distilled" else None)
+            sides[name].append(results)
+            print(f"seed {seed} {name}: {key} {scale * results[key]:.2f}, "
+                  f"{results['global_step']} steps, {results['seconds']:.0f} s wall, "
+                  f"{results['cpu_seconds']:.0f} s CPU", flush=True)
+    teacher_score = scale * teacher[key]
+    for name, rows in sides.items():
+        if not rows:
+            continue
+        values = [scale * r[key] for r in rows]
+        print(seed_summary.summary_line(f"{FLAGS.task} student ({name}) {key}", values,
+                                        side=name))
+        mean = sum(values) / len(values)
+        print(f"  {name}: {100 * mean / teacher_score:.1f}% of the teacher's "
+              f"{teacher_score:.2f}; {min(values):.2f} to {max(values):.2f}; "
+              f"mean {sum(r['cpu_seconds'] for r in rows) / len(rows):.0f} s CPU a run")
+    print(f"task {FLAGS.task}: train rows {FLAGS.train_examples or 'all'}, "
+          f"student layers {FLAGS.student_layers}, T {FLAGS.temperature}, hard weight "
+          f"{FLAGS.hard_weight}, transfer {FLAGS.transfer}, batch {FLAGS.batch_size}, "
+          f"lr {FLAGS.learning_rate}, {FLAGS.epochs} epochs; outputs in {work_dir}")
+
+
+if __name__ == "__main__":
+    app.run(main)
