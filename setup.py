@@ -19,7 +19,8 @@ INSTALL_REQUIRES = [
     "google-crc32c>=1.5",  # TFRecord checksums in create_pretraining_data, without TensorFlow
 ]
 
-TEST_REQUIRES = ["pytest>=7", "pytest-xdist>=3", "scipy>=1.10", "hypothesis>=6"]
+TEST_REQUIRES = ["pytest>=7", "pytest-xdist>=3", "pytest-randomly>=3", "scipy>=1.10",
+                 "hypothesis>=6"]
 
 # create_pretraining_data and build_vocab on Apache Beam (Dataflow, Flink, Spark, or the
 # DirectRunner). 2.77 installs beside TensorFlow 2.21 (it pins protobuf < 7, which
@@ -54,6 +55,10 @@ LITERT_TEST_REQUIRES = ["ai-edge-litert>=2.1,<3"]
 # in onnxruntime. tf2onnx 1.17 installs beside TensorFlow 2.21 and protobuf 6.
 ONNX_REQUIRES = ["tf2onnx>=1.17,<1.18", "onnx>=1.16", "onnxruntime>=1.20"]
 
+# bert-search: hyperparameter search on Optuna (its SQLite storage needs nothing more;
+# a shared PostgreSQL / MySQL storage needs that database's SQLAlchemy driver too).
+SEARCH_REQUIRES = ["optuna>=3"]
+
 # Every command module defines `run_main()`; its console script is `bert-<module-name>`,
 # e.g. bert_tf/cli/run_squad.py -> bert-run-squad, data_prep/build_vocab.py ->
 # bert-build-vocab. The root scripts (run_squad.py, ...) are thin shims, not installed.
@@ -83,6 +88,6 @@ setuptools.setup(
                     "chinese": CHINESE_REQUIRES, "keras-hub": KERAS_HUB_REQUIRES,
                     "huggingface-test": HUGGINGFACE_TEST_REQUIRES,
                     "tfhub-test": TFHUB_TEST_REQUIRES, "litert-test": LITERT_TEST_REQUIRES,
-                    "onnx": ONNX_REQUIRES},
+                    "onnx": ONNX_REQUIRES, "search": SEARCH_REQUIRES},
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -17,6 +17,7 @@ EXTRA_OF = {
     "jieba": "chinese",
     "keras_hub": "keras-hub",
     "onnx": "onnx", "tf2onnx": "onnx", "onnxruntime": "onnx",
+    "optuna": "search",
     "tensorflow_hub": "tfhub-test", "tf_keras": "tfhub-test",
     "ai_edge_litert": "litert-test",
     "torch": "huggingface-test", "transformers": "huggingface-test",

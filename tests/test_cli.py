@@ -124,7 +124,7 @@ COMMANDS = [[sys.executable, script] for script in (
     "run_pretraining.py", "run_classifier.py", "run_squad.py", "run_ner.py",
     "run_multiple_choice.py", "extract_features.py", "export_model.py",
     "create_pretraining_data.py")] + [
-    [sys.executable, "-m", f"bert_tf.cli.{name}"] for name in ("train", "encode")]
+    [sys.executable, "-m", f"bert_tf.cli.{name}"] for name in ("train", "encode", "search")]
 
 # Runs a command's --help in this process and says whether TensorFlow was imported.
 HELP_PROBE = """
@@ -162,7 +162,7 @@ def test_help_exits_zero_without_tensorflow_and_groups_flags_with_defaults(comma
     assert probe.returncode == 0, probe.stderr[-2000:]
     lines = probe.stdout.splitlines()
     assert lines[-1] == "no tensorflow", lines[-1]
-    if target == "bert_tf.cli.train":  # no --task: the tasks (each lists its own flags)
+    if target in ("bert_tf.cli.train", "bert_tf.cli.search"):  # no --task: the tasks
         assert "Tasks:" in lines and "  squad: " in probe.stdout
         return
     flag_lines = [line for line in lines if line.startswith("  --")]

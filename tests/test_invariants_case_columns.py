@@ -145,6 +145,7 @@ CASE_RULE = {
     "bert-run-squad": _task("squad"),
     "bert-run-multiple-choice": _task("multiple_choice"),
     "bert-train": "every task of the registry with do_lower_case: TASK_CASE_RULE",
+    "bert-search": "its trials are runs of bert-train's tasks: TASK_CASE_RULE",
     "bert-run-pretraining": "reads token ids (TFRecords), not text: no case to fit",
     "bert-build-vocab": "learns a vocab and reads none: its case is the one it learns",
     "bert-build-vocab-beam": "learns a vocab and reads none",

@@ -249,6 +249,7 @@ COMMAND_OUTPUTS = {
     "bert-run-classifier": "output_dir files", "bert-run-ner": "output_dir files",
     "bert-run-squad": "output_dir files", "bert-run-multiple-choice": "output_dir files",
     "bert-run-pretraining": "output_dir files", "bert-train": "output_dir files",
+    "bert-search": "output_dir files (trial-N run folders; search_results.json, atomic)",
     "bert-encode": "output_file (atomic)",
 }
 # Commands run as modules (python -m ...), not installed as scripts.
@@ -294,6 +295,7 @@ RAW_WRITERS = {
     "bert_tf/tasks/feature_extraction.py", "bert_tf/text/wordpiece_tables.py",
     "bert_tf/serving/onnx_export.py",  # inside output_folder.write_folder's temporary
     "bert_tf/tasks/driver.py",  # undone_on_refusal removes only what the run added
+    "bert_tf/tasks/search/report.py",  # the best_trial link, replaced atomically
 }
 _RAW_WRITE = re.compile(r"open\([^)\n]*['\"](w|wb|a|ab)['\"]|os\.replace\(|shutil\.rmtree\("
                         r"|gfile\.rmtree\(|gfile\.rename\(|write_file\(")

@@ -22,6 +22,7 @@ from bert_tf.options import OptionGroup, compose, option, option_specs
 from bert_tf.tasks import class_weights, feature_extraction, option_groups, options, pretraining
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.distillation import options as distillation_options
+from bert_tf.tasks.search import options as search_options
 from bert_tf.tasks.electra import task as electra_task
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.sentence_embeddings import task as sentence_task
@@ -270,6 +271,7 @@ BAD_VALUES = {
     word_segmentation.WordSegmentationFields: [
         ("word_boundaries_file", st.just("refs.txt"), {"word_segmenter": "jieba"})],
     create_pretraining_data.RecordOutput: [("num_workers", _ints_below(1), {})],
+    search_options.SearchOptions: [("trials", _ints_below(1), {"search": "space.json"})],
 }
 CASES = [(group, name, values, others) for group, cases in BAD_VALUES.items()
          for name, values, others in cases]

@@ -239,10 +239,14 @@ REAL_RUNS = sorted(set(TASK_RUNS) | {
     "bert-extract-features", "bert-encode", "bert-export-model"})
 
 
+# Commands that are an optional feature as a whole: without their extra, one line.
+EXTRA_COMMANDS = {"bert-search": ("optuna", "search")}
+
+
 def test_every_console_script_has_a_run_here():
     if not SCRIPTS:
         pytest.skip("bert_tf is not installed (pip install -e .)")
-    assert set(SCRIPTS) == set(REAL_RUNS) | BEAM_COMMANDS
+    assert set(SCRIPTS) == set(REAL_RUNS) | BEAM_COMMANDS | set(EXTRA_COMMANDS)
 
 
 # The multiple-choice run (a minute on 2 cores) is in the slow set; its console script
@@ -295,3 +299,17 @@ def test_an_export_format_without_its_extra_is_one_line_before_any_work(
         f"bert-export-model: error: --export_format={export_format} needs {package}, which is "
         f"not installed: {extras.install_hint(extra)}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_search_without_optuna_names_the_extra_before_any_work(plain_env, tmp_path):
+    arguments, out = _task_run(test_run_classifier, tmp_path)
+    space = tmp_path / "space.json"
+    space.write_text('{"learning_rate": {"low": 1e-5, "high": 1e-4, "log": true}}')
+    done = _run([_script("bert-search"), "--task=classification", *arguments,
+                 f"--search={space}", "--do_eval"], plain_env)
+    package, extra = EXTRA_COMMANDS["bert-search"]
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"bert-search: error: --search needs {package}, which is not installed: "
+        f"{extras.install_hint(extra)}")
+    assert not out.exists()

@@ -77,6 +77,10 @@ def test_the_preprocessor_lays_out_texts_and_pairs_as_the_runners(released):
                                   _expected(tokenizer, texts_a, texts_b, 9)["input_ids"])
     padded = Preprocessor.from_pretrained(released, max_seq_length=9, trim=False)(["bad"])
     assert padded["input_ids"].shape == (1, 9)
+    # Called eagerly it runs one traced function per column count, whatever the batch.
+    traced = pre.__dict__["_traced_calls"]
+    assert sorted(traced) == [1, 2] and all(
+        function.experimental_get_tracing_count() == 1 for function in traced.values())
 
 
 def test_the_preprocessor_settings_come_from_any_model_folder(released, tmp_path):

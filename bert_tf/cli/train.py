@@ -53,7 +53,7 @@ def task_name(argv) -> str:
     return name
 
 
-def _define_task_flag(entry):
+def define_task_flag(entry):
     """`--task`, set to `entry`'s name, its help listing every task."""
     flags.DEFINE_enum("task", entry.name, registry.names(),
                       "The task to run: " + "; ".join(
@@ -69,22 +69,28 @@ def define_flags(name):
       ValueError: for a name that is not a task.
     """
     entry = registry.get(name)
-    _define_task_flag(entry)
+    define_task_flag(entry)
     command_line.define_flags(entry.options_class, __name__)
     return entry
 
 
-def run_main():
-    """Defines the named task's flags, then runs it."""
+def task_entry(program: str, doc: str):
+    """The registry entry of the task the command line names; `--help` without a task
+    prints `doc` and the tasks, an unknown task exits naming it (`program: error: ...`)."""
     try:
-        entry = registry.get(task_name(sys.argv[1:]))
+        return registry.get(task_name(sys.argv[1:]))
     except ValueError as error:
         if {"--help", "-h", "--helpfull"} & set(sys.argv):
-            print(__doc__ + "\nTasks:\n" + "".join(
+            print(doc + "\nTasks:\n" + "".join(
                 f"  {name}: {registry.get(name).summary}\n" for name in registry.names()))
             sys.exit(0)
-        sys.exit(f"bert-train: error: {error}")
-    _define_task_flag(entry)
+        sys.exit(f"{program}: error: {error}")
+
+
+def run_main():
+    """Defines the named task's flags, then runs it."""
+    entry = task_entry("bert-train", __doc__)
+    define_task_flag(entry)
     # Its options' flags are defined by the command, which also finds required flags
     # in a --config file.
     command_line.command(__name__, entry.options_class,

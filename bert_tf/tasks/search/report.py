@@ -1,0 +1,102 @@
+"""The end of a search: the table of the study's trials, `search_results.json`, and the
+best trial marked (`best_trial.json`, and the link `best_trial` -> `trial-N`)."""
+
+import json
+import math
+import os
+
+from absl import logging
+
+from bert_tf import fileio
+
+RESULTS_FILE = "search_results.json"
+BEST_FILE = "best_trial.json"
+BEST_LINK = "best_trial"
+
+
+def _number(value):
+    """A JSON number (None for NaN / infinity / none)."""
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _row(trial) -> dict:
+    """One trial as the table and the JSON show it."""
+    steps = sorted(trial.intermediate_values)
+    return {"trial": trial.number, "state": trial.state.name.lower(),
+            "value": _number(trial.value), "params": dict(trial.params),
+            "folder": trial.user_attrs.get("folder", f"trial-{trial.number}"),
+            "host": trial.user_attrs.get("host"),
+            "last_step_scored": steps[-1] if steps else None}
+
+
+def summarize(optuna, study, storage: str) -> dict:
+    """The study's trials (every process's), its metric, direction and best trial."""
+    del optuna
+    rows = [_row(trial) for trial in study.trials]
+    metrics = {trial.user_attrs.get("metric") for trial in study.trials} - {None}
+    complete = [row for row in rows if row["state"] == "complete" and row["value"] is not None]
+    best = None
+    if complete:
+        pick = min if study.direction.name == "MINIMIZE" else max
+        best = pick(complete, key=lambda row: row["value"])
+    return {"study": study.study_name, "storage": storage,
+            "metric": ", ".join(sorted(metrics)) or None,
+            "direction": study.direction.name.lower(), "best_trial": best, "trials": rows}
+
+
+def write(output_dir: str, summary: dict) -> None:
+    """search_results.json, and the best trial marked (when one completed and its
+    folder is on this machine)."""
+    fileio.write_text_atomic(os.path.join(output_dir, RESULTS_FILE),
+                             json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    best = summary["best_trial"]
+    if best is None:
+        logging.warning("No trial of study %r has completed: no best trial to mark",
+                        summary["study"])
+        return
+    fileio.write_text_atomic(os.path.join(output_dir, BEST_FILE), json.dumps(
+        dict(best, metric=summary["metric"], direction=summary["direction"]), indent=2,
+        sort_keys=True) + "\n")
+    if os.path.isdir(os.path.join(output_dir, best["folder"])):
+        _link(output_dir, best["folder"])
+    else:
+        logging.warning("The best trial's folder %s is not in %s (its host: %s)",
+                        best["folder"], output_dir, best["host"])
+
+
+def _link(output_dir: str, folder: str) -> None:
+    """output_dir/best_trial -> folder (relative), replaced atomically."""
+    link = os.path.join(output_dir, BEST_LINK)
+    temporary = f"{link}.tmp-{os.getpid()}"
+    try:
+        os.symlink(folder, temporary)
+        os.replace(temporary, link)
+    except OSError as error:  # a filesystem without links: best_trial.json names it
+        logging.warning("Cannot link %s to %s (%s); %s names the best trial", link, folder,
+                        error, BEST_FILE)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else str(value)
+
+
+def table(summary: dict) -> str:
+    """The trials as a text table, the best one starred, and where the results are."""
+    best = summary["best_trial"]
+    names = sorted({name for row in summary["trials"] for name in row["params"]})
+    header = ["", "trial", "state", summary["metric"] or "value"] + names + ["folder"]
+    lines = [header]
+    for row in summary["trials"]:
+        star = "*" if best and row["trial"] == best["trial"] else ""
+        lines.append([star, str(row["trial"]), row["state"], _cell(row["value"])]
+                     + [_cell(row["params"].get(name)) for name in names] + [row["folder"]])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+                     for line in lines)
+    verdict = (f"best: trial {best['trial']} ({best['folder']}), "
+               f"{summary['metric']} = {_cell(best['value'])}" if best
+               else "no trial completed")
+    return (f"Study {summary['study']} ({summary['direction']} {summary['metric']}), "
+            f"{len(summary['trials'])} trials in {summary['storage']}:\n{text}\n{verdict}\n")
