@@ -328,3 +328,15 @@ def test_bad_inputs_are_refused_before_any_work_naming_the_flag(teacher_run, tmp
     _refused(tiny_options(tmp_path, good, max_seq_length=10),
              r"--max_seq_length=10: distillation uses the teacher's \(12\)")
     assert not (tmp_path / "student").exists()  # nothing was written
+
+
+def test_with_only_the_hard_loss_the_teacher_never_runs(teacher_run, tmp_path, monkeypatch):
+    # The student of the teacher's layers, fine-tuned directly (the control of a
+    # distillation): the teacher gives its weights but runs on no batch, cached or not.
+    monkeypatch.setattr(DistillationTask, "teacher_outputs",
+                        lambda self, features: pytest.fail("the teacher ran on a batch"))
+    options = tiny_options(tmp_path, teacher_run / "out", soft_weight=0.0, hard_weight=1.0)
+    outcome = driver.execute(DistillationTask(options))
+    assert outcome.runner.train_result.history[-1]["hard_loss"] > 0
+    spec = distill_data.record_spec(str(tmp_path / "student" / "distill_train.tf_record"))
+    assert not [name for name in spec if name.startswith("teacher/")]

@@ -117,6 +117,14 @@ class Objective:
     def __init__(self, settings, head: Head, mapping):
         self.settings, self.head, self.mapping = settings, head, list(mapping)
 
+    @property
+    def needs_teacher(self) -> bool:
+        """Whether a loss that is on reads the teacher's outputs (not the gold labels
+        alone: with only --hard_weight the student trains as directly fine-tuned)."""
+        settings = self.settings
+        return max(settings.soft_weight, settings.hidden_weight,
+                   settings.attention_weight) > 0
+
     def __call__(self, features, student, teacher, hard):
         """The losses of a batch: `total_loss` and each of `LOSS_NAMES`.
 

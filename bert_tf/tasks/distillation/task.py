@@ -228,8 +228,11 @@ class DistillationTask(task_lib.Task):
                 logging.info("The teacher runs on every batch (the %s features are not a "
                              "record its logits could join)", self.name)
             return data
-        cache = options.cache_teacher and not self.settings.traces
-        if options.cache_teacher and not cache:
+        cache = (options.cache_teacher and not self.settings.traces
+                 and self.objective.needs_teacher)
+        if not self.objective.needs_teacher:
+            logging.info("No loss reads the teacher (only --hard_weight): it does not run")
+        elif options.cache_teacher and not cache:
             logging.info("The teacher runs on every batch: hidden states and attention "
                          "maps are not cached (S x H values per layer and example)")
         path = os.path.join(options.output_dir, distill_data.RECORD_NAME)
@@ -274,7 +277,8 @@ class DistillationTask(task_lib.Task):
         cached = {name[len(distill_data.TEACHER_PREFIX):]: value
                   for name, value in features.items()
                   if name.startswith(distill_data.TEACHER_PREFIX)}
-        teacher = cached if cached else self.teacher_outputs(features)
+        teacher = cached if cached or not self.objective.needs_teacher else \
+            self.teacher_outputs(features)
         hard = tf.constant(0.0)
         if self.settings.hard_weight > 0:
             hard = self._hard_loss(features, outputs)
