@@ -178,6 +178,9 @@ def write_fixtures(demo_dir, work_dir):
     examples = os.path.join(REPO_ROOT, DOCS_DIR, "examples")
     for name in sorted(os.listdir(examples)) if os.path.isdir(examples) else []:
         shutil.copy(os.path.join(examples, name), work_dir)
+    if os.path.isdir(examples):  # and finetuning.md's --config=docs/examples/...json
+        shutil.copytree(examples, os.path.join(work_dir, DOCS_DIR, "examples"),
+                        dirs_exist_ok=True)
     # bert-build-vocab's example reads a one-sentence-per-line corpus.
     shutil.copy(os.path.join(DATA_DIR, "corpus.txt"), os.path.join(work_dir, "corpus.txt"))
     with open(os.path.join(work_dir, "input.txt"), "w", encoding="utf-8") as f:

@@ -234,6 +234,8 @@ BAD_VALUES = {
         ("temperature", st.floats(max_value=0) | st.just(math.inf), {}),
         ("generator_hidden_size", st.just(0.5), {"generator_config_file": "gen.json"})],
     options.HeadDropout: [("dropout_rate", _floats_outside(0, 1) | st.just(1.0), {})],
+    options.StableRecipe: [("layerwise_lr_decay", _floats_outside(0, 1) | st.just(0.0), {}),
+                           ("reinit_top_layers", _ints_below(0), {})],
     class_weights.ClassWeightOptions: [
         ("class_weights", st.sampled_from(["", "pos", "pos:x", "pos:0", "a:1,a:2", ":3"]),
          {})],

@@ -28,7 +28,8 @@ from bert_tf.serving import export
 from bert_tf.tasks import best_checkpoint, run_config, run_context
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
-from bert_tf.train import distribute, loop, optimization, preemption, step_hook
+from bert_tf.train import (distribute, loop, optimization, preemption, reinit_layers,
+                           step_hook)
 from bert_tf.weights import checkpoints
 from bert_tf.weights.load_report import name_list
 
@@ -158,7 +159,8 @@ def check_model_source(task, context) -> None:
     """Refuses, before any work, a run without a model to start from: fine-tuning a
     random encoder (no init_checkpoint and nothing to resume, unless
     `allow_random_encoder`), or evaluating / predicting without training and with
-    neither a checkpoint in output_dir nor an init_checkpoint."""
+    neither a checkpoint in output_dir nor an init_checkpoint; and --reinit_top_layers
+    above the config's layer count."""
     options = context.options
     if (not options.do_train and not options.init_checkpoint
             and context.latest_checkpoint() is None):
@@ -173,6 +175,10 @@ def check_model_source(task, context) -> None:
             "near chance). Pass --init_checkpoint=<a released BERT folder, a Hugging Face "
             "folder or a pre-training output_dir>, or --allow_random_encoder to train "
             "from random weights on purpose")
+    if options.do_train and getattr(options, "reinit_top_layers", 0):
+        reinit_layers.check_reinit_top_layers(
+            options.reinit_top_layers, context.config.num_hidden_layers,
+            context.config_file or "the model's config")
 
 
 def with_useful_tokens(loss_fn):
@@ -235,10 +241,11 @@ class ModelRunner:
                     optimizer_type=options.optimizer,
                     weight_decay_rate=options.weight_decay_rate,
                     lr_schedule=options.lr_schedule,
-                    adam_bias_correction=options.adam_bias_correction),
+                    adam_bias_correction=options.adam_bias_correction,
+                    layerwise_lr_decay=getattr(options, "layerwise_lr_decay", 1.0)),
                 settings=loop.LoopSettings.from_options(
                     options, num_steps, data.rows_per_batch, data.examples_per_row),
-                initialize=task.initialize,
+                initialize=self._initialize,
                 hook=step_hook.StepHooks([hook] + task.hooks()))
         except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
             task.explain_bad_input(error)
@@ -252,6 +259,15 @@ class ModelRunner:
                          "(global_step %d; training reached %d)", self.best,
                          self.global_step, result.global_step)
         return result
+
+    def _initialize(self, model, optimizer):
+        """A fresh training run's start: the task's (init_checkpoint), then the pooler
+        and top layers afresh with --reinit_top_layers."""
+        report = self.task.initialize(model, optimizer)
+        options = self.context.options
+        reinit_layers.reinitialize_top_layers(
+            model, getattr(options, "reinit_top_layers", 0), options.seed)
+        return report
 
     def ensure_model(self, dataset_fn):
         """The trained model, else the latest checkpoint of output_dir, else init_checkpoint.

@@ -150,7 +150,8 @@ CONTINUATION_OPTIONS = (
     "generator_hidden_size", "generator_layers", "gen_weight", "disc_weight",
     "teacher", "student_layers", "student_config_file", "student_init_checkpoint",
     "soft_temperature", "soft_weight", "hard_weight", "hidden_weight", "hidden_loss",
-    "attention_weight", "attention_loss", "layer_map", "transfer_file", "cache_teacher")
+    "attention_weight", "attention_loss", "layer_map", "transfer_file", "cache_teacher",
+    "layerwise_lr_decay", "reinit_top_layers")
 
 
 # The length of the run: a continued run may train for more (or fewer) steps. It goes on
