@@ -76,8 +76,14 @@ def _pretrainer_inputs(seq, real):
 CASES = [
     Case(layers.Projection, lambda: dict(
         units=7, activation="gelu_tanh", use_bias=False, initializer_range=0.1,
-        kernel_distribution="normal", name="projection_case"),
+        kernel_distribution="normal", lora_rank=0, lora_alpha=None, lora_dropout=0.0,
+        name="projection_case"),
         _hidden, build=lambda obj: obj.build((None, None, H))),
+    Case(layers.Projection, lambda: dict(  # with LoRA adapters (--lora_rank)
+        units=7, activation=None, use_bias=True, initializer_range=0.02,
+        kernel_distribution="truncated_normal", lora_rank=3, lora_alpha=6.0,
+        lora_dropout=0.1, name="lora_projection_case"),
+        _hidden, build=lambda obj: obj.build((None, None, H)), id="Projection-lora"),
     Case(layers.Dropout, lambda: dict(rate=0.3, noise_shape=(None, 1, H), seed=3,
                                       name="dropout_case"), _hidden),
     Case(layers.PositionEmbedding, lambda: dict(

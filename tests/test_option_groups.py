@@ -236,6 +236,19 @@ BAD_VALUES = {
     options.HeadDropout: [("dropout_rate", _floats_outside(0, 1) | st.just(1.0), {})],
     options.StableRecipe: [("layerwise_lr_decay", _floats_outside(0, 1) | st.just(0.0), {}),
                            ("reinit_top_layers", _ints_below(0), {})],
+    options.Lora: [
+        ("lora_rank", _ints_below(0), {}),
+        ("lora_alpha", st.floats(max_value=0) | st.just(math.nan), {"lora_rank": 4}),
+        ("lora_dropout", _floats_outside(0, 1) | st.just(1.0), {"lora_rank": 4}),
+        ("lora_targets", st.sampled_from([["queries"], [], ["query", "query"],
+                                          ["output_dense"]]), {"lora_rank": 4}),
+        ("lora_train", st.sampled_from(["all", "", "bias,bias", "none,bias"]),
+         {"lora_rank": 4}),
+        # LoRA off, another LoRA flag set
+        ("lora_alpha", st.floats(0.1, 64), {}),
+        ("lora_dropout", st.floats(0.01, 0.9), {}),
+        ("lora_targets", st.just(["key"]), {}),
+        ("lora_train", st.just("bias"), {})],
     class_weights.ClassWeightOptions: [
         ("class_weights", st.sampled_from(["", "pos", "pos:x", "pos:0", "a:1,a:2", ":3"]),
          {})],

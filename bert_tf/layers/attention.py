@@ -55,7 +55,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     Sub-layers `query`, `key`, `value` (google-research: `attention/self/query` ...)
     keep separate [H, H] kernels; the call concatenates them into one [H, 3H]
-    projection so that the three matmuls run as one. Scores, mask and softmax are
+    projection so that the three matmuls run as one (their LoRA adapters, when
+    enabled, add their low-rank updates to it). Scores, mask and softmax are
     float32 under mixed precision.
 
     Args:
@@ -102,6 +103,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             self.query, self.key, self.value)], axis=0)  # [3H]
         flat = tf.reshape(hidden_states, [-1, self.hidden_size])  # [B*S, H]
         qkv = tf.nn.bias_add(tf.matmul(flat, kernel), bias)  # [B*S, 3H]
+        qkv = self._add_lora_updates(qkv, flat, training)
         qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
         qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, A, S, d]
         query = qkv[0] * tf.cast(1.0 / math.sqrt(self.head_size), dtype)  # [B, A, S, d]
@@ -113,6 +115,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         context = tf.matmul(probs, qkv[2])  # [B, A, S, d]
         context = tf.transpose(context, [0, 2, 1, 3])  # [B, S, A, d]
         return tf.reshape(context, [batch_size, seq_length, self.hidden_size])
+
+    def _add_lora_updates(self, qkv, flat, training):
+        """qkv [N, 3H] plus the LoRA updates (dropout(x) A B alpha/R) of those of
+        `query`, `key`, `value` that have adapters (`Projection.enable_lora`); the
+        low-rank path, so that no [H, 3H] kernel gradient is computed."""
+        projections = (self.query, self.key, self.value)
+        if not any(p.lora_enabled for p in projections):
+            return qkv
+        updates = [p.lora_update(flat, training) if p.lora_enabled
+                   else tf.zeros_like(qkv[:, :self.hidden_size]) for p in projections]
+        return qkv + tf.concat(updates, axis=1)
 
     def get_config(self):
         config = super().get_config()

@@ -9,6 +9,8 @@ writes `<name>_results.txt` and `.json`), then the export when `export_dir` is s
 With `eval_every_steps` the dev data is also scored while training, and with
 `best_metric` the best model is kept in `output_dir/best/`, which evaluation, prediction
 and export then use (`bert_tf.tasks.best_checkpoint`).
+With `lora_rank` the model gets LoRA adapters as it is built (`ModelRunner._model_fn`,
+after the pre-trained weights of a fresh run are loaded), and the export merges them.
 """
 
 import contextlib
@@ -28,8 +30,8 @@ from bert_tf.serving import export
 from bert_tf.tasks import best_checkpoint, run_config, run_context
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
-from bert_tf.train import (distribute, loop, optimization, preemption, reinit_layers,
-                           step_hook)
+from bert_tf.train import (distribute, lora, loop, optimization, preemption,
+                           reinit_layers, step_hook)
 from bert_tf.weights import checkpoints
 from bert_tf.weights.load_report import name_list
 
@@ -147,6 +149,7 @@ def _execute_steps(task, context) -> Outcome:
     if export_dir and runner.model is not None:
         logging.info("Exporting the model of global_step %d%s", runner.global_step,
                      f" (the best checkpoint, {runner.best})" if runner.best else "")
+        lora.merge_adapters(runner.model)  # an ordinary model in every format
         written.append(export.export_finetuned_model(
             runner.model, context.preprocessor(task.text_pair), export_dir,
             task.model_type, **task.export_options()))
@@ -179,6 +182,37 @@ def check_model_source(task, context) -> None:
         reinit_layers.check_reinit_top_layers(
             options.reinit_top_layers, context.config.num_hidden_layers,
             context.config_file or "the model's config")
+    check_lora(options, context)
+
+
+def check_lora(options, context) -> None:
+    """Refuses LoRA settings that cannot work before any work: a --lora_rank above a
+    target projection's width; a checkpoint to restore from output_dir that was trained
+    with other LoRA settings; a LoRA run as the init_checkpoint of a new model (its
+    adapters would not load: export it, merged, first)."""
+    settings = lora.settings_from_options(options)
+    if settings is not None:
+        lora.check_rank(settings, context.config, context.config_file or "the model's config")
+    latest = context.latest_checkpoint()
+    if latest is not None and not options.do_train:  # training: check_continuation
+        saved = run_config.read(options.output_dir)
+        if saved.get("options") is not None:
+            trained = lora.settings_from_options(saved["options"])
+            if trained != settings:
+                raise ValueError(
+                    f"output_dir {options.output_dir} was trained with "
+                    + (f"--lora_rank={trained.rank} (LoRA settings {trained})"
+                       if trained else "--lora_rank=0 (no LoRA)")
+                    + f"; this run has {settings or 'no LoRA'}: pass the run's "
+                    "--lora_rank, --lora_alpha, --lora_dropout, --lora_targets and "
+                    f"--lora_train (its {saved['path']} lists them)")
+    if latest is None and options.init_checkpoint:
+        saved = run_config.read(options.init_checkpoint)
+        if lora.settings_from_options(saved.get("options") or {}) is not None:
+            raise ValueError(
+                f"--init_checkpoint={options.init_checkpoint} is a LoRA run: its adapters "
+                "are not part of the weights a new run loads. Export it merged first "
+                "(bert-export-model --export_format=huggingface), and start from that folder")
 
 
 def with_useful_tokens(loss_fn):
@@ -210,7 +244,12 @@ class ModelRunner:
     def _model_fn(self, start=False, reports=None):
         """Builds the task's model; with `start`, also initializes it from
         init_checkpoint (evaluation without training; a training run starts in the loop,
-        once its optimizer exists)."""
+        once its optimizer exists; a LoRA run's start is here, before the adapters are
+        added, since the loaders know the plain model only). With --lora_rank the
+        adapters are then added and the encoder frozen, before the optimizer or a
+        checkpoint sees the model."""
+        settings = lora.settings_from_options(self.context.options)
+
         def model_fn():
             model = self.task.create_model()
             model.build()
@@ -218,6 +257,8 @@ class ModelRunner:
                 report = self.task.initialize(model)
                 if reports is not None and report is not None:
                     reports.append(report)
+            if settings is not None:
+                lora.apply_lora(model, settings)
             return model
         return model_fn
 
@@ -235,7 +276,10 @@ class ModelRunner:
                    else task.loss)
         try:
             result = loop.train(
-                self.context.strategy, self._model_fn(), loss_fn, data.dataset_fn,
+                self.context.strategy,
+                self._model_fn(start=self._lora is not None
+                               and self.context.latest_checkpoint() is None),
+                loss_fn, data.dataset_fn,
                 optimizer_fn=lambda: optimization.create_optimizer(
                     options.learning_rate, num_steps, num_warmup,
                     optimizer_type=options.optimizer,
@@ -260,9 +304,16 @@ class ModelRunner:
                          self.global_step, result.global_step)
         return result
 
+    @property
+    def _lora(self):
+        return lora.settings_from_options(self.context.options)
+
     def _initialize(self, model, optimizer):
         """A fresh training run's start: the task's (init_checkpoint), then the pooler
-        and top layers afresh with --reinit_top_layers."""
+        and top layers afresh with --reinit_top_layers. A LoRA run started in
+        `_model_fn`, before its adapters were added."""
+        if self._lora is not None:
+            return None
         report = self.task.initialize(model, optimizer)
         options = self.context.options
         reinit_layers.reinitialize_top_layers(

@@ -28,7 +28,8 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import options as options_lib
-from bert_tf.models import EncoderHeadModel
+from bert_tf.models import BertEncoder, EncoderHeadModel
+from bert_tf.models.encoder import encoder_of
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.serving import onnx_export
@@ -41,7 +42,7 @@ from bert_tf.tasks import option_groups as groups
 from bert_tf.text import tokenization
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.vocab import VocabFile
-from bert_tf.train import loop
+from bert_tf.train import lora, loop
 from bert_tf.weights import checkpoints
 
 # Spellings of --model_type: the registered model types and their aliases (squad, ner).
@@ -152,7 +153,10 @@ def read_label_names(label_names, labels_file):
 def load_model(model_type, options, head_kwargs=None):
     """Builds the Keras model of `model_type` and loads its weights from
     `options.init_checkpoint` (a run's whole model; an encoder from any checkpoint; a
-    model type with its own loader, `ModelType.load`, loads itself).
+    model type with its own loader, `ModelType.load`, loads itself). A LoRA run's
+    checkpoint (its config.json records --lora_rank) loads into a model with its
+    adapters, which are then merged into the kernels (`lora.merge_adapters`): the model
+    returned is an ordinary one.
 
     Raises:
         FileNotFoundError / ValueError: naming the checkpoint or config at fault.
@@ -164,13 +168,17 @@ def load_model(model_type, options, head_kwargs=None):
     run_context.check_init_checkpoint(init_checkpoint)
     config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
     entry = model_registry.get(model_type)
+    prefix = checkpoints.training_checkpoint(init_checkpoint)
+    adapters = prefix and lora.settings_from_options(
+        run_config.read(init_checkpoint).get("options") or {})
+    if adapters:
+        return _load_lora_run(entry, prefix, config_file, adapters, head_kwargs)
     if entry.load is not None:
         if not config_file or not os.path.isfile(config_file):
             raise FileNotFoundError(f"no bert_config.json in or beside {init_checkpoint}; "
                                     "pass --bert_config_file")
         return entry.load(init_checkpoint, checkpoints.load_config(config_file))
     model_cls = entry.model_class
-    prefix = checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None or not issubclass(model_cls, EncoderHeadModel):  # any encoder's
         return checkpoints.from_pretrained(
             model_cls, init_checkpoint, config=config_file,
@@ -183,6 +191,31 @@ def load_model(model_type, options, head_kwargs=None):
                                     **head_kwargs)
     loop.restore_model(model, prefix)
     logging.info("Loaded %s from training checkpoint %s", model_cls.__name__, prefix)
+    return model
+
+
+def _load_lora_run(entry, prefix, config_file, settings, head_kwargs):
+    """The model of `entry` from LoRA run checkpoint `prefix`, its adapters merged."""
+    if entry.load is not None or not (entry.model_class is BertEncoder or issubclass(
+            entry.model_class, EncoderHeadModel)):
+        raise ValueError(f"{prefix} is a LoRA run (--lora_rank={settings.rank}): "
+                         f"exporting it as {entry.name} is not supported; export its "
+                         "model type or the encoder")
+    if not config_file or not os.path.isfile(config_file):
+        raise FileNotFoundError(f"{prefix} is a training checkpoint: pass "
+                                "--bert_config_file (the bert_config.json it was trained "
+                                f"from); got {config_file!r}")
+    model = checkpoints.build_model(entry.model_class, checkpoints.load_config(config_file),
+                                    **head_kwargs)
+    lora.apply_lora(model, settings)
+    if model is encoder_of(model):  # the encoder of a head model's run
+        checkpoints.read_training_encoder(model, prefix, "this config and LoRA settings")
+    else:
+        loop.restore_model(model, prefix)
+    lora.merge_adapters(model)
+    logging.info("Loaded %s from LoRA training checkpoint %s, adapters merged (rank %d, "
+                 "scale %g)", entry.model_class.__name__, prefix, settings.rank,
+                 settings.scale)
     return model
 
 

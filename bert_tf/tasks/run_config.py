@@ -151,7 +151,8 @@ CONTINUATION_OPTIONS = (
     "teacher", "student_layers", "student_config_file", "student_init_checkpoint",
     "soft_temperature", "soft_weight", "hard_weight", "hidden_weight", "hidden_loss",
     "attention_weight", "attention_loss", "layer_map", "transfer_file", "cache_teacher",
-    "layerwise_lr_decay", "reinit_top_layers")
+    "layerwise_lr_decay", "reinit_top_layers", "lora_rank", "lora_alpha", "lora_dropout",
+    "lora_targets", "lora_train")
 
 
 # The length of the run: a continued run may train for more (or fewer) steps. It goes on

@@ -36,6 +36,7 @@ from bert_tf import fileio
 from bert_tf import library_logs
 from bert_tf import write_errors
 from bert_tf.configs import BertConfig
+from bert_tf.layers.dense import is_lora_variable
 from bert_tf.models import BertEncoder, encoder_of
 from bert_tf.models.checkpoint_names import encoder_entries
 from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_parts,
@@ -75,7 +76,9 @@ def google_variable_map(model):
     if model is not encoder:
         entries.update(model.google_head_entries())
     covered = {id(variable) for variable, _ in entries.values()}
-    missing = [v.path for v in model.weights if id(v) not in covered]
+    # LoRA adapters have no google-research name: they are merged before a TF1 save.
+    missing = [v.path for v in model.weights
+               if id(v) not in covered and not is_lora_variable(v)]
     if missing:
         raise ValueError(f"{type(model).__name__}: variables without a checkpoint name: "
                          f"{name_list(missing)}; {UNNAMED_HINT}.")
@@ -291,6 +294,24 @@ def training_checkpoint(path):
     return None
 
 
+def read_training_encoder(encoder, prefix, fits="this config"):
+    """Restores `encoder` from the encoder of training checkpoint `prefix` (a run's
+    `model/encoder`); its head and optimizer are not read.
+
+    Raises:
+        ValueError: when an encoder variable's shape differs or it is missing (the
+            checkpoint does not fit `fits`).
+    """
+    status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(prefix)
+    try:
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        raise ValueError(f"training checkpoint {prefix}: its encoder does not fit {fits}: "
+                         f"{str(error)[:300]}") from None
+    finally:
+        status.expect_partial()  # the other task's head and the optimizer are not read
+
+
 def load_training_checkpoint(model, prefix, log_report=True):
     """Loads the encoder of a bert_tf training checkpoint (a fine-tuning or pre-training
     output_dir) into `model`; its head, another task's, is not read.
@@ -303,14 +324,7 @@ def load_training_checkpoint(model, prefix, log_report=True):
         ValueError: when an encoder variable's shape differs or it is missing.
     """
     encoder = encoder_of(model)
-    status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(prefix)
-    try:
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as error:
-        raise ValueError(f"training checkpoint {prefix}: its encoder does not fit this "
-                         f"config: {str(error)[:300]}") from None
-    finally:
-        status.expect_partial()  # the other task's head and the optimizer are not read
+    read_training_encoder(encoder, prefix)
     report = LoadReport(source=str(prefix))
     encoder_ids = {id(variable) for variable in encoder.weights}
     for name, (variable, _) in google_variable_map(model).items():

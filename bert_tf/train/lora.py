@@ -1,0 +1,185 @@
+"""LoRA fine-tuning: low-rank adapters on the encoder's projections (Hu et al. 2021).
+
+With `--lora_rank=R` the driver adds, after the pre-trained weights are loaded, adapters
+A [in, R] and B [R, out] to the chosen projections of every encoder layer
+(`Projection.enable_lora`: output = x W + b + dropout(x) A B * alpha / R, PEFT's
+conventions: A kaiming-uniform, B zeros, so the model starts as the pre-trained one),
+and freezes the encoder's original weights; the adapters and the task head train (and
+the encoder's LayerNorms and / or biases with `--lora_train`)::
+
+    apply_lora(model, LoraSettings(rank=8, alpha=16, targets=("query", "value")))
+    merge_adapters(model)  # W + A B alpha/R into the kernels; a plain model again
+
+Exports merge the adapters first, so every format writes an ordinary model.
+"""
+
+import dataclasses
+from typing import Optional
+
+import keras
+from absl import logging
+
+from bert_tf.layers.dense import Projection, check_lora_arguments, is_lora_variable
+from bert_tf.models.encoder import encoder_of
+
+# --lora_targets: the projections of a layer (google-research names in the help).
+TARGETS = ("query", "key", "value", "attention_output", "intermediate", "output")
+DEFAULT_TARGETS = ("query", "value")  # as PEFT and keras-hub
+TRAIN_PARTS = ("layer_norm", "bias")  # --lora_train: what else of the encoder trains
+FLAGS = ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets", "lora_train")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoraSettings:
+    """What `apply_lora` adds and trains (see the module docstring)."""
+    rank: int
+    alpha: Optional[float] = None  # None: rank (scale 1)
+    dropout: float = 0.0
+    targets: tuple = DEFAULT_TARGETS
+    train: tuple = ()  # of TRAIN_PARTS
+
+    @property
+    def scale(self) -> float:
+        return (self.rank if self.alpha is None else self.alpha) / self.rank
+
+
+def parse_targets(value) -> tuple:
+    """--lora_targets (a list, or a comma-separated string) as a tuple of TARGETS.
+
+    Raises:
+      ValueError: naming the flag, for an unknown or repeated name or an empty list.
+    """
+    names = value.split(",") if isinstance(value, str) else list(value or ())
+    names = [name.strip() for name in names if name.strip()]
+    unknown = [name for name in names if name not in TARGETS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(f"--lora_targets={','.join(names)}: expected a comma-separated "
+                         f"list of distinct names out of {', '.join(TARGETS)}"
+                         + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    return tuple(names)
+
+
+def parse_train(value) -> tuple:
+    """--lora_train ("none", "layer_norm", "bias" or "layer_norm,bias") as a tuple of
+    TRAIN_PARTS (empty for none).
+
+    Raises:
+      ValueError: naming the flag, for any other value.
+    """
+    names = value.split(",") if isinstance(value, str) else list(value or ())
+    names = [name.strip() for name in names if name.strip()]
+    if names == ["none"]:
+        return ()
+    if not names or any(name not in TRAIN_PARTS for name in names) or \
+            len(set(names)) != len(names):
+        raise ValueError(f"--lora_train={value}: expected none, layer_norm, bias or "
+                         "layer_norm,bias (what of the encoder trains besides the adapters)")
+    return tuple(name for name in TRAIN_PARTS if name in names)
+
+
+def settings_from_options(options) -> Optional[LoraSettings]:
+    """The LoRA settings of `options` (an options object or a run config's "options"
+    dict); None when LoRA is off (lora_rank 0 or absent)."""
+    get = options.get if isinstance(options, dict) else (
+        lambda name, default=None: getattr(options, name, default))
+    rank = get("lora_rank", 0) or 0
+    if not rank:
+        return None
+    return LoraSettings(rank=rank, alpha=get("lora_alpha"),
+                        dropout=get("lora_dropout", 0.0) or 0.0,
+                        targets=parse_targets(get("lora_targets") or DEFAULT_TARGETS),
+                        train=parse_train(get("lora_train") or "none"))
+
+
+def target_widths(target, hidden_size, intermediate_size) -> tuple:
+    """(in, out) of a target projection."""
+    return {"intermediate": (hidden_size, intermediate_size),
+            "output": (intermediate_size, hidden_size)}.get(
+                target, (hidden_size, hidden_size))
+
+
+def check_rank(settings: LoraSettings, config, source="the model's config") -> None:
+    """Refuses, naming the flag, a rank above a target projection's min(in, out)."""
+    for target in settings.targets:
+        width = min(target_widths(target, config.hidden_size, config.intermediate_size))
+        if settings.rank > width:
+            raise ValueError(f"--lora_rank={settings.rank} is above the width of the "
+                             f"{target} projections of {source} (min(in, out) = {width}): "
+                             f"pass --lora_rank <= {width}")
+
+
+def target_projection(block, target) -> Projection:
+    """The `Projection` of a `TransformerBlock` that --lora_targets name `target` means."""
+    if target in ("query", "key", "value"):
+        return getattr(block.self_attention, target)
+    return getattr(block, {"output": "output_dense"}.get(target, target))
+
+
+def _layer_norm_variables(layer) -> set:
+    return {id(v) for sub in layer._flatten_layers(include_self=True)
+            if isinstance(sub, keras.layers.LayerNormalization) for v in sub.weights}
+
+
+def apply_lora(model, settings: LoraSettings) -> list:
+    """Adds the adapters to `model`'s encoder and sets what trains (see the module
+    docstring): adapters, and the encoder's LayerNorms / biases per `settings.train`;
+    every other encoder variable is frozen. Variables outside the encoder (the task
+    head) keep their trainable flag.
+
+    Returns:
+      The encoder's variables that train.
+    """
+    try:
+        encoder = encoder_of(model)
+    except TypeError as error:
+        raise ValueError(f"--lora_rank: {error}") from None
+    check_lora_arguments(settings.rank, settings.alpha, settings.dropout)
+    targets = parse_targets(settings.targets)
+    check_rank(settings, encoder.config)
+    for block in encoder.transformer_layers:
+        for target in targets:
+            target_projection(block, target).enable_lora(settings.rank, settings.alpha,
+                                                         settings.dropout)
+    layer_norms = _layer_norm_variables(encoder)
+    training = []
+    for variable in encoder.weights:
+        trains = (is_lora_variable(variable)
+                  or ("layer_norm" in settings.train and id(variable) in layer_norms)
+                  or ("bias" in settings.train and variable.path.endswith("/bias")))
+        variable.trainable = trains
+        if trains:
+            training.append(variable)
+    adapters = sum(1 for v in training if is_lora_variable(v))
+    logging.info(
+        "LoRA: rank %d, alpha %s (scale %g), dropout %g on %s of %d encoder layers: "
+        "%d adapter variables (%d weights) train%s; the other encoder weights are frozen",
+        settings.rank, settings.alpha if settings.alpha is not None else settings.rank,
+        settings.scale, settings.dropout, ", ".join(targets),
+        len(encoder.transformer_layers), adapters,
+        sum(int(v.numpy().size) for v in training if is_lora_variable(v)),
+        f", with the encoder's {' and '.join(settings.train)}" if settings.train else "")
+    return training
+
+
+def merge_adapters(model) -> int:
+    """Folds every adapter of `model` into its kernel (W + A B alpha/R) and removes it,
+    and makes every encoder variable trainable again: a plain model with the same outputs.
+
+    Returns:
+      How many projections were merged.
+    """
+    merged = 0
+    for layer in model._flatten_layers(include_self=True):
+        if isinstance(layer, Projection) and layer.lora_enabled:
+            layer.merge_lora()
+            merged += 1
+    if merged:
+        try:
+            encoder = encoder_of(model)
+        except TypeError:
+            encoder = model
+        for variable in encoder.weights:
+            variable.trainable = True
+        logging.info("LoRA: merged the adapters of %d projections into their kernels",
+                     merged)
+    return merged
