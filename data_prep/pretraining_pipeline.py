@@ -407,10 +407,9 @@ def _run_chunks(tokenizer, options, vocab_ids, config, stats) -> Iterator[Framed
     try:
         yield from _shared_work(pool, config.num_workers - 1, jobs)
     except BaseException:  # an error, a signal (process_lifetime), or closed early
-        _terminate_workers(pool)
+        _end_pool(pool)
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    pool.shutdown(wait=True)
 
 
 def _init_pool_worker(parent_pid, *initargs):
@@ -419,15 +418,39 @@ def _init_pool_worker(parent_pid, *initargs):
     init_worker(*initargs)
 
 
-def _terminate_workers(pool):
-    """Ends the pool's workers now, their jobs unfinished (shutdown would wait for them)."""
-    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
-    if terminate is not None:
-        terminate()
+def _end_pool(pool, seconds: float = 5.0) -> None:
+    """Ends the pool now, its jobs unfinished, leaving none of its threads blocked.
+
+    The workers are killed (they hold no output: this process writes the records). A
+    worker killed while it wrote a result to the result pipe leaves half a message
+    there, and the pool's manager thread then waited forever for the rest (this
+    process holds the pipe's write end too), and so did `shutdown(wait=True)`, or
+    Python's exit (issue 49: a signal hung the command in about one run of six). With
+    no worker left, the write end is closed here: the read ends (EOF), the manager marks
+    the pool broken and ends, closing the job pipe that its feeder thread may be
+    blocked writing to. Pythons without that close (before 3.11.5 / 3.12) get it here.
+    """
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    if not processes and hasattr(pool, "kill_workers"):  # Python 3.14, no _processes
+        pool.kill_workers()
+    for process in processes:
+        process.kill()  # SIGKILL: a worker forked before its initializer ran has the
+    for process in processes:  # command's SIGTERM handler, which ignores a second one
+        process.join(seconds)
+    result_queue = getattr(pool, "_result_queue", None)
+    if result_queue is not None:
+        result_queue._writer.close()  # pylint: disable=protected-access
+    pool.shutdown(wait=False, cancel_futures=True)
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is None:
         return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        if process.is_alive():
-            process.terminate()
+    manager.join(seconds)
+    call_queue = getattr(pool, "_call_queue", None)
+    if manager.is_alive() and call_queue is not None:  # joining its blocked feeder
+        call_queue._reader.close()  # pylint: disable=protected-access
+        manager.join(seconds)
+    if manager.is_alive():
+        logging.warning("the worker pool did not end within %.0f s", 2 * seconds)
 
 
 def _chunk_jobs(raw_chunks, tokenizer, segmenting=False):

@@ -138,13 +138,17 @@ class ShardedWriter:
         self.temp_paths = [path if fileio.is_special_file(path) else fileio.temporary_path(path)
                            for path in self.paths]
         self._writers = []
-        for temp, path in zip(self.temp_paths, self.paths):
-            with write_errors.reported(path):
-                self._writers.append(_open_shard(temp, gzip))
         self._next = 0
         self.num_records = 0
         self._committed = False
         self._stats_temp = None
+        try:
+            for temp, path in zip(self.temp_paths, self.paths):
+                with write_errors.reported(path):
+                    self._writers.append(_open_shard(temp, gzip))
+        except BaseException:  # an error or a signal (issue 49) before `with` took it
+            self.__exit__(None, None, None)
+            raise
 
     def write_all(self, records: Iterable[bytes]):
         """Writes records round-robin, continuing where the last call stopped."""

@@ -12,6 +12,7 @@ import tensorflow as tf
 import bert_tf
 from bert_tf.models import BertEncoder
 from bert_tf.tasks import export_checkpoint
+from bert_tf.tasks import options as task_options
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner import task as ner_task
@@ -188,6 +189,13 @@ def test_bad_training_data_is_named_before_any_work(released, call, message):
     with pytest.raises(ValueError, match=message):
         call(model)
     assert getattr(model, "optimizer", None) is None  # nothing was compiled or trained
+
+
+def test_a_new_head_starts_as_the_commands_heads(released):
+    # fit must train what the command trains: the head's kernel distribution included.
+    default = task_options.TaskHead().head_initializer
+    model = bert_tf.TextClassifier.from_pretrained(released, num_classes=2)
+    assert model.task_model.head_initializer == default == "normal"
 
 
 def test_a_new_head_needs_its_classes(released):

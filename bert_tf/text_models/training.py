@@ -72,6 +72,8 @@ class TextModel(keras.Model):
         if seed is not None:
             keras.utils.set_random_seed(seed)
         if not trained_run:
+            # A new head starts as the commands' (--head_initializer's default).
+            head = dict(head, head_initializer=task_options.TaskHead().head_initializer)
             return checkpoints.from_pretrained(model_cls, path, **head)
         config_file = run_context.resolve_config_file(None, path)
         model = checkpoints.build_model(model_cls, checkpoints.load_config(config_file),
