@@ -76,7 +76,7 @@ def test_best_checkpoint_is_the_best_evaluation_and_what_eval_predict_and_export
     classifier_runs.write_sst2(tmp_path / "data")
     # Learns for 8 steps, then a rate of 1.0 ruins it: the best is not the last model.
     _step_schedule(monkeypatch, 8, 2e-3, 1.0)
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     results = classification_task.run(_options(tmp_path, best_metric="loss",
                                                do_predict=True))
     out = tmp_path / "out"
@@ -109,7 +109,7 @@ def test_early_stopping_stops_keeps_the_best_and_stays_stopped(tmp_path, monkeyp
     classifier_runs.write_sst2(tmp_path / "data")
     # Rate 0 after step 4: the scores at 8, 12, ... equal step 4's, never strictly better.
     _step_schedule(monkeypatch, 4, 2e-3, 0.0)
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     outcome_options = _options(tmp_path, best_metric="accuracy", early_stopping_patience=2,
                                do_predict=True)
     results = classification_task.run(outcome_options)

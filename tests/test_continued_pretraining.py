@@ -58,7 +58,7 @@ def _continue_from_released(tmp_path, caplog, model_cls):
     write_records(tmp_path / "records", 1, 40)
     write_released_checkpoint(str(tmp_path / "released"),
                               tiny_model(model_cls, _config(), seed=7))
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     _run(_options(tmp_path, init_checkpoint=str(tmp_path / "released")))
     released = str(tmp_path / "released" / "bert_model.ckpt")
     names = list(tf.train.load_checkpoint(released).get_variable_to_shape_map())
@@ -96,7 +96,7 @@ def test_an_extended_vocab_folder_continues_unchanged(tmp_path, caplog):
     vocab = SPECIAL_TOKENS + [f"w{i}" for i in range(94)] + [f"new{i}" for i in range(11)]
     write_released_checkpoint(str(tmp_path / "extended"),
                               tiny_model(BertPretrainer, config, seed=3), vocab=vocab)
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     # bert_config.json and vocab.txt (for the dynamic masks) come from the folder.
     result = _run(_options(tmp_path, bert_config=None, dynamic_masking=True,
                            init_checkpoint=str(tmp_path / "extended")))

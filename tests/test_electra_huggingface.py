@@ -213,7 +213,7 @@ def test_an_electra_run_exports_with_no_other_flag_and_reexports_the_same(tmp_pa
     registry.run("electra", options)
     run = options.output_dir
     caplog.clear()
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     first = export_checkpoint.export_from_checkpoint(ExportOptions(
         init_checkpoint=run, export_dir=str(tmp_path / "hf"), export_format="huggingface"))
     # One report of the whole load: the generator is loaded, not "newly initialised".

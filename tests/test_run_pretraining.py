@@ -263,7 +263,7 @@ def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path
                                                                         shared_data_dir,
                                                                         caplog):
     """Wikipedia XML -> create_pretraining_data -> run_pretraining from a released BERT."""
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     released = shared_data_dir / "checkpoints" / "uncased_L-6_H-384_A-12"
     records = tmp_path / "wiki.tfrecord"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")

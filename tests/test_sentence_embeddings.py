@@ -442,7 +442,7 @@ def test_retrieval_is_scored_with_the_dev_data_under_mixed_precision(tmp_path, c
     write_rows(folder / "qrels" / "dev.tsv", ["query-id", "corpus-id", "score"],
                [(f"q{i % 4}", f"d{i}", 1) for i in range(12)])
     write_sts(tmp_path / "data", train=16, dev=8)
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     outcome = driver.execute(SentenceEmbeddingTask(options(
         tmp_path, do_train=True, do_eval=True, num_train_epochs=1.0,
         retrieval_dir=str(folder), retrieval_split="dev", mixed_precision="bfloat16")))

@@ -234,7 +234,7 @@ def test_sentence_transformers_folder_has_its_files_and_loads_back(bert_folder, 
                                                                    tmp_path, caplog):
     folder, _ = bert_folder
     model = randomized(3, pooling="max", normalize=True)
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     path = st_folder.export_sentence_transformers(
         model, Preprocessor(os.path.join(folder, "vocab.txt"), True, LENGTH), tmp_path / "st")
     # The log names the export folder, never the temporary one it was written in.

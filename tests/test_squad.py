@@ -121,7 +121,7 @@ def test_building_features_says_it_started_and_finished(tokenizer, caplog):
     """The features of predict_file are built after training: a line says so at once
     (tokenizing a dev set takes tens of seconds), another when they are done."""
     absl_logging.set_verbosity(absl_logging.INFO)
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     squad_data.convert_examples_to_features([_x_example(["x1"])] * 3, tokenizer, 32, 8, 2,
                                             False)
     assert "Building prediction features: 3 questions ..." in caplog.text

@@ -28,7 +28,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import options as options_lib
-from bert_tf.models import BertEncoder, EncoderHeadModel
+from bert_tf.models import EncoderHeadModel
 from bert_tf.models.encoder import encoder_of
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
@@ -196,8 +196,7 @@ def load_model(model_type, options, head_kwargs=None):
 
 def _load_lora_run(entry, prefix, config_file, settings, head_kwargs):
     """The model of `entry` from LoRA run checkpoint `prefix`, its adapters merged."""
-    if entry.load is not None or not (entry.model_class is BertEncoder or issubclass(
-            entry.model_class, EncoderHeadModel)):
+    if entry.load is not None:  # a loader of its own would not add the adapters
         raise ValueError(f"{prefix} is a LoRA run (--lora_rank={settings.rank}): "
                          f"exporting it as {entry.name} is not supported; export its "
                          "model type or the encoder")
