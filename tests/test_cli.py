@@ -4,6 +4,7 @@ import importlib
 import importlib.metadata
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 import time
@@ -234,21 +235,25 @@ def test_create_pretraining_data_root_script_writes_records(tmp_path):
     assert output.exists() and output.stat().st_size > 0
 
 
-def test_a_multi_worker_run_waiting_for_a_missing_worker_stops_on_sigterm(tmp_path):
-    """MultiWorkerMirroredStrategy waits in TensorFlow's C++ code, which takes SIGTERM
-    for itself: the command's supervising parent ends the run with one line."""
-    import socket
-    import signal
-    import test_run_classifier
-    test_run_classifier.write_sst2(tmp_path / "data")
-    vocab_file, config_file = test_run_classifier.tiny_model_files(tmp_path)
+def two_worker_tf_config():
+    """TF_CONFIG of worker 0 of a two-worker cluster on free localhost ports."""
     ports = []
     for _ in range(2):
         with socket.socket() as probe:
             probe.bind(("localhost", 0))
             ports.append(probe.getsockname()[1])
-    tf_config = ('{"cluster": {"worker": ["localhost:%d", "localhost:%d"]}, '
-                 '"task": {"type": "worker", "index": 0}}' % tuple(ports))
+    return ('{"cluster": {"worker": ["localhost:%d", "localhost:%d"]}, '
+            '"task": {"type": "worker", "index": 0}}' % tuple(ports))
+
+
+def test_a_multi_worker_run_waiting_for_a_missing_worker_stops_on_sigterm(tmp_path):
+    """MultiWorkerMirroredStrategy waits in TensorFlow's C++ code, which takes SIGTERM
+    for itself: the command's supervising parent ends the run with one line."""
+    import signal
+    import test_run_classifier
+    test_run_classifier.write_sst2(tmp_path / "data")
+    vocab_file, config_file = test_run_classifier.tiny_model_files(tmp_path)
+    tf_config = two_worker_tf_config()
     output_dir = tmp_path / "out"
     process = subprocess.Popen(
         [sys.executable, "run_classifier.py", "--task_name=SST-2", "--do_train",

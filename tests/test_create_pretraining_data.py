@@ -550,7 +550,7 @@ def test_choose_tokens_keeps_the_count_when_keys_tie_at_the_threshold():
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _proc_stat(pid):
+def proc_stat(pid):
     """(state, ppid) of a live process from /proc; None when it has ended (or is a zombie)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
@@ -563,7 +563,7 @@ def _proc_stat(pid):
 def _children(pid):
     """The live processes whose parent is `pid`."""
     return sorted(int(name) for name in os.listdir("/proc") if name.isdigit()
-                  and (_proc_stat(int(name)) or ("", 0))[1] == pid)
+                  and (proc_stat(int(name)) or ("", 0))[1] == pid)
 
 
 def _start_with_workers(tmp_path, vocab_file, workers):
@@ -591,9 +591,9 @@ def _start_with_workers(tmp_path, vocab_file, workers):
 
 def _wait_ended(pids, seconds=10):
     deadline = time.time() + seconds
-    while time.time() < deadline and any(_proc_stat(pid) for pid in pids):
+    while time.time() < deadline and any(proc_stat(pid) for pid in pids):
         time.sleep(0.05)
-    return [pid for pid in pids if _proc_stat(pid)]
+    return [pid for pid in pids if proc_stat(pid)]
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
