@@ -105,6 +105,8 @@ def test_every_training_option_is_classified():
         # the length: a continued run may be longer (run_config.LENGTH_OPTIONS)
         "num_train_steps", "num_train_epochs", "multi_label_threshold", "max_answer_length",
         "n_best_size", "null_score_diff_threshold",
+        # several seeds: each seed's own run (output_dir/seed-N) has none of them
+        "seeds", "num_seeds", "stop_bad_seeds_after",
     }
     from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
     names = {spec.name for entry in registry.TASKS.values()

@@ -23,6 +23,7 @@ from bert_tf.tasks import class_weights, feature_extraction, option_groups, opti
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.distillation import options as distillation_options
 from bert_tf.tasks.search import options as search_options
+from bert_tf.tasks.seeds import options as seeds_options
 from bert_tf.tasks.electra import task as electra_task
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.sentence_embeddings import task as sentence_task
@@ -234,6 +235,13 @@ BAD_VALUES = {
         ("temperature", st.floats(max_value=0) | st.just(math.inf), {}),
         ("generator_hidden_size", st.just(0.5), {"generator_config_file": "gen.json"})],
     options.HeadDropout: [("dropout_rate", _floats_outside(0, 1) | st.just(1.0), {})],
+    seeds_options.Seeds: [
+        ("seeds", st.lists(st.integers(max_value=-1).map(str), min_size=1)
+         | st.sampled_from([["1", "1"], ["x"], ["1.5"], ["2", "3", "2"]]), {}),
+        ("num_seeds", _ints_below(0), {}),
+        ("num_seeds", st.integers(1, 9), {"seeds": ["1"]}),
+        ("stop_bad_seeds_after", _floats_outside(0, 1) | st.just(1.0), {"num_seeds": 3}),
+        ("stop_bad_seeds_after", st.floats(0.01, 0.99), {"seeds": ["4"]})],
     options.StableRecipe: [("layerwise_lr_decay", _floats_outside(0, 1) | st.just(0.0), {}),
                            ("reinit_top_layers", _ints_below(0), {})],
     options.Lora: [

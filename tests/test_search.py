@@ -12,6 +12,7 @@ import pytest
 
 import test_run_classifier
 from bert_tf import options as options_lib
+from bert_tf.tasks import best_checkpoint
 from bert_tf.tasks.classification.task import ClassifierOptions
 from bert_tf.tasks.search import options as search_options
 from bert_tf.tasks.search import space, trial as trial_lib
@@ -95,7 +96,7 @@ def test_the_pruning_hook_reports_each_dev_score_and_stops_a_pruned_trial():
     task.search_scores = {"eval_loss": 0.9}
     assert hook.after_steps(12, None) is True and task.pruned_at == 12
     assert task.search_trial.reports == [(12, 0.9)]
-    assert trial_lib.default_metric(["eval_loss", "eval_f1"]) == "eval_f1"
+    assert best_checkpoint.default_metric(["eval_loss", "eval_f1"]) == "eval_f1"
 
 
 @pytest.mark.slow

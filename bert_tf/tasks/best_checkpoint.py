@@ -27,7 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.tasks import task as task_lib
-from bert_tf.train import distribute, loop, preemption, step_hook
+from bert_tf.train import distribute, lora, loop, preemption, step_hook
 from bert_tf.weights import checkpoints
 
 _VALUE = "{}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -49,6 +49,12 @@ def resolve_metric(name: str, names, task_name: str) -> str:
 def is_minimised(metric: str) -> bool:
     """Loss-like metrics (names containing "loss") are minimised, others maximised."""
     return "loss" in metric.lower()
+
+
+def default_metric(names) -> str:
+    """The task's first metric that is not a loss (else its first): what a search or a
+    run of several seeds scores by when no metric is named."""
+    return next((name for name in names if not is_minimised(name)), names[0])
 
 
 def training_evaluation(task, runner) -> Optional["TrainingEvaluation"]:
@@ -183,7 +189,7 @@ class TrainingEvaluation(step_hook.StepHook):
         directory = distribute.worker_checkpoint_dir(strategy, best_dir)
         tf.io.gfile.makedirs(directory)
         checkpoint = tf.train.Checkpoint(
-            model=model, global_step=tf.Variable(step, dtype=tf.int64),
+            model=lora.checkpointed(model), global_step=tf.Variable(step, dtype=tf.int64),
             best_metric=tf.Variable(self.metric), best_value=tf.Variable(value, dtype=tf.float64))
         manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=1,
                                              checkpoint_name="ckpt")

@@ -9,6 +9,7 @@ writes `<name>_results.txt` and `.json`), then the export when `export_dir` is s
 With `eval_every_steps` the dev data is also scored while training, and with
 `best_metric` the best model is kept in `output_dir/best/`, which evaluation, prediction
 and export then use (`bert_tf.tasks.best_checkpoint`).
+With `seeds` (or `num_seeds`) the run is one run per seed (`bert_tf.tasks.seeds`).
 With `lora_rank` the model gets LoRA adapters as it is built (`ModelRunner._model_fn`,
 after the pre-trained weights of a fresh run are loaded), and the export merges them.
 """
@@ -30,6 +31,8 @@ from bert_tf.serving import export
 from bert_tf.tasks import best_checkpoint, run_config, run_context
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
+from bert_tf.tasks.seeds import options as seeds_options
+from bert_tf.tasks.seeds import runs as seed_runs
 from bert_tf.train import (distribute, lora, loop, optimization, preemption,
                            reinit_layers, step_hook)
 from bert_tf.weights import checkpoints
@@ -52,6 +55,8 @@ def execute(task, strategy=None) -> Outcome:
     """`run`, returning the runner too (the trained model and its `TrainResult`)."""
     library_logs.show_info_logs()  # called from Python: progress and load reports show
     options = task.options
+    if seeds_options.seed_list(options):  # --seeds: one run of this task per seed
+        return seed_runs.run_seeds(task, execute, strategy)
     steps = [spec.name for spec in option_specs(type(options))
              if spec.name in ("do_train", "do_eval", "do_predict")]
     if not any(getattr(options, name) for name in steps):

@@ -34,7 +34,7 @@ from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
 from bert_tf.serving import onnx_export
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import export_settings, run_config, run_context
+from bert_tf.tasks import export_settings, run_config, run_context, run_groups
 from bert_tf.tasks import registry as task_registry
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.sentence_embeddings import sentence_transformers
@@ -344,6 +344,8 @@ def export_from_checkpoint(options: ExportOptions) -> str:
     options_lib.check_choices(options)
     if not options.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
+    options = dataclasses.replace(  # a folder of several seeds or trials: its best run
+        options, init_checkpoint=run_groups.best_run(options.init_checkpoint))
     options = export_settings.from_run(options)  # what the run trained, unless given
     options.check()
     if not options.model_type:

@@ -166,12 +166,24 @@ class Task:
         what `best_metric` may name."""
         return []
 
+    def baseline_scores(self) -> dict:
+        """The scores of the best constant prediction on the `train_eval_split` data, by
+        their names in eval_results.txt (known after `setup`; {}: none): a run of
+        several seeds counts a seed at or below them as failed."""
+        return {}
+
     def explain_bad_input(self, error) -> None:
         """Called when training fails on its input; may log or raise a clearer error."""
 
     def export_options(self) -> dict:
         """Keyword arguments of `serving.export.export_finetuned_model` for this task."""
         return {}
+
+
+def with_mixin(task_class, mixin) -> type:
+    """`task_class` extended by `mixin` (placed first, so its methods call the task's
+    through super()), under the task's own name and module."""
+    return type(task_class.__name__, (mixin, task_class), {"__module__": task_class.__module__})
 
 
 def plan_packing(options, strategy, lengths) -> finetune_packing.PackingPlan:

@@ -62,6 +62,16 @@ def write_scalar_summary(name, value, step=None):
                      metadata=_SCALAR_METADATA)
 
 
+_TEXT_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text"),
+    data_class=summary_pb2.DATA_CLASS_TENSOR)
+
+
+def write_text_summary(name, text, step=None):
+    """Writes one string (TensorBoard's text tab; markdown) to the default writer."""
+    tf.summary.write(name, tf.constant(text), step=step, metadata=_TEXT_METADATA)
+
+
 def write_scalars(writer, step, scalars):
     """Writes {name: float} at `step` with `writer`."""
     with writer.as_default(step=step):

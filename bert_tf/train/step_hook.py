@@ -64,7 +64,8 @@ class StepHook:
 
 class StepHooks(StepHook):
     """Several hooks as one (the loop takes one): those due at a step are called, and
-    the run stops when any of them asks; loops end at the finest `every_steps` set."""
+    the run stops when any of them asks; a loop ends at the nearest step any of them is
+    called at (every 100 and every 150: steps 100, 150, 200, 300, ...)."""
 
     def __init__(self, hooks):
         self.hooks = [hook for hook in hooks if hook is not None]
@@ -81,6 +82,11 @@ class StepHooks(StepHook):
 
     def after_steps(self, step: int, model) -> bool:
         return any([hook.after_steps(step, model) for hook in self._due])
+
+    def steps_to_next(self, step: int) -> int:
+        nexts = [hook.steps_to_next(step) for hook in self.hooks]
+        nexts = [steps for steps in nexts if steps]
+        return min(nexts) if nexts else None
 
     def end(self, model) -> None:
         for hook in self.hooks:

@@ -357,6 +357,33 @@ class ClassificationTask(Task):
             names = metrics.compute_metrics(self.processor.metric_names, [0, 1], [0, 1])
         return [f"eval_{name}" for name in names] + ["eval_loss"]
 
+    def baseline_scores(self):
+        """The best score of a constant prediction on the dev data, per metric: one
+        class for every example (the majority class's accuracy), a constant score for
+        regression (correlation 0), no labels or every label for multi-label."""
+        examples = self.examples.get("dev")
+        if not examples:
+            return {}
+        if self.multi_label:
+            labels = np.array([multi_label.multi_hot(e.label, self.label_list)
+                               for e in examples])
+            candidates = [np.zeros_like(labels), np.ones_like(labels)]
+            score = lambda predicted: metrics.multi_label_metrics(  # noqa: E731
+                predicted, labels, self.label_list)
+        else:
+            labels = (np.array([float(e.label) for e in examples]) if self.is_regression
+                      else np.array([self.label_list.index(e.label) for e in examples]))
+            candidates = ([np.full(len(labels), np.mean(labels))] if self.is_regression
+                          else [np.full(len(labels), c) for c in range(len(self.label_list))])
+            score = lambda predicted: metrics.compute_metrics(  # noqa: E731
+                self.processor.metric_names, predicted, labels)
+        best = {}
+        for predicted in candidates:
+            for name, value in score(predicted).items():
+                value = 0.0 if np.isnan(value) else value  # a constant's correlation
+                best[f"eval_{name}"] = max(best.get(f"eval_{name}", -np.inf), value)
+        return best
+
     def _score(self, logits, label_ids):
         """(eval_<metric> results, the unweighted mean loss) of the dev predictions."""
         if self.multi_label:

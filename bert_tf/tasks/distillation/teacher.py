@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf import options as options_lib
 from bert_tf.configs import BertConfig
-from bert_tf.tasks import run_config
+from bert_tf.tasks import run_config, run_groups
 from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
 from bert_tf.tasks.distillation.options import parse_indices
 from bert_tf.tasks.ner.task import NerOptions, NerTask
@@ -78,6 +78,7 @@ def read_teacher(folder: Optional[str]) -> TeacherRun:
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"--teacher={folder}: no such folder (expected the "
                                 "output_dir of a fine-tuned run)")
+    folder = run_groups.best_run(folder)  # a run of several seeds: its best
     saved = run_config.read(folder)
     if not saved or os.path.dirname(saved["path"]) != os.path.normpath(folder):
         raise ValueError(f"--teacher={folder} is not a run folder of bert_tf (no "

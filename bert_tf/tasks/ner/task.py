@@ -300,6 +300,17 @@ class NerTask(Task):
         return dict({f"{name}_{key}": value for key, value in scores.items()},
                     **weights_lib.results(self.class_weights, self.label_list))
 
+    def baseline_scores(self):
+        """A constant prediction's overall scores on the dev data: every token O finds no
+        entity (F1 0); its token accuracy is the share of O tags."""
+        data = self.data.get("eval")
+        if not data or not data[2]:
+            return {}
+        tags = [tag for sentence in data[1] for tag in sentence.tags]
+        name = self.result_names["eval"]
+        return {f"{name}_f1": 0.0, f"{name}_precision": 0.0, f"{name}_recall": 0.0,
+                f"{name}_accuracy": 100.0 * tags.count("O") / max(1, len(tags))}
+
     def metric_names(self):
         """conlleval's overall figures (the per-type F1s depend on the tags found)."""
         return [f"{self.result_names['eval']}_{name}"

@@ -8,10 +8,9 @@ import os
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.tasks import run_groups
 
 RESULTS_FILE = "search_results.json"
-BEST_FILE = "best_trial.json"
-BEST_LINK = "best_trial"
 
 
 def _number(value):
@@ -54,26 +53,8 @@ def write(output_dir: str, summary: dict) -> None:
         logging.warning("No trial of study %r has completed: no best trial to mark",
                         summary["study"])
         return
-    fileio.write_text_atomic(os.path.join(output_dir, BEST_FILE), json.dumps(
-        dict(best, metric=summary["metric"], direction=summary["direction"]), indent=2,
-        sort_keys=True) + "\n")
-    if os.path.isdir(os.path.join(output_dir, best["folder"])):
-        _link(output_dir, best["folder"])
-    else:
-        logging.warning("The best trial's folder %s is not in %s (its host: %s)",
-                        best["folder"], output_dir, best["host"])
-
-
-def _link(output_dir: str, folder: str) -> None:
-    """output_dir/best_trial -> folder (relative), replaced atomically."""
-    link = os.path.join(output_dir, BEST_LINK)
-    temporary = f"{link}.tmp-{os.getpid()}"
-    try:
-        os.symlink(folder, temporary)
-        os.replace(temporary, link)
-    except OSError as error:  # a filesystem without links: best_trial.json names it
-        logging.warning("Cannot link %s to %s (%s); %s names the best trial", link, folder,
-                        error, BEST_FILE)
+    run_groups.mark_best(output_dir, run_groups.BEST_TRIAL, dict(
+        best, metric=summary["metric"], direction=summary["direction"]))
 
 
 def _cell(value) -> str:

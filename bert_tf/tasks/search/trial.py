@@ -11,13 +11,8 @@ import math
 from absl import logging
 
 from bert_tf.tasks import best_checkpoint
+from bert_tf.tasks import task as task_lib
 from bert_tf.train import step_hook
-
-
-def default_metric(names) -> str:
-    """The task's first metric that is not a loss (else its first)."""
-    return next((name for name in names if not best_checkpoint.is_minimised(name)),
-                names[0])
 
 
 class TrialMixin:
@@ -38,7 +33,7 @@ class TrialMixin:
                              f"data, and {self.name} computes no metrics there (no gold "
                              "labels): pass dev data with labels")
         if self.asked_metric is None:
-            self.search_metric = default_metric(names)
+            self.search_metric = best_checkpoint.default_metric(names)
             return
         try:
             self.search_metric = best_checkpoint.resolve_metric(self.asked_metric, names,
@@ -62,8 +57,7 @@ class TrialMixin:
 
 def trial_task(task_class) -> type:
     """`task_class` with `TrialMixin` (same name and command)."""
-    return type(task_class.__name__, (TrialMixin, task_class),
-                {"__module__": task_class.__module__})
+    return task_lib.with_mixin(task_class, TrialMixin)
 
 
 class PruningHook(step_hook.StepHook):
