@@ -1,5 +1,5 @@
 """Sentence-encoding speed on this CPU, in one run: `bert-encode`'s library
-(`encode.encode_texts`) against sentence-transformers' `encode` on the same texts and
+(`encode.embed_texts`) against sentence-transformers' `encode` on the same texts and
 weights at batch sizes 1, 32 and 128, and the raw-text SavedModel's latency at batch 1
 (issue 37, deliverable 6).
 
@@ -71,13 +71,13 @@ def our_speed(model, tokenizer, texts):
     """{batch size: (seconds, texts/s)} and the vectors of the first CHECK_TEXTS texts."""
     speed = {}
     for batch_size in (int(size) for size in FLAGS.batch_sizes):
-        encode.encode_texts(model, tokenizer, texts[:batch_size], FLAGS.max_seq_length,
+        encode.embed_texts(model, tokenizer, texts[:batch_size], FLAGS.max_seq_length,
                             batch_size)  # warm-up
         start = time.perf_counter()
-        encode.encode_texts(model, tokenizer, texts, FLAGS.max_seq_length, batch_size)
+        encode.embed_texts(model, tokenizer, texts, FLAGS.max_seq_length, batch_size)
         seconds = time.perf_counter() - start
         speed[str(batch_size)] = {"seconds": seconds, "texts_per_second": len(texts) / seconds}
-    vectors, _ = encode.encode_texts(model, tokenizer, texts[:CHECK_TEXTS],
+    vectors, _ = encode.embed_texts(model, tokenizer, texts[:CHECK_TEXTS],
                                      FLAGS.max_seq_length)
     return speed, vectors
 

@@ -10,6 +10,7 @@ that is not in the table (a console script, a module that globs, writes or reads
 """
 
 import collections
+import fnmatch
 import gzip
 import importlib.util
 import json
@@ -568,6 +569,21 @@ RUNNER_WRITES = ["eval_results.txt", "test_results.json", "predictions.tsv",
                  "label_list.txt", "nbest_predictions.json", "bert_model.ckpt.index"]
 
 
+def test_each_task_declares_the_outputs_of_its_own():
+    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+
+    def writes(task, name):
+        return any(fnmatch.fnmatch(name, pattern)
+                   for pattern in registry.get(task).task_class.output_patterns)
+    assert writes("electra", "electra_model.ckpt.index") and writes("pretraining",
+                                                                    "bert_model.ckpt.index")
+    assert writes("squad", "null_odds.json") and writes("ner", "eval_predictions.txt")
+    assert not writes("classification", "electra_model.ckpt.index")
+    assert not writes("ner", "null_odds.json") and not writes("squad", "bert_model.ckpt.data")
+    assert all(writes(task, "config.json") and writes(task, "ckpt-3.index")
+               for task in registry.names())
+
+
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
@@ -582,8 +598,11 @@ def test_no_runner_reads_a_file_it_writes_into_output_dir(tmp_path, data):
     flags = [spec.name for spec in option_specs(entry.options_class)
              if spec.name in run_context.INPUT_FILE_OPTIONS]
     flag = data.draw(st.sampled_from(flags))
-    written = data.draw(st.sampled_from(
-        RUNNER_WRITES + ([] if name in ("pretraining", "electra") else ["train.tf_record"])))
+    written = data.draw(st.sampled_from([  # the names this task says it writes
+        written for written in RUNNER_WRITES + ["train.tf_record", "electra_model.ckpt.index",
+                                                "null_odds.json"]
+        if any(fnmatch.fnmatch(written, pattern)
+               for pattern in entry.task_class.output_patterns)]))
     output_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"run_{name}_", dir=tmp_path))
     victim = output_dir / written
     victim.write_text("{}\n")  # the user's file (JSON: a config.json is read as one)

@@ -139,7 +139,7 @@ def test_windows_average_the_windows_weighted_by_their_tokens(bert_folder, token
                                                               normalize):
     model = randomized(3, normalize=normalize)
     stride = 4
-    got, stats = encode.encode_texts(model, tokenizer, TEXTS, LENGTH, batch_size=3,
+    got, stats = encode.embed_texts(model, tokenizer, TEXTS, LENGTH, batch_size=3,
                                      long_text="windows", doc_stride=stride)
     unnormalized = randomized(3)  # the same weights: the windows' pooled vectors
     for ids, vector in zip(tokenizer.convert_texts_to_ids(TEXTS), got):
@@ -151,7 +151,7 @@ def test_windows_average_the_windows_weighted_by_their_tokens(bert_folder, token
             want = want / np.linalg.norm(want)
         np.testing.assert_allclose(vector, want, atol=1e-5)
     assert stats["windowed"] == 2 and stats["rows"] > len(TEXTS)
-    truncated, _ = encode.encode_texts(model, tokenizer, TEXTS, LENGTH)
+    truncated, _ = encode.embed_texts(model, tokenizer, TEXTS, LENGTH)
     short = [len(ids) <= LENGTH - 2 for ids in tokenizer.convert_texts_to_ids(TEXTS)]
     np.testing.assert_allclose(got[short], truncated[short], atol=1e-5)  # one window
     assert np.abs(got[~np.asarray(short)] - truncated[~np.asarray(short)]).max() > 1e-3
@@ -455,7 +455,7 @@ def test_shared_checkpoint_equals_sentence_transformers_on_stsb(tmp_path):
     vocab_file = str(SHARED_CHECKPOINT / "vocab.txt")
     path = st_folder.export_sentence_transformers(
         model, Preprocessor(vocab_file, True, 256), tmp_path / "minilm")
-    ours, _ = encode.encode_texts(model, tokenization.FullTokenizer(
+    ours, _ = encode.embed_texts(model, tokenization.FullTokenizer(
         VocabFile.read(vocab_file), True), texts, 256)
     theirs = reference_vectors({"minilm": path}, texts, tmp_path)["minilm"]
     np.testing.assert_allclose(theirs, ours, atol=1e-5)
@@ -486,7 +486,7 @@ def test_a_run_folder_encodes_and_exports_with_its_pooling(tmp_path):
         export_dir=str(tmp_path / "st")))
     read = st_folder.read_folder(path)
     assert (read.pooling, read.normalize, read.max_seq_length) == ("max", True, 8)
-    back, _ = encode.encode_texts(serving.load_sentence_encoder(path), tokenization.FullTokenizer(
+    back, _ = encode.embed_texts(serving.load_sentence_encoder(path), tokenization.FullTokenizer(
         VocabFile.read(os.path.join(path, "vocab.txt")), True), texts, 8)
     np.testing.assert_allclose(back, ours, atol=1e-5)
     with pytest.raises(ValueError, match=r"--normalize=False contradicts .*config\.json, "

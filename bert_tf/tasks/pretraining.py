@@ -324,7 +324,8 @@ class PretrainingTask(Task):
     model_type = "pretrainer"
     needs_pretrained_encoder = False  # pre-training from scratch is the usual start
     needs_vocab = False
-    output_patterns = run_context.RUN_OUTPUT_PATTERNS  # no feature caches
+    # No feature caches; the google-research checkpoint written at the end.
+    output_patterns = run_context.RUN_OUTPUT_PATTERNS + ("bert_model.ckpt*",)
     records_run_settings = False  # restoring a checkpoint checks that it fits
 
     def __init__(self, options: PretrainingOptions):

@@ -239,14 +239,12 @@ def read_label_list(output_dir: str) -> list:
         return [line.rstrip("\n") for line in file if line.strip()]
 
 
-# What every run may write into its output_dir (fnmatch patterns; fine-tuning tasks add
-# their feature caches): an input file there by such a name would be replaced. The
-# vocab and bert_config.json a run writes are the files it resolved, so reading them
-# from output_dir is fine.
+# What every run may write into its output_dir (fnmatch patterns; each task adds its
+# own in `Task.output_patterns`: feature caches, predictions, exported checkpoints): an
+# input file there by such a name would be replaced. The vocab and bert_config.json a
+# run writes are the files it resolved, so reading them from output_dir is fine.
 RUN_OUTPUT_PATTERNS = ("config.json", "run_settings.json", LABEL_LIST_FILE, "checkpoint",
-                       "ckpt-*", "*_results.txt", "*_results.json", "*_results.tsv",
-                       "*predictions.*", "null_odds.json", "bert_model.ckpt*",
-                       "electra_model.ckpt*")
+                       "ckpt-*", "*_results.txt", "*_results.json", "*_results.tsv")
 # The options that name files a run reads (comma lists and patterns in input_file).
 INPUT_FILE_OPTIONS = ("train_file", "eval_file", "predict_file", "input_file",
                       "vocab_file", "bert_config_file", "generator_config_file")

@@ -78,7 +78,7 @@ class Task:
     text_pair = None
     model_options = None
     # What the run writes into output_dir (`run_context.check_run_inputs`).
-    output_patterns = run_context.RUN_OUTPUT_PATTERNS + ("*.tf_record",)
+    output_patterns = run_context.RUN_OUTPUT_PATTERNS + ("*.tf_record", "*predictions.*")
     records_run_settings = True  # run_settings.json guards the output_dir
 
     def __init__(self, options):

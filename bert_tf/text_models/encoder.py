@@ -60,7 +60,7 @@ class TextEncoder(keras.Model):
     def encode(self, texts, batch_size=32):
         """float32 [N, H] vectors of `texts` (a str, list, array or pandas column)."""
         [texts] = inputs.text_columns(texts, text_pair=False)
-        vectors, _ = encode_lib.encode_texts(
+        vectors, _ = encode_lib.embed_texts(
             self.sentence_encoder, self.tokenizer, texts, self.max_seq_length,
             inputs.check_batch_size(batch_size), self.long_text, self.doc_stride)
         return np.asarray(vectors, np.float32)

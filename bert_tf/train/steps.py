@@ -85,46 +85,18 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names
     """
     variables = model.trainable_variables
     micro_batches = gradient_accumulation_steps
-    loss_scale = 1.0 / (strategy.num_replicas_in_sync * micro_batches)
-    scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-    disable_optimizer_all_reduce(optimizer)
-
-    def forward_backward(features):
-        with tf.GradientTape() as tape:
-            outputs = model(features, training=True)
-            losses = as_loss_dict(loss_fn(features, outputs))
-            loss = losses["total_loss"]
-            if model.losses:
-                loss += tf.cast(tf.add_n(model.losses), tf.float32)
-            loss = loss * loss_scale
-            if scales_loss:
-                loss = optimizer.scale_loss(loss)
-        grads = tape.gradient(loss, variables)
-        # Variables the loss does not reach (the pooler under a span or token head) get
-        # zero gradients instead of None, so that summing and all-reduce work.
-        return losses, [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                        for g, v in zip(grads, variables)]
-
     one_replica = strategy.num_replicas_in_sync == 1
+    disable_optimizer_all_reduce(optimizer)
+    forward_backward = _forward_backward_fn(
+        model, loss_fn, optimizer, variables,
+        loss_scale=1.0 / (strategy.num_replicas_in_sync * micro_batches))
     if use_xla and not one_replica:  # the all-reduce stays outside XLA
         forward_backward = tf.function(forward_backward, jit_compile=True)
-
-    def accumulate(features):
-        micro = _split_micro_batches(features, micro_batches)
-        first = tf.nest.map_structure(lambda t: t[0], micro)
-        losses, grads = forward_backward(first)
-        for index in tf.range(1, micro_batches):
-            part = tf.nest.map_structure(lambda t, i=index: t[i], micro)
-            more_losses, more_grads = forward_backward(part)
-            losses = {k: losses[k] + more_losses[k] for k in losses}
-            grads = [g + h for g, h in zip(grads, more_grads)]
-        return {k: v / micro_batches for k, v in losses.items()}, grads
+    if micro_batches > 1:
+        forward_backward = _accumulated(forward_backward, micro_batches)
 
     def replica_step(features):
-        if micro_batches == 1:
-            losses, grads = forward_backward(features)
-        else:
-            losses, grads = accumulate(features)
+        losses, grads = forward_backward(features)
         context = tf.distribute.get_replica_context()
         if strategy.num_replicas_in_sync > 1:
             grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
@@ -148,6 +120,46 @@ def make_train_loop(strategy, model, loss_fn, optimizer, global_step, loss_names
         return {k: v / tf.cast(num_steps, tf.float32) for k, v in totals.items()}
 
     return train_loop
+
+
+def _forward_backward_fn(model, loss_fn, optimizer, variables, loss_scale):
+    """`forward_backward(features) -> (losses, gradients of variables)` of one batch, the
+    loss scaled by `loss_scale` (1 / (replicas x micro-batches): their sum is the mean)
+    and by a `LossScaleOptimizer`'s scale."""
+    scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def forward_backward(features):
+        with tf.GradientTape() as tape:
+            outputs = model(features, training=True)
+            losses = as_loss_dict(loss_fn(features, outputs))
+            loss = losses["total_loss"]
+            if model.losses:
+                loss += tf.cast(tf.add_n(model.losses), tf.float32)
+            loss = loss * loss_scale
+            if scales_loss:
+                loss = optimizer.scale_loss(loss)
+        grads = tape.gradient(loss, variables)
+        # Variables the loss does not reach (the pooler under a span or token head) get
+        # zero gradients instead of None, so that summing and all-reduce work.
+        return losses, [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                        for g, v in zip(grads, variables)]
+    return forward_backward
+
+
+def _accumulated(forward_backward, micro_batches):
+    """`forward_backward` over a batch cut into `micro_batches` parts: the gradients
+    summed, the losses averaged."""
+    def accumulate(features):
+        micro = _split_micro_batches(features, micro_batches)
+        first = tf.nest.map_structure(lambda t: t[0], micro)
+        losses, grads = forward_backward(first)
+        for index in tf.range(1, micro_batches):
+            part = tf.nest.map_structure(lambda t, i=index: t[i], micro)
+            more_losses, more_grads = forward_backward(part)
+            losses = {k: losses[k] + more_losses[k] for k in losses}
+            grads = [g + h for g, h in zip(grads, more_grads)]
+        return {k: v / micro_batches for k, v in losses.items()}, grads
+    return accumulate
 
 
 def _once_per_model(model, key, make_step):

@@ -122,6 +122,7 @@ class ElectraTask(PretrainingTask):
     name = "electra"
     command = "electra"
     model_type = "electra"
+    output_patterns = PretrainingTask.output_patterns + (f"{ELECTRA_CHECKPOINT}*",)
 
     def setup(self, context):
         super().setup(context)

@@ -156,7 +156,7 @@ def _score(record, columns: Columns, path, line_number) -> float:
     return score
 
 
-def encode_texts(texts, tokenizer, max_seq_length) -> dict:
+def text_features(texts, tokenizer, max_seq_length) -> dict:
     """int32 `input_ids`, `input_mask`, `segment_ids` [N, max_seq_length]: each text
     `[CLS] text [SEP]`, its first max_seq_length - 2 sub-tokens kept."""
     ids = tokenizer.convert_texts_to_ids(list(texts))
@@ -175,7 +175,7 @@ def encode_rows(data: PairData, tokenizer, max_seq_length) -> dict:
     """The features of `data`'s rows: inputs int32 [N, T, S] (T texts a row) and, for
     scored rows, `scores` float32 [N]."""
     count = data.texts_per_row
-    flat = encode_texts([text for row in data.texts for text in row], tokenizer,
+    flat = text_features([text for row in data.texts for text in row], tokenizer,
                         max_seq_length)
     arrays = {name: values.reshape(len(data.texts), count, max_seq_length)
               for name, values in flat.items()}

@@ -3,7 +3,7 @@
     summary = encode.run(EncodeOptions(input_file="texts.txt",
                                        output_file="vectors.npy,vectors.jsonl",
                                        init_checkpoint="all-MiniLM-L6-v2"))
-    vectors = encode.encode_texts(model, tokenizer, texts, max_seq_length=128)
+    vectors, stats = encode.embed_texts(model, tokenizer, texts, max_seq_length=128)
 
 Input (`read_texts`): a plain text file (one text a line), or with `text_column` a
 `.tsv` / `.csv` file with a header (the column of that name) or a `.jsonl` file (the
@@ -216,9 +216,9 @@ def l2_normalize(vectors):
     return (vectors / norms).astype(np.float32)
 
 
-def encode_texts(model, tokenizer, texts, max_seq_length, batch_size=32,
+def embed_texts(model, tokenizer, texts, max_seq_length, batch_size=32,
                  long_text="truncate", doc_stride=None, progress=None):
-    """float32 [N, H] vectors of `texts` (see the module docstring).
+    """(float32 [N, H] vectors, stats) of `texts` (see the module docstring).
 
     Args:
       model: A `SentenceEncoder`.
@@ -383,7 +383,7 @@ def run(options: EncodeOptions) -> dict:
     model, tokenizer, options = load(options, settings, chosen_length)
     start = time.monotonic()
     progress = PhaseProgress("Encoding", unit="rows")
-    vectors, stats = encode_texts(model, tokenizer, texts, options.max_seq_length,
+    vectors, stats = embed_texts(model, tokenizer, texts, options.max_seq_length,
                                   options.batch_size, options.long_text,
                                   options.doc_stride, progress)
     progress.finish()

@@ -315,7 +315,7 @@ class SentenceEmbeddingTask(Task):
         """float32 [N, H] embeddings of `texts` (each distinct text encoded once, in
         batches of similar lengths)."""
         unique = list(dict.fromkeys(texts))
-        arrays = pair_data.encode_texts(unique, self.context.tokenizer,
+        arrays = pair_data.text_features(unique, self.context.tokenizer,
                                         self.options.max_seq_length)
         order = np.argsort(arrays["input_mask"].sum(axis=1), kind="stable")
         arrays = {name: values[order] for name, values in arrays.items()}

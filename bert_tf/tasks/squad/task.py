@@ -285,6 +285,7 @@ class SquadTask(Task):
     """SQuAD v1.1 / v2.0: answer spans, scored with the official evaluation scripts."""
     command = "squad"
     model_type = "span_labeler"
+    output_patterns = Task.output_patterns + ("null_odds.json",)
     # predict_file is the dev set: its scores are the run's evaluation (as the original,
     # run_squad has no do_eval), also while training.
     result_names = {"eval": "eval", "predict": "eval"}
