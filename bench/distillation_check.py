@@ -4,6 +4,8 @@ directly (same initial layers, data, recipe and steps; no teacher).
 
     .venv/bin/python bench/distillation_check.py --task=SST-2 --train_examples=4000
     .venv/bin/python bench/distillation_check.py --task=MRPC --transfer=STS-B
+    .venv/bin/python bench/distillation_check.py --task=SST-2 --train_examples=8000 \
+        --transfer=SST-2 --transfer_examples=20000 --skip_direct --seeds=1
     .venv/bin/python bench/distillation_check.py --task=CoNLL --train_examples=3000 \
         --epochs=2
 
@@ -14,12 +16,16 @@ teacher's embeddings, its layers `--student_layers` (default 0,2,4), pooler and 
 trains with the same recipe: distilled (soft targets at T=`--temperature` plus
 `--hard_weight` of the gold-label loss) or directly (the gold-label loss alone). With
 `--transfer=STS-B` (MRPC only) the distilled student also learns the teacher's soft labels
-on STS-B's training pairs (news, caption and forum sentence pairs: unlabelled here).
+on STS-B's training pairs (news, caption and forum sentence pairs: unlabelled here);
+with `--transfer=SST-2` on the SST-2 training sentences after the labelled ones
+(`--transfer_examples`, labels dropped: unlabelled in-domain text). `--teacher_dir`
+reuses a teacher fine-tuned before.
 Prints each seed, the means beside each other, the student's share of the teacher's
 score, and the CPU seconds of each side (process time, both cores). Not part of the tests.
 """
 
 import csv
+import json
 import os
 import tempfile
 import time
@@ -44,7 +50,12 @@ flags.DEFINE_string("student_layers", "0,2,4", "The teacher layers the student k
 flags.DEFINE_float("temperature", 2.0, "Soft-target temperature.")
 flags.DEFINE_float("hard_weight", 0.5, "Weight of the gold-label loss beside the soft "
                                        "targets (weight 1).")
-flags.DEFINE_enum("transfer", None, ["STS-B"], "MRPC: a transfer set of unlabelled pairs.")
+flags.DEFINE_enum("transfer", None, ["STS-B", "SST-2"], "A transfer set the teacher labels: "
+                  "MRPC: STS-B's training pairs; SST-2: the training sentences after "
+                  "--train_examples (their labels dropped), --transfer_examples of them.")
+flags.DEFINE_integer("transfer_examples", 20000, "--transfer=SST-2: how many sentences.")
+flags.DEFINE_string("teacher_dir", None, "A fine-tuned teacher's output_dir to reuse "
+                    "(default: fine-tune one first).")
 flags.DEFINE_bool("skip_direct", False, "Do not train the directly fine-tuned students.")
 seed_summary.define_recipe_flags(epochs=3.0, seeds="1,2,3")
 FLAGS = flags.FLAGS
@@ -89,7 +100,17 @@ def train_teacher(data_dir, work_dir):
 
 
 def write_transfer_file(work_dir):
-    """STS-B's training pairs, one `a<TAB>b` a line (their scores dropped)."""
+    """STS-B's training pairs, one `a<TAB>b` a line (their scores dropped); SST-2's
+    training sentences after the labelled ones, one a line."""
+    if FLAGS.transfer == "SST-2":
+        path = os.path.join(work_dir, "transfer_sst_2.txt")
+        with open(os.path.join(SHARED, "glue", "SST-2", "train.tsv"), encoding="utf-8") as source:
+            rows = list(csv.DictReader(source, delimiter="\t", quoting=csv.QUOTE_NONE))
+        rows = rows[FLAGS.train_examples:FLAGS.train_examples + FLAGS.transfer_examples]
+        with open(path, "w", encoding="utf-8") as target:
+            target.writelines(row["sentence"].strip() + "\n" for row in rows
+                              if row["sentence"].strip())
+        return path
     path = os.path.join(work_dir, "transfer_sts_b.tsv")
     with open(os.path.join(SHARED, "glue", "STS-B", "train.tsv"), encoding="utf-8") as source, \
             open(path, "w", encoding="utf-8") as target:
@@ -130,7 +151,12 @@ def main(argv):
     seeds = seed_summary.parse_seeds(FLAGS.seeds)
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix=f"distil_{FLAGS.task}_")
     data_dir = prepare_data(work_dir)
-    teacher_dir, teacher = train_teacher(data_dir, work_dir)
+    if FLAGS.teacher_dir:
+        teacher_dir = FLAGS.teacher_dir
+        with open(os.path.join(teacher_dir, "eval_results.json"), encoding="utf-8") as file:
+            teacher = dict(json.load(file), seconds=0.0, cpu_seconds=0.0)
+    else:
+        teacher_dir, teacher = train_teacher(data_dir, work_dir)
     key = score_key()
     scale = 1.0 if FLAGS.task == "CoNLL" else 100.0  # NER reports F1 in points already
     print(f"teacher: {key} {scale * teacher[key]:.2f}, {teacher['global_step']} steps, "

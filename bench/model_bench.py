@@ -143,8 +143,9 @@ def peer_sides(layers, hidden, heads):
     return (lambda: model.train_on_batch(x, y)), (lambda: infer(*x[:3]).numpy())
 
 
-def run_rounds(sides, steps, rounds):
-    """{side: [sequences/s of each round]}: `steps` calls a side a round, ABBA order."""
+def run_rounds(sides, steps, rounds, batch=BATCH):
+    """{side: [sequences/s of each round]}: `steps` calls a side a round, ABBA order
+    (each call a batch of `batch` sequences)."""
     for call in sides.values():  # compile, then one more untimed call
         call()
         call()
@@ -155,7 +156,7 @@ def run_rounds(sides, steps, rounds):
             start = time.perf_counter()
             for _ in range(steps):
                 sides[name]()
-            rates[name].append(steps * BATCH / (time.perf_counter() - start))
+            rates[name].append(steps * batch / (time.perf_counter() - start))
             print(f"round {number + 1}/{rounds} {name}: {rates[name][-1]:.1f} seq/s",
                   flush=True)
     return rates

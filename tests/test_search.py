@@ -63,7 +63,7 @@ def test_a_search_writes_trial_folders_a_table_and_marks_the_best_which_exports(
     rows = [line for line in printed.splitlines() if re.search(r" trial-\d+$", line)]
     assert len(rows) == 3 and rows[best["trial"]].startswith("*")
     exported = export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
-        model_type="classifier", init_checkpoint=str(out / "best_trial"),
+        model_type="classifier", init_checkpoint=str(out),  # the study: its best trial
         export_dir=str(tmp_path / "export"), vocab_file=options.vocab_file,
         bert_config_file=options.bert_config_file, max_seq_length=12))
     assert os.path.isfile(os.path.join(exported, "saved_model.pb"))
