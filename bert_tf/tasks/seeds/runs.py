@@ -22,7 +22,7 @@ from bert_tf.tasks import best_checkpoint
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.seeds import options as seeds_options
 from bert_tf.tasks.seeds import summary as summary_lib
-from bert_tf.train import preemption, step_hook
+from bert_tf.train import distribute, preemption, step_hook
 
 # What a seed's own options leave out: the group's flags (a seed is one run).
 ONE_RUN = {"seeds": [], "num_seeds": 0, "stop_bad_seeds_after": 0.0}
@@ -163,7 +163,8 @@ def _summarize(output_dir, outcomes: dict, states: dict, early: dict):
             row["value_at_stop"] = early[seed][1].results.get(metric)
         rows.append(row)
     summary = summary_lib.summarize(rows, metric, baseline)
-    summary_lib.write(output_dir, summary)
+    if distribute.is_chief(trained[0].runner.context.strategy):  # workers: the chief's
+        summary_lib.write(output_dir, summary)
     logging.info("Seeds of %s:\n%s", output_dir, summary_lib.table(summary))
     best = outcomes.get(summary["best_seed"], (None, trained[0]))[1]
     stats = {f"{metric}_{name}": value for name, value in summary["statistics"].items()}
