@@ -37,9 +37,10 @@ CHINESE_REQUIRES = ["jieba>=0.42"]
 KERAS_HUB_REQUIRES = ["keras-hub>=0.32,<0.33"]
 
 # tests/test_export_formats.py loads the --export_format=huggingface folders with
-# transformers on PyTorch (gigabytes: not in `make install-extras`; see
-# docs/export_formats.md, or point BERT_TF_REFERENCE_PYTHON at a Python that has them).
-HUGGINGFACE_TEST_REQUIRES = ["torch>=2.1", "transformers>=4.40"]
+# transformers on PyTorch, tests/test_lora_peft.py the --export_format=peft folders with
+# PEFT (gigabytes: not in `make install-extras`; see docs/export_formats.md, or point
+# BERT_TF_REFERENCE_PYTHON at a Python that has them).
+HUGGINGFACE_TEST_REQUIRES = ["torch>=2.1", "transformers>=4.40", "peft>=0.13"]
 
 # tests/test_export_tfhub.py loads the --export_format=tfhub SavedModels with TF Hub's
 # own hub.KerasLayer, a Keras 2 layer: under Keras 3 it needs tf_keras (the Keras 2 of

@@ -326,6 +326,19 @@ def _one_line(error):
     return text
 
 
+def _refuse_lora_flags(program, options_class, argv):
+    """Ends a command whose options have no LoRA (pre-training, ELECTRA, distillation)
+    given a --lora_* flag, naming why, before any work (absl would say "unknown flag")."""
+    given = [arg[2:].split("=", 1)[0] for arg in argv[1:] if arg.startswith("--lora_")]
+    if given and "lora_rank" not in {spec.name for spec in
+                                     options_lib.option_specs(options_class)}:
+        sys.exit(f"{program}: error: --{given[0]}: LoRA adapters fine-tune a task model "
+                 "(bert-run-classifier, bert-run-ner, bert-run-squad, bert-train --task="
+                 "classification, ...); this command trains the encoder's own weights "
+                 f"(pre-training, ELECTRA, distillation): leave out "
+                 f"{', '.join('--' + name for name in given)}")
+
+
 def run_command(module, run_fn, required=(), options_class=None):
     """Runs a command: defines and parses the flags, checks them, calls `run_fn()`.
 
@@ -345,6 +358,8 @@ def run_command(module, run_fn, required=(), options_class=None):
     if options_class is not None:
         define_flags(options_class, module.__name__)
     program = _program(module)
+    if options_class is not None:
+        _refuse_lora_flags(program, options_class, sys.argv)
     main_module = sys.modules["__main__"]
     if main_module is not module:
         main_module.__doc__ = module.__doc__

@@ -263,6 +263,7 @@ def test_a_folder_that_is_not_empty_is_kept_unless_overwrite(export_format, clas
      r"--model_type=pretrainer exports with --export_format=huggingface"),
     ({"export_format": "coreml"}, r"export_format must be one of saved_model, huggingface, "
                                   r"keras_hub, tfhub, litert, sentence_transformers, onnx, "
+                                  r"peft, "
                                   r"got 'coreml'"),
 ])
 def test_what_a_format_cannot_hold_is_refused_before_loading(changes, message,
@@ -328,12 +329,13 @@ AUTO_CLASSES = {"encoder": "AutoModel", "pretrainer": "AutoModelForPreTraining",
                 "span": "AutoModelForQuestionAnswering"}
 
 
-def reference_python_or_skip():
-    """The Python that has torch and transformers, or a skip that says how to get one."""
+def reference_python_or_skip(modules=("torch", "transformers")):
+    """The Python that has `modules` (torch and transformers), or a skip that says how to
+    get one."""
     probe = ("import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None "
-             "for m in ('torch', 'transformers')))")
+             f"for m in {tuple(modules)!r}))")
     if subprocess.run([REFERENCE_PYTHON, "-c", probe], check=False).returncode != 0:
-        pytest.skip(f"torch and transformers are not installed for {REFERENCE_PYTHON}: "
+        pytest.skip(f"{', '.join(modules)} are not installed for {REFERENCE_PYTHON}: "
                     "pip install -e .[huggingface-test], or set BERT_TF_REFERENCE_PYTHON "
                     "to a Python that has them")
     return REFERENCE_PYTHON

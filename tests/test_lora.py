@@ -1,8 +1,12 @@
 """LoRA fine-tuning (--lora_rank): the adapters' formula on `Projection` and the fused
 query/key/value path, what trains, a training step, a run that resumes and exports
-merged, and the refused settings."""
+merged onto its base (config.json names it: tests/test_lora_run_folder.py), and the
+refused settings."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +18,7 @@ from bert_tf.tasks import driver, export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.classification.task import ClassifierOptions
 from bert_tf.train import lora, loop, optimization
-from bert_tf.weights import checkpoints
+from bert_tf.weights import checkpoints, digest
 from contract import encoder_features
 from harness import tiny_config, tiny_model, write_released_checkpoint
 from test_run_classifier import options, write_sst2
@@ -165,14 +169,33 @@ def test_one_training_step_lowers_the_loss_and_leaves_frozen_weights_bit_identic
                if v.path.endswith("lora_b"))
 
 
+def _released(tmp_path, seed=3, name="released"):
+    """A released folder of a tiny encoder (the LoRA runs' base); its {path: value}."""
+    start = tiny_model(BertEncoder, tiny_config(max_position_embeddings=16), seed)
+    write_released_checkpoint(tmp_path / name, start)
+    return {v.path.split("/", 1)[1]: v.numpy() for v in start.weights}
+
+
+def _lora_settings(tmp_path, **changes):
+    return dict(dict(lora_rank=4, lora_alpha=8.0, lora_targets=["query", "value", "output"],
+                     init_checkpoint=str(tmp_path / "released"), allow_random_encoder=False,
+                     num_train_epochs=2.0, learning_rate=1e-2, warmup_proportion=0.0),
+                **changes)
+
+
+def _checkpoint_weights(prefix):
+    """The model variables a training checkpoint holds ({name: number of weights}; each
+    once, under the first object path that reaches it), without the optimizer moments
+    and counters."""
+    return {name: int(np.prod(shape)) for name, shape in tf.train.list_variables(prefix)
+            if not name.startswith(("optimizer/_variables/", "optimizer/_iterations",
+                                    "iterator/", "global_step/", "save_counter/", "_"))}
+
+
 def test_a_lora_run_trains_resumes_and_exports_merged(tmp_path):
     write_sst2(tmp_path / "data", train=16, dev=5)
-    start = tiny_model(BertEncoder, tiny_config(max_position_embeddings=16), 3)
-    write_released_checkpoint(tmp_path / "released", start)
-    released = {v.path.split("/", 1)[1]: v.numpy() for v in start.weights}
-    settings = dict(lora_rank=4, lora_alpha=8.0, lora_targets=["query", "value", "output"],
-                    init_checkpoint=str(tmp_path / "released"), allow_random_encoder=False,
-                    num_train_epochs=2.0, learning_rate=1e-2, warmup_proportion=0.0)
+    released = _released(tmp_path)
+    settings = _lora_settings(tmp_path)
     run = driver.execute(classification_task.ClassificationTask(
         options(tmp_path, do_train=True, **settings)))
     assert run.runner.global_step == 2
@@ -181,9 +204,14 @@ def test_a_lora_run_trains_resumes_and_exports_merged(tmp_path):
         path = variable.path.split("/", 2)[-1]
         if path in released and not variable.trainable:
             np.testing.assert_array_equal(variable.numpy(), released[path], err_msg=path)
-    # The checkpoint holds the adapters: a new model with them restores to the same.
+    # config.json names the base: its path and digest.
+    base = json.loads((tmp_path / "out" / "config.json").read_text())["lora_base"]
+    assert base["path"] == str(tmp_path / "released")
+    assert base["sha256"] == digest.weights_digest(tmp_path / "released")["sha256"]
+    # The checkpoint holds the adapters and the head: restored onto the base, the model.
     again = checkpoints.build_model(BertClassifier, checkpoints.load_config(
         str(tmp_path / "bert_config.json")), num_classes=2)
+    checkpoints.load_pretrained_weights(again, str(tmp_path / "released"))
     lora.apply_lora(again, lora.settings_from_options(saved_options(tmp_path)))
     assert loop.restore_model(again, str(tmp_path / "out" / "ckpt-2")) == 2
     trained = {v.path: v.numpy() for v in model.weights}
@@ -194,15 +222,30 @@ def test_a_lora_run_trains_resumes_and_exports_merged(tmp_path):
     saved = saved_options(tmp_path)
     assert (saved["lora_rank"], saved["lora_targets"]) == (4, ["query", "value", "output"])
 
-    # Resumed: one more epoch from ckpt-2 (the adapters and their moments restore).
+    # Resumed: one more epoch from ckpt-2 (the base, then adapters and moments restore).
     run = driver.execute(classification_task.ClassificationTask(
         options(tmp_path, do_train=True, **dict(settings, num_train_epochs=3.0))))
     assert run.runner.global_step == 3
     model = run.runner.model
     features = encoder_features(8, 6)
     unmerged = _logits(model, features)
+    for variable in model.weights:
+        path = variable.path.split("/", 2)[-1]
+        if path in released and not variable.trainable:
+            np.testing.assert_array_equal(variable.numpy(), released[path], err_msg=path)
 
-    # bert-export-model's loading merges: a plain model, the same logits.
+    # Evaluation without --init_checkpoint reads the base config.json names.
+    evaluated = driver.execute(classification_task.ClassificationTask(options(
+        tmp_path, do_eval=True, **dict(settings, init_checkpoint=None))))
+    np.testing.assert_allclose(_logits(evaluated.runner.model, features), unmerged,
+                               atol=1e-6)
+    # The run's own folder as --init_checkpoint means the same: its base.
+    evaluated = driver.execute(classification_task.ClassificationTask(options(
+        tmp_path, do_eval=True, **dict(settings, init_checkpoint=str(tmp_path / "out")))))
+    np.testing.assert_allclose(_logits(evaluated.runner.model, features), unmerged,
+                               atol=1e-6)
+
+    # bert-export-model's loading: base + adapters merged, a plain model, same logits.
     exported = export_checkpoint.load_model("classifier", ClassifierOptions(
         task_name="SST-2", init_checkpoint=str(tmp_path / "out"),
         bert_config_file=str(tmp_path / "bert_config.json"), output_dir=str(tmp_path / "x")),
@@ -237,9 +280,25 @@ def test_a_lora_run_trains_resumes_and_exports_merged(tmp_path):
     (dict(lora_rank=4, lora_train="all"), r"--lora_train=all"),
     (dict(lora_rank=-1), r"lora_rank must be an integer >= 0"),
     (dict(lora_rank=4, reinit_top_layers=1), r"--reinit_top_layers=1 with --lora_rank=4"),
+    (dict(lora_rank=4), r"--lora_rank=4 needs --init_checkpoint: the base model"),
 ])
 def test_bad_settings_are_refused_naming_the_flag(tmp_path, changes, message):
     write_sst2(tmp_path / "data", train=16, dev=5)
     with pytest.raises(ValueError, match=message):
         classification_task.run(options(tmp_path, do_train=True, **changes))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("task", ["pretraining", "electra"])
+def test_lora_flags_on_a_pretraining_command_are_refused_naming_why(task, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_tf.cli.train", f"--task={task}", "--lora_rank=8",
+         "--lora_alpha=16", f"--output_dir={tmp_path / 'out'}"], capture_output=True,
+        text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "bert-train: error: --lora_rank: LoRA adapters fine-tune a task model "
+        "(bert-run-classifier, bert-run-ner, bert-run-squad, bert-train --task="
+        "classification, ...); this command trains the encoder's own weights "
+        "(pre-training, ELECTRA, distillation): leave out --lora_rank, --lora_alpha")
     assert not (tmp_path / "out").exists()

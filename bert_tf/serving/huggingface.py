@@ -154,6 +154,15 @@ def hf_state_dict(model, name=None):
         question answering, every Electra class) get none, as transformers saves them.
         The heads that are folders of their own (`hf_parts`) are not in it.
     """
+    return {hf_name: np.ascontiguousarray(
+                np.asarray(variable.numpy(), np.float32).T if transpose
+                else np.asarray(variable.numpy(), np.float32))
+            for variable, hf_name, transpose in hf_entries(model, name)}
+
+
+def hf_entries(model, name=None):
+    """(Keras variable, its Hugging Face name, whether torch's layout is its transpose)
+    of each weight `hf_state_dict` writes (same arguments), in its order."""
     name = name or architecture(model)
     electra = name.startswith("Electra")
     base_prefix = "" if name in BASE_MODELS else BERT_MODEL_TYPES[
@@ -162,17 +171,16 @@ def hf_state_dict(model, name=None):
     shared = {id(variable) for variable in encoder_of(model).weights}
     elsewhere = {id(variable) for part in hf_parts(model).values()
                  for variable in part.weights} - shared
-    state = {}
+    entries = []
     for google, (variable, transposed) in checkpoints.google_variable_map(model).items():
         if id(variable) in elsewhere or (without_pooler
                                          and google.startswith("bert/pooler/")):
             continue
-        value = np.asarray(variable.numpy(), np.float32)  # the Keras layout
-        value = value.T if transposed else value  # the google-research layout
+        # Keras layout -> google-research's (transposed) -> torch's (transpose).
         hf_name, transpose = google_to_hf_name(google, base_prefix, model.hf_head_names,
                                                electra=electra)
-        state[hf_name] = np.ascontiguousarray(value.T if transpose else value)
-    return state
+        entries.append((variable, hf_name, bool(transposed) != bool(transpose)))
+    return entries
 
 
 def hf_config(model, label_names=None, problem_type=None, name=None):

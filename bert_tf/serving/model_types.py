@@ -63,6 +63,8 @@ registry.register(ModelType(
         "saved_model": "--model_type=pretrainer exports with --export_format=huggingface "
                        "(BertForPreTraining); a SavedModel serves the encoder and the "
                        "fine-tuned heads",
+        "peft": "LoRA adapters are a fine-tuning run's (--lora_rank); a pre-training run "
+                "has none",
         "keras_hub": "keras-hub's BertMaskedLM has no next-sentence head and normalises "
                      "its masked-LM head with LayerNorm epsilon 1e-5 (this one 1e-12); "
                      "export the encoder (model_type=encoder) and start a keras-hub "

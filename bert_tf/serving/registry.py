@@ -32,9 +32,12 @@ from typing import Callable, Mapping, Optional, Union
 # onnx: converted from the ids signature (`bert_tf.serving.onnx_export`), so every type
 # with a SavedModel exporter has it unless its record refuses it (`ModelType.supports`).
 FORMATS = ("saved_model", "huggingface", "keras_hub", "tfhub", "litert",
-           "sentence_transformers", "onnx")
-# Formats that a type has without naming them: format -> the format it comes from.
-DERIVED_FORMATS = {"onnx": "saved_model"}
+           "sentence_transformers", "onnx", "peft")
+# Formats that a type has without naming them: format -> the format it comes from
+# (peft: a LoRA run's adapters, onto the type's transformers class).
+DERIVED_FORMATS = {"onnx": "saved_model", "peft": "huggingface"}
+# Formats of a LoRA run's adapters alone: never the other format a model could take.
+ADAPTER_FORMATS = ("peft",)
 # How a class of one's own becomes a model type.
 HOW_TO_REGISTER = ("describe it once with bert_tf.serving.registry.register(ModelType("
                    "name=..., model_class=...)); bert_tf/serving/model_types.py registers "
@@ -250,7 +253,7 @@ def other_formats(model_cls, export_format):
     """The formats besides `export_format` that `model_cls`'s type exports to, in words
     ("saved_model or huggingface"); "saved_model" for a class without a type."""
     entry = find(model_cls)
-    formats = [name for name in FORMATS if entry.supports(name)] if entry else [
-        "saved_model"]
+    formats = [name for name in FORMATS if entry.supports(name) and name not in
+               ADAPTER_FORMATS] if entry else ["saved_model"]
     others = [name for name in formats if name != export_format]
     return " or ".join(filter(None, [", ".join(others[:-1]), others[-1]])) if others else ""

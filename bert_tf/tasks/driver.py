@@ -11,7 +11,8 @@ With `eval_every_steps` the dev data is also scored while training, and with
 and export then use (`bert_tf.tasks.best_checkpoint`).
 With `seeds` (or `num_seeds`) the run is one run per seed (`bert_tf.tasks.seeds`).
 With `lora_rank` the model gets LoRA adapters as it is built (`ModelRunner._model_fn`,
-after the pre-trained weights of a fresh run are loaded), and the export merges them.
+after the base's pre-trained weights are loaded: a LoRA run's checkpoints hold its
+trained parts alone, `bert_tf.tasks.lora_run`), and the export merges them.
 """
 
 import contextlib
@@ -28,7 +29,7 @@ from bert_tf import fileio
 from bert_tf import library_logs
 from bert_tf.options import option_specs
 from bert_tf.serving import export
-from bert_tf.tasks import best_checkpoint, run_config, run_context
+from bert_tf.tasks import best_checkpoint, lora_run, run_config, run_context
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.run_context import RunContext
 from bert_tf.tasks.seeds import options as seeds_options
@@ -192,15 +193,18 @@ def check_model_source(task, context) -> None:
 
 def check_lora(options, context) -> None:
     """Refuses LoRA settings that cannot work before any work: a --lora_rank above a
-    target projection's width; a checkpoint to restore from output_dir that was trained
-    with other LoRA settings; a LoRA run as the init_checkpoint of a new model (its
-    adapters would not load: export it, merged, first)."""
+    target projection's width, or without an init_checkpoint (the base its run folder
+    names); a checkpoint to restore from output_dir that was trained with other LoRA
+    settings, or whose base checkpoint is not there with its recorded digest
+    (`lora_run.check_base`: a run without --init_checkpoint then reads that base); a
+    LoRA run as the init_checkpoint of a new model (its adapters would not load:
+    export it, merged, first)."""
     settings = lora.settings_from_options(options)
     if settings is not None:
         lora.check_rank(settings, context.config, context.config_file or "the model's config")
     latest = context.latest_checkpoint()
+    saved = run_config.read(options.output_dir) if latest is not None else {}
     if latest is not None and not options.do_train:  # training: check_continuation
-        saved = run_config.read(options.output_dir)
         if saved.get("options") is not None:
             trained = lora.settings_from_options(saved["options"])
             if trained != settings:
@@ -211,9 +215,20 @@ def check_lora(options, context) -> None:
                     + f"; this run has {settings or 'no LoRA'}: pass the run's "
                     "--lora_rank, --lora_alpha, --lora_dropout, --lora_targets and "
                     f"--lora_train (its {saved['path']} lists them)")
+    if settings is not None and latest is not None:
+        given = options.init_checkpoint  # the run's own folder: its base is meant
+        if given and run_config.run_folder(given) == run_config.run_folder(
+                options.output_dir):
+            given = None
+        options.init_checkpoint = lora_run.check_base(options.output_dir, saved, given)
+    elif settings is not None and not options.init_checkpoint:
+        raise ValueError(
+            f"--lora_rank={settings.rank} needs --init_checkpoint: the base model whose "
+            "frozen weights the adapters train beside (a LoRA run folder holds the "
+            "adapters and the head alone, and names its base)")
     if latest is None and options.init_checkpoint:
-        saved = run_config.read(options.init_checkpoint)
-        if lora.settings_from_options(saved.get("options") or {}) is not None:
+        init = run_config.read(options.init_checkpoint)
+        if lora.settings_from_options(init.get("options") or {}) is not None:
             raise ValueError(
                 f"--init_checkpoint={options.init_checkpoint} is a LoRA run: its adapters "
                 "are not part of the weights a new run loads. Export it merged first "
@@ -250,9 +265,10 @@ class ModelRunner:
         """Builds the task's model; with `start`, also initializes it from
         init_checkpoint (evaluation without training; a training run starts in the loop,
         once its optimizer exists; a LoRA run's start is here, before the adapters are
-        added, since the loaders know the plain model only). With --lora_rank the
-        adapters are then added and the encoder frozen, before the optimizer or a
-        checkpoint sees the model."""
+        added, since the loaders know the plain model only; its base is loaded before
+        every restore too, its checkpoints holding the trained parts alone). With
+        --lora_rank the adapters are then added and the encoder frozen, before the
+        optimizer or a checkpoint sees the model."""
         settings = lora.settings_from_options(self.context.options)
 
         def model_fn():
@@ -282,8 +298,7 @@ class ModelRunner:
         try:
             result = loop.train(
                 self.context.strategy,
-                self._model_fn(start=self._lora is not None
-                               and self.context.latest_checkpoint() is None),
+                self._model_fn(start=self._lora is not None),
                 loss_fn, data.dataset_fn,
                 optimizer_fn=lambda: optimization.create_optimizer(
                     options.learning_rate, num_steps, num_warmup,
@@ -344,11 +359,13 @@ class ModelRunner:
         reports = []
         element_spec = dataset_fn(tf.distribute.InputContext()).element_spec
         with loop.dtype_policy(options.mixed_precision):
-            model = loop.build_model(self.context.strategy,
-                                     self._model_fn(latest is None, reports), element_spec)
+            model = loop.build_model(
+                self.context.strategy,
+                self._model_fn(latest is None or self._lora is not None, reports),
+                element_spec)
         # Names outside "bert/" are the task head's (an unused pooler may be missing).
         fresh = [name for report in reports for name in report.newly_initialized
-                 if not name.startswith("bert/")]
+                 if not name.startswith("bert/")] if latest is None else []
         if fresh:
             raise ValueError(
                 f"no training checkpoint in output_dir {options.output_dir}, and "

@@ -17,7 +17,9 @@ SavedModels of an encoder, `bert_tf.serving.tfhub`) or "litert" (a .tflite of to
 in, float32 or with `quantize="int8"`, `bert_tf.serving.litert`) or
 "sentence_transformers" (a sentence encoder as a sentence-transformers folder,
 `bert_tf.tasks.sentence_embeddings.sentence_transformers`) or "onnx" (an ONNX model of
-token ids in, float32 or with `quantize="int8"`, `bert_tf.serving.onnx_export`).
+token ids in, float32 or with `quantize="int8"`, `bert_tf.serving.onnx_export`) or
+"peft" (a LoRA run's adapters and head as a PEFT folder, `bert_tf.serving.peft`; every
+other format merges a LoRA run's adapters into its weights).
 """
 
 import dataclasses
@@ -29,12 +31,11 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf import options as options_lib
 from bert_tf.models import EncoderHeadModel
-from bert_tf.models.encoder import encoder_of
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
-from bert_tf.serving import onnx_export
+from bert_tf.serving import onnx_export, peft
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import export_settings, run_config, run_context, run_groups
+from bert_tf.tasks import export_settings, lora_run, run_config, run_context, run_groups
 from bert_tf.tasks import registry as task_registry
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.sentence_embeddings import sentence_transformers
@@ -70,7 +71,12 @@ class ExportModel(OptionGroup):
         "tokenizer; sentence_transformers: a sentence encoder as a sentence-transformers "
         "folder (modules.json, 1_Pooling/, the transformers BertModel at its root); onnx: "
         "an ONNX model of the ids signature (int32 token ids [batch, sequence] in, any "
-        "batch and length; needs the onnx extra) with vocab.txt and onnx_config.json.",
+        "batch and length; needs the onnx extra) with vocab.txt and onnx_config.json; "
+        "peft: the adapters of a LoRA run (--lora_rank) and its task head as a Hugging "
+        "Face PEFT folder (adapter_config.json, adapter_model.safetensors) that "
+        "PeftModel.from_pretrained loads onto the transformers model of the run's base "
+        "(the huggingface export of its --init_checkpoint). Every other format merges "
+        "a LoRA run's adapters into the weights.",
         choices=EXPORT_FORMATS)
     quantize: str = option(
         "none", "--export_format=litert or onnx: int8 is dynamic-range quantization (int8 "
@@ -154,9 +160,10 @@ def load_model(model_type, options, head_kwargs=None):
     """Builds the Keras model of `model_type` and loads its weights from
     `options.init_checkpoint` (a run's whole model; an encoder from any checkpoint; a
     model type with its own loader, `ModelType.load`, loads itself). A LoRA run's
-    checkpoint (its config.json records --lora_rank) loads into a model with its
-    adapters, which are then merged into the kernels (`lora.merge_adapters`): the model
-    returned is an ordinary one.
+    checkpoint (its config.json records --lora_rank) loads onto its base checkpoint,
+    with its adapters, which are then merged into the kernels (`lora_run.load`): the
+    model returned is an ordinary one (with `options.export_format` "peft", the
+    adapters are kept).
 
     Raises:
         FileNotFoundError / ValueError: naming the checkpoint or config at fault.
@@ -169,10 +176,11 @@ def load_model(model_type, options, head_kwargs=None):
     config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
     entry = model_registry.get(model_type)
     prefix = checkpoints.training_checkpoint(init_checkpoint)
-    adapters = prefix and lora.settings_from_options(
-        run_config.read(init_checkpoint).get("options") or {})
+    saved = run_config.read(init_checkpoint) if prefix else {}
+    adapters = lora.settings_from_options(saved.get("options") or {})
     if adapters:
-        return _load_lora_run(entry, prefix, config_file, adapters, head_kwargs)
+        return _load_lora_run(entry, prefix, config_file, adapters, head_kwargs, saved,
+                              merge=getattr(options, "export_format", None) != peft.FORMAT)
     if entry.load is not None:
         if not config_file or not os.path.isfile(config_file):
             raise FileNotFoundError(f"no bert_config.json in or beside {init_checkpoint}; "
@@ -194,8 +202,9 @@ def load_model(model_type, options, head_kwargs=None):
     return model
 
 
-def _load_lora_run(entry, prefix, config_file, settings, head_kwargs):
-    """The model of `entry` from LoRA run checkpoint `prefix`, its adapters merged."""
+def _load_lora_run(entry, prefix, config_file, settings, head_kwargs, saved, merge=True):
+    """The model of `entry` from LoRA run checkpoint `prefix` (its config `saved`): its
+    base, adapters and head, the adapters merged unless not `merge` (`lora_run.load`)."""
     if entry.load is not None:  # a loader of its own would not add the adapters
         raise ValueError(f"{prefix} is a LoRA run (--lora_rank={settings.rank}): "
                          f"exporting it as {entry.name} is not supported; export its "
@@ -204,18 +213,8 @@ def _load_lora_run(entry, prefix, config_file, settings, head_kwargs):
         raise FileNotFoundError(f"{prefix} is a training checkpoint: pass "
                                 "--bert_config_file (the bert_config.json it was trained "
                                 f"from); got {config_file!r}")
-    model = checkpoints.build_model(entry.model_class, checkpoints.load_config(config_file),
-                                    **head_kwargs)
-    lora.apply_lora(model, settings)
-    if model is encoder_of(model):  # the encoder of a head model's run
-        checkpoints.read_training_encoder(model, prefix, "this config and LoRA settings")
-    else:
-        loop.restore_model(model, prefix)
-    lora.merge_adapters(model)
-    logging.info("Loaded %s from LoRA training checkpoint %s, adapters merged (rank %d, "
-                 "scale %g)", entry.model_class.__name__, prefix, settings.rank,
-                 settings.scale)
-    return model
+    return lora_run.load(entry.model_class, prefix, config_file, settings, saved,
+                         head_kwargs, merge=merge)
 
 
 def _check_run_settings(init_checkpoint, saved, model_type, label_names):
@@ -301,6 +300,8 @@ def _check_format_and_export_dir(options, model_type):
         onnx_export.import_converters()
     elif options.export_format == sentence_transformers.FORMAT:
         sentence_transformers.check_model_class(model_cls)
+    elif options.export_format == peft.FORMAT:
+        peft.check_model_class(model_cls)
     else:
         huggingface.check_model_class(model_cls)
     output_folder.check_output_folder(options.export_dir, options.overwrite, hint=replace)
@@ -370,6 +371,8 @@ def export_from_checkpoint(options: ExportOptions) -> str:
          "--labels_file": options.labels_file})
     _check_format_and_export_dir(options, model_type)  # fail before loading
     saved = run_config.read(options.init_checkpoint)
+    if options.export_format == peft.FORMAT:
+        lora_run.check_peft_source(options.init_checkpoint, saved)
     problem_type = _problem_type(model_type, options, saved)
     _check_threshold(options, problem_type)
     # Without names, a fine-tuning run's own label list (in label-id order) serves.
@@ -394,6 +397,8 @@ def _export(model, model_type, preprocessor, options, signature, problem_type):
         return huggingface.export_huggingface(
             model, preprocessor, target, label_names=signature.get("label_names"),
             problem_type=problem_type, overwrite=options.overwrite)
+    if options.export_format == peft.FORMAT:
+        return peft.export_peft(model, target, overwrite=options.overwrite)
     if options.export_format == "keras_hub":
         return keras_hub.export_keras_hub(model, preprocessor, target,
                                           overwrite=options.overwrite)

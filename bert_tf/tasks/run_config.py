@@ -12,7 +12,10 @@ The file is JSON, one key per line group, so that two runs diff:
      "model_type": "classifier", "labels": ["0", "1"],
      "options": {every option of the command: "max_seq_length": 128, ...},
      "model": {bert_config.json's fields}, "export": {the task's serving settings},
-     "vocab": {"sha256": "...", "do_lower_case": true}}
+     "vocab": {"sha256": "...", "do_lower_case": true},
+     "lora_base": {"path": "...", "weights": "...", "sha256": "...", "rule": "..."}}
+
+("lora_base" in a LoRA run only: the base checkpoint its adapters load onto.)
 
 `--config=<output_dir>/config.json` reruns from it (`bert_tf.command_line`: its
 "options", with flags given on the command line winning). Folders written before
@@ -32,6 +35,8 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf import options as options_lib
 from bert_tf.tasks import run_context
+from bert_tf.weights import digest
+from bert_tf.weights.digest import data_files
 
 CONFIG_FILE = "config.json"
 # What the output_dir's settings check writes too, and all folders of earlier versions hold.
@@ -57,7 +62,18 @@ def describe(task, context) -> dict:
                                                else {"text_pair": task.text_pair})},
         "vocab": {"sha256": vocab.sha256 if vocab else None,
                   "do_lower_case": getattr(context.options, "do_lower_case", None)},
+        **lora_base(context.options),
     }
+
+
+def lora_base(options) -> dict:
+    """{"lora_base": the base checkpoint's path, weights and digest
+    (`digest.weights_digest`)} of a LoRA run, whose checkpoints hold the adapters and the
+    head alone; {} for other runs."""
+    if not getattr(options, "lora_rank", 0) or not options.init_checkpoint:
+        return {}
+    return {"lora_base": dict(digest.weights_digest(options.init_checkpoint),
+                              rule=digest.RULE)}
 
 
 def write(output_dir: str, config: dict) -> str:
@@ -240,7 +256,7 @@ def check_checkpoint_complete(prefix: str) -> None:
     what, detail = "damaged", ""
     try:
         reader = tf.train.load_checkpoint(prefix)
-        shards = _data_files(prefix)
+        shards = data_files(prefix)
         expected = expected_data_bytes(reader)
         held = sum(tf.io.gfile.stat(path).length for path in shards)
         if held < expected:
@@ -257,25 +273,6 @@ def check_checkpoint_complete(prefix: str) -> None:
             f"checkpoint {prefix} is {what} ({detail}): remove its files (the run then "
             "continues from the checkpoint before it, named in the folder's 'checkpoint' "
             "file), or use a new output_dir")
-
-
-def _data_files(prefix: str) -> list:
-    """The data shards `<prefix>.data-0000i-of-0000n` of a checkpoint.
-
-    Raises:
-      FileNotFoundError: naming the first shard that is missing.
-    """
-    folder, stem = os.path.split(prefix)
-    found = [name for name in tf.io.gfile.listdir(folder or ".")  # no glob: `[` in a name
-             if name.startswith(f"{stem}.data-") and "-of-" in name]
-    counts = {int(name.rsplit("-of-", 1)[1]) for name in found
-              if name.rsplit("-of-", 1)[1].isdigit()}
-    count = max(counts) if counts else 1
-    shards = [f"{prefix}.data-{index:05d}-of-{count:05d}" for index in range(count)]
-    for path in shards:
-        if not tf.io.gfile.exists(path):
-            raise FileNotFoundError(f"{os.path.basename(path)} is missing")
-    return shards
 
 
 def _varint_size(value: int) -> int:

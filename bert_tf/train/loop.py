@@ -66,6 +66,7 @@ from absl import logging
 
 from bert_tf import options as options_lib
 from bert_tf.train import distribute
+from bert_tf.train import lora
 from bert_tf.train import loop_runner
 from bert_tf.train import preemption
 from bert_tf.train import step_hook as step_hook_lib
@@ -169,7 +170,9 @@ def restore_model(model, checkpoint):
     """Restores model weights from a training checkpoint (or the latest in a folder).
 
     The one place a trained task model is read back: evaluation and prediction in the
-    runners (`bert_tf.tasks.base`) and `export_model` both come here.
+    runners (`bert_tf.tasks.base`) and `export_model` both come here. A model with LoRA
+    adapters reads its trained parts alone (`lora.checkpointed`): its base must be
+    loaded first.
 
     Returns:
         The checkpoint's global step.
@@ -185,7 +188,8 @@ def restore_model(model, checkpoint):
     step = tf.Variable(0, dtype=tf.int64)
     status = None
     try:
-        status = tf.train.Checkpoint(model=model, global_step=step).read(path)
+        status = tf.train.Checkpoint(model=lora.checkpointed(model),
+                                     global_step=step).read(path)
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:
         raise ValueError(f"training checkpoint {path} does not fit a {type(model).__name__} "
@@ -259,7 +263,9 @@ def train(strategy, model_fn, loss_fn, train_dataset_fn, *, optimizer_fn,
         optimizer.build(model.trainable_variables)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    tracked = dict(model=model, optimizer=optimizer, global_step=global_step)
+    # A LoRA model's checkpoints hold its trained parts alone (`lora.checkpointed`).
+    tracked = dict(model=lora.checkpointed(model), optimizer=optimizer,
+                   global_step=global_step)
     if host_iterator:
         tracked["iterator"] = iterator
     latest = tf.train.latest_checkpoint(output_dir)  # every worker reads the chief's files

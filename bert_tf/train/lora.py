@@ -11,12 +11,18 @@ the encoder's LayerNorms and / or biases with `--lora_train`)::
     merge_adapters(model)  # W + A B alpha/R into the kernels; a plain model again
 
 Exports merge the adapters first, so every format writes an ordinary model.
+
+A LoRA model's training checkpoints hold what trains alone (`checkpointed`): the
+adapters, the encoder variables --lora_train trains, the task head, and the optimizer's
+moments of those; the frozen encoder is the base checkpoint's, loaded before a
+checkpoint is restored (`bert_tf.tasks.lora_run` names and checks the base).
 """
 
 import dataclasses
 from typing import Optional
 
 import keras
+import tensorflow as tf
 from absl import logging
 
 from bert_tf.layers.dense import Projection, check_lora_arguments, is_lora_variable
@@ -115,6 +121,20 @@ def target_projection(block, target) -> Projection:
     return getattr(block, {"output": "output_dense"}.get(target, target))
 
 
+def target_of(projection, encoder) -> str:
+    """The --lora_targets name of `projection`, a `Projection` of `encoder`'s layers.
+
+    Raises:
+      ValueError: `projection` is none of the targets of `encoder`.
+    """
+    for block in encoder.transformer_layers:
+        for target in TARGETS:
+            if target_projection(block, target) is projection:
+                return target
+    raise ValueError(f"{projection.name} is no --lora_targets projection of "
+                     f"{encoder.name}; expected one of {', '.join(TARGETS)}")
+
+
 def _layer_norm_variables(layer) -> set:
     return {id(v) for sub in layer._flatten_layers(include_self=True)
             if isinstance(sub, keras.layers.LayerNormalization) for v in sub.weights}
@@ -183,3 +203,35 @@ def merge_adapters(model) -> int:
         logging.info("LoRA: merged the adapters of %d projections into their kernels",
                      merged)
     return merged
+
+
+def has_adapters(model) -> bool:
+    """Whether a projection of `model` holds LoRA adapters (not merged)."""
+    return any(isinstance(layer, Projection) and layer.lora_enabled
+               for layer in model._flatten_layers(include_self=True))
+
+
+def checkpointed(model):
+    """What a training checkpoint holds of `model` under "model": the model itself, or,
+    when it has LoRA adapters, its trained parts alone (see the module docstring):
+    "encoder" (each adapter and trained encoder variable, by its path inside the
+    encoder) and "head" (every variable outside the encoder, by its path inside the
+    model). The frozen encoder variables are not saved, nor restored."""
+    if not has_adapters(model):
+        return model
+    encoder = encoder_of(model)
+    inside = {id(variable) for variable in encoder.weights}
+    encoder_parts = {_inside(variable.path, encoder.name): variable
+                     for variable in encoder.weights
+                     if variable.trainable or is_lora_variable(variable)}
+    head = {_inside(variable.path, model.name): variable for variable in model.weights
+            if id(variable) not in inside}
+    return tf.train.Checkpoint(encoder=tf.train.Checkpoint(**encoder_parts),
+                               head=tf.train.Checkpoint(**head))
+
+
+def _inside(path, owner):
+    """`path` from below the layer named `owner` ("bert_classifier/bert_encoder/x" inside
+    "bert_encoder": "x")."""
+    parts = path.split("/")
+    return "/".join(parts[parts.index(owner) + 1:]) if owner in parts else path

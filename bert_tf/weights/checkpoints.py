@@ -306,6 +306,11 @@ def read_training_encoder(encoder, prefix, fits="this config"):
     try:
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:
+        if any("lora_a" in name for name, _ in tf.train.list_variables(prefix)):
+            raise ValueError(f"training checkpoint {prefix} is a LoRA run's: it holds the "
+                             "adapters and the head alone (its base checkpoint is named in "
+                             "the run's config.json); export it merged first "
+                             "(bert-export-model)") from None
         raise ValueError(f"training checkpoint {prefix}: its encoder does not fit {fits}: "
                          f"{str(error)[:300]}") from None
     finally:
@@ -342,7 +347,7 @@ def load_training_checkpoint(model, prefix, log_report=True):
     return report
 
 
-def _resolve(path):
+def resolve_location(path):
     """Returns (kind, weights_path, config_path or None) for a pretrained location."""
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -380,7 +385,7 @@ def load_pretrained_weights(model, path, allow_random_encoder=False, log_report=
         ValueError: when encoder variables would start random or encoder tensors of the
             checkpoint would be dropped, unless `allow_random_encoder`.
     """
-    kind, weights_path, _ = _resolve(path)
+    kind, weights_path, _ = resolve_location(path)
     report = _LOADERS[kind](model, weights_path, log_report=log_report)
     check_encoder(report, allow_random_encoder)
     return report
@@ -435,7 +440,7 @@ def from_pretrained(model_cls, path, config=None, return_report=False,
         raise TypeError(f"model_cls must be a model class (BertEncoder, BertClassifier, "
                         f"...), got {type(model_cls).__name__}: {str(model_cls)[:60]!r}")
     library_logs.show_info_logs()  # called from Python: the load report shows
-    kind, weights_path, config_path = _resolve(
+    kind, weights_path, config_path = resolve_location(
         fileio.path_argument(path, "path", "a checkpoint folder or prefix"))
     model = build_model(model_cls, _load_config(config, config_path), **head_kwargs)
     report = _LOADERS[kind](model, weights_path)
