@@ -17,16 +17,15 @@ values, then every flag given on the command line (its aliases and switches too)
 the command line wins.
 """
 
-import contextlib
 import json
 import os
 import signal
 import sys
-import threading
 
 from absl import app, flags, logging
 
 from bert_tf import command_help
+from bert_tf import command_signals
 from bert_tf import command_supervisor as supervisor
 from bert_tf import extras
 from bert_tf import fileio
@@ -256,42 +255,6 @@ def _program(module):
     return "bert-" + program.replace("_", "-")
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived (what a preempted VM or Kubernetes sends): raised in the main
-    thread as Ctrl-C is, so that unfinished outputs are removed on the way out."""
-    exit_code = 128 + signal.SIGTERM
-
-    def __init__(self):
-        super().__init__("stopped by SIGTERM")
-
-
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def _raise_stop(signum, frame):
-    """SIGTERM raises `Terminated`, SIGINT KeyboardInterrupt; later signals are ignored
-    so that the clean-up on the way out (worker pools, temporary files) runs to its end."""
-    del frame
-    for stop in _STOP_SIGNALS:
-        signal.signal(stop, signal.SIG_IGN)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-
-@contextlib.contextmanager
-def _signals_raise():
-    """Within the block, SIGTERM and SIGINT raise (main thread only; training loops
-    install their own handlers that save a checkpoint first, then restore these)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {stop: signal.signal(stop, _raise_stop) for stop in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler)
-
-
 def _is_user_error(error):
     return isinstance(error, (app.UsageError,) + USER_ERRORS) or (
         type(error).__module__.startswith("tensorflow")
@@ -303,13 +266,14 @@ def run_reporting_user_errors(program, run_fn, *args):
     so does Ctrl-C or SIGTERM (status 130 / 143; a training run saves a checkpoint first
     and says where). Unfinished outputs are removed on the way out (`bert_tf.fileio`)."""
     try:
-        with _signals_raise():
+        with command_signals.signals_raise():
             return run_fn(*args)
     except KeyboardInterrupt as interrupted:
         if flags.FLAGS.verbose:
             raise
         message = str(interrupted) or "stopped by SIGINT (Ctrl-C)"
         print(f"{program}: error: {message}", file=sys.stderr)
+        command_signals.forget_interrupt()
         sys.exit(getattr(interrupted, "exit_code", 128 + signal.SIGINT))
     except Exception as error:  # pylint: disable=broad-except
         if flags.FLAGS.verbose or not _is_user_error(error):

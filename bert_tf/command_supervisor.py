@@ -20,8 +20,9 @@ import subprocess
 import sys
 import threading
 
+from bert_tf import command_signals
+
 SUPERVISOR_FD = "BERT_TF_SUPERVISOR_FD"  # in the child: where it says it joined
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def supervised() -> bool:
@@ -59,12 +60,8 @@ def run_supervised(program: str, output_dir=None) -> int:
             print(f"{program}: error: stopped by {signal.Signals(signal_number).name} "
                   "while waiting for the other workers of TF_CONFIG", file=sys.stderr)
 
-    previous = {number: signal.signal(number, forward) for number in _STOP_SIGNALS}
-    try:
+    with command_signals.handled(forward):
         status = child.wait()
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
     if stopped:
         if made and os.path.isdir(output_dir) and not os.listdir(output_dir):
             os.rmdir(output_dir)

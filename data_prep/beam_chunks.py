@@ -19,11 +19,14 @@ worker all their values at once.
 """
 
 import collections
+import contextlib
 import dataclasses
+import glob
 import hashlib
 import itertools
 import os
 import re
+import shutil
 import tempfile
 import threading
 from typing import Dict, Iterator, Optional, Sequence, Tuple
@@ -35,6 +38,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from bert_tf import fileio
 from bert_tf.text import tokenization
 from data_prep import beam_inputs
 from data_prep import pretraining_instances
@@ -221,6 +225,45 @@ def remove_earlier_outputs(prefix: str, files: Sequence[str]) -> list:
         logging.info("Removed %d file(s) of an earlier run into %s (this run's files "
                      "replace them all): %s", len(stale), prefix, ", ".join(stale))
     return stale
+
+
+def _unfinished_candidates(output: str) -> dict:
+    """{path: mtime} of what a Beam run writing `output` (a file or a shard prefix) may
+    leave in its folder when stopped: the sink's temporary folders (`beam-temp-<name>-
+    <id>`), workers' temporary files (`<name>.tmp-<pid>`), and the output's names."""
+    folder, name = os.path.split(os.path.abspath(output))
+    name = glob.escape(name)
+    found = {}
+    for pattern in (f"beam-temp-{name}-*", f"{name}{fileio.TEMPORARY_MARKER}*", name,
+                    f"{name}-*-of-*"):
+        for path in glob.glob(os.path.join(glob.escape(folder), pattern)):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                found[path] = os.stat(path).st_mtime_ns
+    return found
+
+
+@contextlib.contextmanager
+def removed_if_unfinished(output: str):
+    """Within the block a Beam pipeline writes `output` (a file, or the prefix of
+    shards); when the block raises (an error, SIGINT / SIGTERM: issue 49), what the run
+    made or changed of it is removed, so that nothing of a stopped run looks finished:
+    the sink's temporary folder, a killed worker's temporary file, shards renamed into
+    place before the stop. An earlier run's files that this run did not touch stay.
+    Local outputs only (a remote runner's job is not stopped by the signal).
+    """
+    before = {} if beam_inputs.is_remote(output) else _unfinished_candidates(output)
+    try:
+        yield
+    except BaseException:
+        if not beam_inputs.is_remote(output):
+            for path, mtime in _unfinished_candidates(output).items():
+                if before.get(path) != mtime:
+                    with contextlib.suppress(OSError):
+                        if os.path.isdir(path):
+                            shutil.rmtree(path)
+                        else:
+                            os.remove(path)
+        raise
 
 
 def input_splits(pipeline: beam.Pipeline, input_files: Sequence[str], streams_per_split: int,

@@ -37,6 +37,7 @@ from absl import logging
 
 from bert_tf import command_help
 from bert_tf import command_line
+from bert_tf import command_signals
 from bert_tf import extras
 from bert_tf import fileio
 from bert_tf.options import OptionGroup, compose, option
@@ -44,6 +45,7 @@ from bert_tf.text import tokenization
 from data_prep import create_pretraining_data
 from data_prep import pretraining_instances
 from data_prep import pretraining_pipeline
+from data_prep import process_lifetime
 from data_prep import tool_options
 
 try:  # the `beam` extra; without it, the command says how to install it
@@ -173,7 +175,8 @@ def run_pipeline(settings, pipeline_options) -> dict:
     """
     files = beam_chunks.output_files(settings.output_prefix, settings.num_shards)
     start = time.time()
-    with beam.Pipeline(options=pipeline_options) as pipeline:
+    with beam_chunks.removed_if_unfinished(settings.output_prefix), \
+            beam.Pipeline(options=pipeline_options) as pipeline:
         beam_chunks.build_pipeline(pipeline, settings)
     stats = metric_counts(pipeline.result)
     files = files or beam_chunks.written_shards(settings.output_prefix)
@@ -243,8 +246,11 @@ def run_beam_command(program: str, doc: str, run_fn):
 
     def main(argv):  # returns None: app.run would exit with any value returned
         del argv
-        command_line.run_reporting_user_errors(program, run_fn, flags.FLAGS,
-                                               pipeline_args)
+        # A signal ends the runner's worker processes at once: the DirectRunner would
+        # wait for each to finish its bundle (issue 49: 4 to 40 s and more).
+        with command_signals.on_stop(process_lifetime.end_all_workers):
+            command_line.run_reporting_user_errors(program, run_fn, flags.FLAGS,
+                                                   pipeline_args)
 
     app.run(main, argv=sys.argv[:1])
 

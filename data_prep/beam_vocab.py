@@ -127,7 +127,8 @@ def run(flag_values, pipeline_args) -> dict:
     input_files = beam_inputs.match_input_files(options.input_file)
     fileio.check_outputs_apart({"output_file": options.output_file},
                                {"input_file": input_files})
-    with beam.Pipeline(options=PipelineOptions(pipeline_args)) as pipeline:
+    with beam_chunks.removed_if_unfinished(options.output_file), \
+            beam.Pipeline(options=PipelineOptions(pipeline_args)) as pipeline:
         build_pipeline(pipeline, input_files, options)
     summary = dict(beam_pipeline.metric_counts(pipeline.result),
                    output_file=options.output_file)

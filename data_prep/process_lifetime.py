@@ -6,6 +6,11 @@ SIGTERM and Ctrl-C in the command itself raise in its main thread
 workers are terminated (`pretraining_pipeline`) and the temporary output files are
 removed (`record_writing.ShardedWriter`). `end_with_parent` runs first thing in each
 worker process.
+
+Workers that a library starts and joins itself (Apache Beam's DirectRunner: `sh -c
+python -m ...sdk_worker_main` per worker, joined once each has finished its bundle)
+are ended by `end_all_workers`, which the Beam commands run as the stop signal arrives
+(`bert_tf.command_signals.on_stop`).
 """
 
 import ctypes
@@ -14,6 +19,8 @@ import signal
 import sys
 import threading
 import time
+
+_NOT_LIVE = ("Z", "X")  # /proc/PID/stat states of a process that has ended
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _PARENT_POLL_SECONDS = 1.0
@@ -45,3 +52,54 @@ def _watch_parent(parent_pid: int) -> None:
             time.sleep(_PARENT_POLL_SECONDS)
         os._exit(1)  # pylint: disable=protected-access
     threading.Thread(target=watch, name="end_with_parent", daemon=True).start()
+
+
+def descendants(pid: int) -> list:
+    """The ids of the live processes below `pid` (children, grandchildren, ...), read
+    from /proc; [] where there is no /proc."""
+    children = {}
+    try:
+        names = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we read
+        if fields[0] not in _NOT_LIVE:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found.extend(below)
+        todo.extend(below)
+    return found
+
+
+def end_all_workers() -> None:
+    """Ends every process below this one now (SIGKILL), and from here on keeps quiet
+    the errors of this process's threads that waited for them.
+
+    For a command stopped by a signal whose workers a library manages: the library's
+    clean-up would wait for each worker to finish its work first (seconds to minutes).
+    The workers write nothing that this process does not remove on the way out (their
+    temporary files). A thread that waited for one fails ("worker exited with return
+    code -9"): that error is the signal's, and is not reported.
+    """
+    threading.excepthook = _quiet
+    for _ in range(3):  # again: a worker's shell may have started its Python meanwhile
+        pids = descendants(os.getpid())
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # ended meanwhile
+        if not pids:
+            return
+
+
+def _quiet(args) -> None:
+    """A `threading.excepthook` that reports nothing."""
+    del args

@@ -236,7 +236,8 @@ def test_create_pretraining_data_root_script_writes_records(tmp_path):
 
 
 def two_worker_tf_config():
-    """TF_CONFIG of worker 0 of a two-worker cluster on free localhost ports."""
+    """TF_CONFIG of worker 0 of a two-worker cluster on free localhost ports (the
+    supervisor's signal cases, tests/test_signals.py, run worker 0 alone)."""
     ports = []
     for _ in range(2):
         with socket.socket() as probe:
@@ -244,37 +245,6 @@ def two_worker_tf_config():
             ports.append(probe.getsockname()[1])
     return ('{"cluster": {"worker": ["localhost:%d", "localhost:%d"]}, '
             '"task": {"type": "worker", "index": 0}}' % tuple(ports))
-
-
-def test_a_multi_worker_run_waiting_for_a_missing_worker_stops_on_sigterm(tmp_path):
-    """MultiWorkerMirroredStrategy waits in TensorFlow's C++ code, which takes SIGTERM
-    for itself: the command's supervising parent ends the run with one line."""
-    import signal
-    import test_run_classifier
-    test_run_classifier.write_sst2(tmp_path / "data")
-    vocab_file, config_file = test_run_classifier.tiny_model_files(tmp_path)
-    tf_config = two_worker_tf_config()
-    output_dir = tmp_path / "out"
-    process = subprocess.Popen(
-        [sys.executable, "run_classifier.py", "--task_name=SST-2", "--do_train",
-         f"--data_dir={tmp_path / 'data'}", f"--vocab_file={vocab_file}",
-         f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
-         "--max_seq_length=12", "--allow_random_encoder",
-         "--distribution_strategy=multi_worker_mirrored"],
-        cwd=REPO, env=dict(os.environ, TF_CONFIG=tf_config), stderr=subprocess.PIPE,
-        text=True)
-    time.sleep(12)  # the child imports TensorFlow and waits for worker 1
-    process.send_signal(signal.SIGTERM)
-    try:
-        _, stderr = process.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        pytest.fail("the run did not stop on SIGTERM")
-    assert process.returncode == 143
-    assert stderr.strip().splitlines()[-1] == (
-        "bert-run-classifier: error: stopped by SIGTERM while waiting for the other workers "
-        "of TF_CONFIG")
-    assert not output_dir.exists()
 
 
 def test_an_eval_run_reads_a_run_folder_written_before_newer_options(tmp_path):

@@ -11,11 +11,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 # train -> serving -> tasks -> cli. `command_line` (flags from options) and the help /
 # start-up modules are for the commands only: cli and data_prep import them, the library
 # never does. `command_supervisor` is the one the library calls (a multi-worker strategy
-# tells a command's parent that it joined its cluster).
+# tells a command's parent that it joined its cluster); it installs its signal handler
+# through `command_signals`, as `command_line` does.
 COMMAND_ONLY = {"command_line", "command_help", "command_help_stubs", "command_startup"}
 LAYERS = {"configs": 0, "extras": 0, "library_logs": 0, "write_errors": 0, "fileio": 0,
           "input_paths": 0, "options": 0,
-          "command_supervisor": 0, **{name: 0 for name in COMMAND_ONLY},
+          "command_supervisor": 0, "command_signals": 0, **{name: 0 for name in COMMAND_ONLY},
           "layers": 0, "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3,
           "tasks": 4, "text_models": 5, "compat": 5, "cli": 5}
 REPO = PACKAGE.parent

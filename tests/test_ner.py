@@ -1,11 +1,14 @@
 """NER reader, IOB conversions, windows and first-sub-token alignment."""
 
+import logging
+
 import numpy as np
 import pytest
 
 from bert_tf.tasks import run_context
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
+from bert_tf.train import progress
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "eu", "rejects", "german", "call",
          "to", "boy", "##cott", "##s", "brit", "##ish", "lamb", ".", "peter", "black"]
@@ -152,6 +155,26 @@ def test_decode_rejects_unknown_ids_and_reports_unknown_gold(conll_file, tokeniz
     predictions = np.full(features.input_ids.shape, 7)
     with pytest.raises(ValueError, match="predicted label id 7 is not in the label list of 3"):
         ner_data.decode_predictions(features, predictions, sentences, ["O", "B-PER", "I-PER"])
+
+
+def test_feature_building_logs_its_progress(conll_file, tokenizer, caplog, monkeypatch):
+    """A line as it starts, one every 10 s (a clock that moves 11 s a call), one at the
+    end: a CoNLL-2003 split takes tens of seconds (issue 49)."""
+    caplog.set_level(logging.INFO, logger="absl")
+    ticks = iter(range(0, 1000, 11))
+
+    class Clocked(progress.PhaseProgress):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs, clock=lambda: next(ticks))
+    monkeypatch.setattr(ner_data.progress, "PhaseProgress", Clocked)
+    sentences = ner_data.read_tagged_file(conll_file)
+    ner_data.convert_sentences_to_features(sentences, ner_data.build_label_list(sentences),
+                                           16, tokenizer, phase="Building evaluation features")
+    assert [record.getMessage() for record in caplog.records] == [
+        "Building evaluation features: 2 sentences ...",
+        "Building evaluation features: 1 of 2 sentences (50%), 0.1/s, about 11s left",
+        "Building evaluation features: 2 of 2 sentences (100%), 0.1/s, about 0s left",
+        "Building evaluation features: 2 sentences in 33s (0.1/s)"]
 
 
 def test_format_predictions_in_the_gold_scheme(conll_file):

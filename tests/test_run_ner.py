@@ -1,5 +1,7 @@
 """Tiny end-to-end NER runs: train, eval with conlleval, predict, bad input."""
 
+import logging
+import re
 import subprocess
 import sys
 
@@ -64,7 +66,8 @@ def options(tmp_path, **changes):
     return NerOptions(**values)
 
 
-def test_train_eval_predict_conll_layout(tmp_path):
+def test_train_eval_predict_conll_layout(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="absl")
     data = tmp_path / "data"
     data.mkdir()
     write_conll(data / "eng.train", 64, 0)
@@ -94,6 +97,15 @@ def test_train_eval_predict_conll_layout(tmp_path):
     expected = {"john": "B-PER", "johnson": "B-PER", "mary": "B-PER", "paris": "B-LOC",
                 "london": "B-LOC", "new": "B-LOC", "york": "I-LOC"}
     assert all(tag == expected.get(word, "O") for word, tag in tagged)
+    # Never silent for long after "Training done" (issue 49: 20-40 s): building the
+    # features, then predicting (its first batch traces the model), say as they start.
+    logged = caplog.text
+    for phase, count in (("training", 64), ("evaluation", 12), ("prediction", 4)):
+        assert f"Building {phase} features: {count} sentences ..." in logged
+        assert f"Building {phase} features: {count} sentences in " in logged
+    for phase in ("Evaluating", "Predicting"):
+        assert re.search(rf"{phase}: \d+ examples \.\.\.\n(.*\n)*.*{phase}: \d+ examples in ",
+                         logged), logged
 
 
 def test_bad_input(tmp_path):

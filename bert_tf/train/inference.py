@@ -63,12 +63,14 @@ def evaluate(strategy, model, eval_dataset_fn, metrics_fn, num_steps=None,
 def predict(strategy, model, dataset_fn, passthrough_keys=(), num_examples=None,
             name="Predicting", unit="examples"):
     """Yields numpy dicts of model outputs (+ `passthrough_keys` features) per batch,
-    logging progress (of `num_examples`, when given) every 30 seconds; the lines start
-    with `name` ("Evaluating" when the predictions are scored against gold labels) and
-    count rows as `unit` ("texts" where a row is not one of the task's examples)."""
+    logging progress (of `num_examples`, when given) as it starts, every 30 seconds
+    and at the end; the lines start with `name` ("Evaluating" when the predictions are
+    scored against gold labels) and count rows as `unit` ("texts" where a row is not
+    one of the task's examples)."""
+    shown = progress.PhaseProgress(name, num_examples, unit=unit)
+    shown.start()  # the first batch traces the step: 30 s without a line otherwise
     dataset = batches(strategy, dataset_fn)
     predict_step = steps.make_predict_step(strategy, model, passthrough_keys)
-    shown = progress.PhaseProgress(name, num_examples, unit=unit)
     for features in dataset:
         per_replica = predict_step(features)
         batch = {key: tf.concat(strategy.experimental_local_results(value), axis=0).numpy()

@@ -24,6 +24,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.tasks import column_roles
 from bert_tf.text import input_layout
+from bert_tf.train import progress
 
 DOCSTART = "-DOCSTART-"
 
@@ -225,16 +226,36 @@ def _word_pieces(sentences, tokenizer, max_tokens):
 
 
 def convert_sentences_to_features(sentences, label_list, max_seq_length, tokenizer,
-                                  doc_stride=64) -> NerFeatures:
-    """Windows of `[CLS] sub-tokens [SEP]` with labels on each word's first sub-token."""
+                                  doc_stride=64, phase="Building features") -> NerFeatures:
+    """Windows of `[CLS] sub-tokens [SEP]` with labels on each word's first sub-token.
+
+    Args:
+      sentences: `Sentence`s (tags None where the file has none).
+      label_list: The tags in label-id order; a gold tag outside it gets weight 0.
+      max_seq_length: Window length in sub-tokens, `[CLS]` and `[SEP]` included.
+      tokenizer: A `FullTokenizer` (or anything with `tokenize_batch` and
+        `convert_tokens_to_ids`).
+      doc_stride: Largest step, in sub-tokens, between the starts of a long sentence's
+        windows.
+      phase: How the progress lines start ("Building evaluation features"): one as the
+        building starts, one every 10 s, one at the end (a CoNLL-2003 split takes tens
+        of seconds).
+
+    Returns:
+      The `NerFeatures` of every window, in sentence order.
+    """
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
     max_tokens = max_seq_length - 2
     label_map = {label: index for index, label in enumerate(label_list)}
     cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
     rows, unknown = [], []
+    shown = progress.PhaseProgress(phase, len(sentences), unit="sentences",
+                                   every_seconds=10.0)
+    shown.start()  # the tokenizing comes first: no unit is counted before it ends
     for sentence_index, (sentence, pieces) in enumerate(
             zip(sentences, _word_pieces(sentences, tokenizer, max_tokens))):
+        shown.update(1)
         tags = to_iob2(sentence.tags) if sentence.tags is not None else None
         windows, owner = plan_windows([len(p) for p in pieces], max_tokens,
                                       max(1, doc_stride))
@@ -257,6 +278,7 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
                          input_layout.pack_values([labels], max_seq_length),
                          input_layout.pack_values([weights], max_seq_length),
                          input_layout.pack_values([word_ids], max_seq_length, fill=-1)))
+    shown.finish()
     if unknown:
         source, line, tag = unknown[0]
         logging.warning("%d gold tags are not in the label list %s (first: %r at %s:%d); "

@@ -70,6 +70,9 @@ NerOptions = compose(
     doc="FinetuneOptions plus the data files and their columns.")
 
 
+_PHASE_NAMES = {"eval": "evaluation", "predict": "prediction"}  # in progress lines
+
+
 def data_file(options: NerOptions, split: str) -> str:
     """The file of `split` ("train", "eval", "predict"): the flag, else found in data_dir."""
     explicit = getattr(options, f"{split}_file")
@@ -260,7 +263,7 @@ class NerTask(Task):
         options = self.options
         features = ner_data.convert_sentences_to_features(
             self.train_sentences, self.label_list, options.max_seq_length,
-            self.context.tokenizer, options.doc_stride)
+            self.context.tokenizer, options.doc_stride, phase="Building training features")
         logging.info("Training: %d sentences in %d windows", len(self.train_sentences),
                      len(features.input_ids))
         if not options.pack_sequences:
@@ -279,7 +282,7 @@ class NerTask(Task):
         _, sentences, has_tags = self.data[split]
         features = ner_data.convert_sentences_to_features(
             sentences, self.label_list, options.max_seq_length, self.context.tokenizer,
-            options.doc_stride)
+            options.doc_stride, phase=f"Building {_PHASE_NAMES[split]} features")
         batch_size = options.eval_batch_size if split == "eval" else options.predict_batch_size
         predicted_ids = []
         for batch in runner.batches(windows_dataset_fn(features, batch_size, False, None,
