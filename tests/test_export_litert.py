@@ -197,10 +197,10 @@ def classifier_run(vocab, tmp_path):
     ({"export_format": "litert", "model_type": "pretrainer"}, ValueError,
      r"a BertPretrainer cannot be exported as a LiteRT model"),
     ({"export_format": "saved_model", "quantize": "int8"}, ValueError,
-     r"--quantize=int8 quantizes a LiteRT model \(--export_format=litert\); "
-     r"--export_format=saved_model writes float32"),
+     r"--quantize=int8 quantizes a LiteRT or ONNX model \(--export_format=litert or "
+     r"onnx\); --export_format=saved_model writes float32"),
     ({"export_format": "huggingface", "quantize": "int8"}, ValueError,
-     r"--quantize=int8 quantizes a LiteRT model"),
+     r"--quantize=int8 quantizes a LiteRT or ONNX model"),
     ({"export_format": "litert", "quantize": "int4"}, ValueError,
      r"quantize must be one of none, int8, got 'int4'"),
     ({"export_format": "litert", "versioned": True}, ValueError,

@@ -211,8 +211,9 @@ def test_export_model_writes_both_folders(vocab, tmp_path):
                                    r"an encoder \(pooled and sequence output\) without task "
                                    r"heads"),
     ({"model_type": "pretrainer"}, r"a BertPretrainer cannot be exported as a TF Hub"),
-    ({"quantize": "int8"}, r"--quantize=int8 quantizes a LiteRT model \(--export_format="
-                           r"litert\); --export_format=tfhub writes float32 weights"),
+    ({"quantize": "int8"}, r"--quantize=int8 quantizes a LiteRT or ONNX model \(--export_"
+                           r"format=litert or onnx\); --export_format=tfhub writes float32 "
+                           r"weights"),
     ({"versioned": True}, r"--export_format=tfhub writes --export_dir itself"),
 ])
 def test_what_tfhub_cannot_hold_is_refused_before_loading(changes, message, vocab,

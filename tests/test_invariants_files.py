@@ -296,7 +296,7 @@ RAW_WRITERS = {
     "bert_tf/tasks/feature_extraction.py", "bert_tf/text/wordpiece_tables.py",
     "bert_tf/serving/onnx_export.py",  # inside output_folder.write_folder's temporary
     "bert_tf/tasks/driver.py",  # undone_on_refusal removes only what the run added
-    "bert_tf/tasks/search/report.py",  # the best_trial link, replaced atomically
+    "bert_tf/tasks/run_groups.py",  # best_seed / best_trial links, replaced atomically
 }
 _RAW_WRITE = re.compile(r"open\([^)\n]*['\"](w|wb|a|ab)['\"]|os\.replace\(|shutil\.rmtree\("
                         r"|gfile\.rmtree\(|gfile\.rename\(|write_file\(")
@@ -533,7 +533,9 @@ def test_the_reader_table_is_complete(tmp_path, vocab_file):
                "bert_tf/tasks/task.py", "bert_tf/tasks/run_config.py",
                "bert_tf/tasks/sentence_embeddings/sentence_transformers.py",
                "bert_tf/weights/checkpoints.py", "bert_tf/cli/train.py",
-               "bert_tf/tasks/ner/conlleval.py", "bert_tf/fileio.py"}
+               "bert_tf/tasks/ner/conlleval.py", "bert_tf/fileio.py",
+               "bert_tf/tasks/run_groups.py",  # best_seed.json / best_trial.json
+               "data_prep/process_lifetime.py"}  # /proc/<pid>/stat of its workers
     text_read = re.compile(r"open\((?![^)\n]*['\"][wa]b?['\"])[^)\n]*encoding=")
     readers = {name for folder in ("bert_tf", "data_prep") for name, text in _sources(folder)
                if text_read.search(text)}

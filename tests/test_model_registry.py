@@ -18,7 +18,7 @@ from safetensors import safe_open
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,
                             BertSpanLabeler, BertTokenClassifier)
 from bert_tf.models.encoder import EncoderHeadModel
-from bert_tf.serving import export, huggingface, keras_hub, litert, registry, tfhub
+from bert_tf.serving import export, formats, huggingface, keras_hub, litert, registry, tfhub
 from bert_tf.serving import signatures as sig
 from bert_tf.serving.registry import ModelType
 from bert_tf.text.tokenization import FullTokenizer
@@ -234,7 +234,7 @@ def test_built_in_types_answer_by_name_alias_and_class():
 
 def test_every_format_refusal_gives_its_reason():
     for entry in registry.types():
-        assert set(entry.formats) | set(entry.refused) <= set(registry.FORMATS)
+        assert set(entry.formats) | set(entry.refused) <= set(formats.names())
     with pytest.raises(ValueError, match=r"a BertPretrainer cannot be exported as a "
                                          r"SavedModel: --model_type=pretrainer exports "
                                          r"with --export_format=huggingface"):

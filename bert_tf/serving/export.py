@@ -57,7 +57,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.serving import output_folder, registry, signature_inputs
+from bert_tf.serving import formats, output_folder, registry, signature_inputs
 from bert_tf.serving import signatures as sig
 from bert_tf.serving.text_signatures import (classifier_text_signature,  # noqa: F401
                                              encoder_text_signature, span_text_signature,
@@ -374,6 +374,20 @@ def export_finetuned_model(model, preprocessor, export_dir, model_type, **kwargs
     return entry.saved_model(model, preprocessor, export_dir, **kwargs)
 
 
+def write_serving_model(model, preprocessor, export_dir, request):
+    """The "saved_model" format's writer (`bert_tf.serving.formats`): the model type's
+    SavedModel exporter with its signature options, its labels, a multi-label
+    classifier's sigmoid per label."""
+    signature = dict(request.signature)
+    if registry.get(request.model_type).labelled:
+        signature["label_names"] = request.label_names
+    if request.problem_type == "multi_label_classification":
+        signature["multi_label"] = True
+    return export_finetuned_model(model, preprocessor, export_dir, request.model_type,
+                                  overwrite=request.overwrite, versioned=request.versioned,
+                                  **signature)
+
+
 def keras_model_class(model_type):
     """The model class of a model type (for loaders such as export_model.py)."""
     return registry.get(model_type).model_class
@@ -383,3 +397,9 @@ __all__ = ["canonical_model_type", "check_model_class", "export_classifier",
            "export_encoder", "export_finetuned_model",
            "export_signatures", "export_span_labeler", "export_token_classifier",
            "keras_model_class", "resolve_export_dir", "SIGNATURE_NAMES"]
+
+
+formats.register(formats.ExportFormat(
+    "saved_model", "a SavedModel for TF Serving (raw-text, token-id and tf.Example "
+    "signatures)", check=lambda model_cls, request: check_model_class(model_cls),
+    write=write_serving_model, versioned=True, thresholds=True))

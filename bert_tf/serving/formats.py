@@ -33,6 +33,8 @@ class ExportRequest:
       quantize: "none" or "int8" (formats with `quantizes`).
       overwrite: Replace what is at the export folder.
       versioned: Write the next numbered version (formats with `versioned`).
+      source: The checkpoint the model comes from (`--init_checkpoint`).
+      run: Its run's config.json ({} for released or Hugging Face weights).
       signature: The model type's serving options (`ModelType.signature_options`:
         doc_stride, max_query_length, ...) and the multi-label threshold.
     """
@@ -42,6 +44,8 @@ class ExportRequest:
     quantize: str = "none"
     overwrite: bool = False
     versioned: bool = False
+    source: Optional[str] = None
+    run: dict = dataclasses.field(default_factory=dict)
     signature: dict = dataclasses.field(default_factory=dict)
 
 
@@ -63,7 +67,9 @@ class ExportFormat:
       thresholds: It serves predicted labels of a multi-label classifier (the
         multi-label threshold applies).
       keeps_adapters: It writes a LoRA run's adapters as they are (the others merge
-        them into the weights first).
+        them into the weights first); never named as another format a model could take.
+      derived_from: A format every model type that has it has this one too, unless the
+        type refuses this one (onnx: converted from the SavedModel's ids signature).
     """
     name: str
     help: str
@@ -73,6 +79,7 @@ class ExportFormat:
     versioned: bool = False
     thresholds: bool = False
     keeps_adapters: bool = False
+    derived_from: Optional[str] = None
 
 
 _FORMATS = {}  # name -> ExportFormat, in registration order

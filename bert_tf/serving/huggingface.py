@@ -41,7 +41,7 @@ from absl import logging
 from safetensors.numpy import save_file
 
 from bert_tf.models import encoder_of
-from bert_tf.serving import export, output_folder, registry
+from bert_tf.serving import export, formats, output_folder, registry
 from bert_tf.text.vocab import SPECIAL_TOKENS
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import (BERT_MODEL_TYPES, ELECTRA_MODEL_TYPE,
@@ -82,10 +82,10 @@ def check_model_class(model_cls):
     reason = registry.refusal(model_cls, "huggingface")
     if reason is not None:
         takes = ", ".join(cls.__name__ for cls in registry.classes_for("huggingface"))
-        formats = registry.other_formats(model_cls, "huggingface") or "saved_model"
+        others = registry.other_formats(model_cls, "huggingface") or "saved_model"
         raise ValueError(f"a {model_cls.__name__} has no Hugging Face export"
                          f"{': ' + reason if reason else ''}; the format takes {takes} "
-                         f"(export it with export_format={formats})")
+                         f"(export it with export_format={others})")
 
 
 def architecture(model):
@@ -322,3 +322,12 @@ def export_huggingface(model, preprocessor, export_dir, label_names=None, proble
     logging.info("Exported %s as a Hugging Face %s folder to %s", type(model).__name__,
                  architecture(model), target)
     return target
+
+
+formats.register(formats.ExportFormat(
+    "huggingface", "a transformers folder (config.json, model.safetensors, vocab.txt, "
+    "tokenizer config; also model_type=pretrainer, the masked-LM and next-sentence heads)",
+    check=lambda model_cls, request: check_model_class(model_cls),
+    write=lambda model, preprocessor, export_dir, request: export_huggingface(
+        model, preprocessor, export_dir, label_names=request.label_names,
+        problem_type=request.problem_type, overwrite=request.overwrite)))

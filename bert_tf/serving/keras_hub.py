@@ -31,7 +31,7 @@ from absl import logging
 
 from bert_tf import extras
 from bert_tf.models import encoder_of
-from bert_tf.serving import export, output_folder, registry
+from bert_tf.serving import export, formats, output_folder, registry
 from bert_tf.weights import checkpoints
 
 # What keras-hub's BERT presets hold: a backbone (a model without heads) or a
@@ -75,9 +75,9 @@ def check_model_class(model_cls):
     reason = registry.refusal(model_cls, "keras_hub")
     if reason is None:
         return
-    formats = registry.other_formats(model_cls, "keras_hub")
+    others = registry.other_formats(model_cls, "keras_hub")
     raise ValueError(f"a {model_cls.__name__} cannot be exported as a keras-hub preset: "
-                     f"{reason or PRESETS}. Export it with export_format={formats}")
+                     f"{reason or PRESETS}. Export it with export_format={others}")
 
 
 def check_embeddings(model):
@@ -236,3 +236,16 @@ def export_keras_hub(model, preprocessor, export_dir, overwrite=False):
     logging.info("Exported %s as a keras-hub %s preset to %s", type(model).__name__,
                  type(preset_model).__name__, target)
     return target
+
+
+def _check(model_cls, request):
+    del request
+    check_model_class(model_cls)
+    import_keras_hub()
+
+
+formats.register(formats.ExportFormat(
+    "keras_hub", "a keras-hub preset of an encoder or classifier (needs the keras-hub "
+    "extra)", check=_check,
+    write=lambda model, preprocessor, export_dir, request: export_keras_hub(
+        model, preprocessor, export_dir, overwrite=request.overwrite)))

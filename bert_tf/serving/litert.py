@@ -35,7 +35,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf.serving import export, huggingface, output_folder, registry
+from bert_tf.serving import export, formats, huggingface, output_folder, registry
 from bert_tf.text.vocab import SPECIAL_TOKENS
 
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.tflite", "litert_config.json", "vocab.txt"
@@ -169,3 +169,22 @@ def export_litert(model, preprocessor, export_dir, label_names=None, quantize=No
     logging.info("Exported %s as a LiteRT model (%s, %.1f MB) to %s", type(model).__name__,
                  weights, len(flatbuffer) / 1e6, target)
     return target
+
+
+def write_ids_model(exporter):
+    """The `bert_tf.serving.formats` writer of an ids-model exporter (LiteRT, ONNX)."""
+    def write(model, preprocessor, export_dir, request):
+        return exporter(model, preprocessor, export_dir, label_names=request.label_names,
+                        quantize=request.quantize, problem_type=request.problem_type,
+                        max_query_length=request.signature.get("max_query_length"),
+                        overwrite=request.overwrite)
+    return write
+
+
+formats.register(formats.ExportFormat(
+    "litert", "a .tflite of a classifier, token classifier, span labeler or encoder "
+    "taking int32 token ids [1, max_seq_length], with vocab.txt and litert_config.json "
+    "for the app's tokenizer",
+    check=lambda model_cls, request: check_model_class(
+        model_cls, request.signature.get("doc_stride")),
+    write=write_ids_model(export_litert), quantizes=True))

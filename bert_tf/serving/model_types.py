@@ -7,7 +7,9 @@ pre-training model loads itself (`ModelType.load`: the heads its checkpoint hold
 
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,
                             BertSpanLabeler, BertTokenClassifier)
-from bert_tf.serving import export, registry
+# The writers of the built-in formats register them before any model type names them.
+from bert_tf.serving import (export, huggingface, keras_hub, litert,  # noqa: F401
+                             onnx_export, peft, registry, tfhub)
 from bert_tf.serving.registry import ModelType
 from bert_tf.train import warm_start
 from bert_tf.weights import checkpoints

@@ -42,7 +42,7 @@ from absl import logging
 from bert_tf import extras
 from bert_tf.layers import activations
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf.serving import export, litert, onnx_graph, output_folder, registry
+from bert_tf.serving import export, formats, litert, onnx_graph, output_folder, registry
 
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.onnx", "onnx_config.json", "vocab.txt"
 QUANTIZATIONS = litert.QUANTIZATIONS  # ("none", "int8"), one --quantize for both
@@ -209,3 +209,15 @@ def export_onnx(model, preprocessor, export_dir, label_names=None, quantize=None
                  config["quantize"], os.path.getsize(os.path.join(target, MODEL_FILE)) / 1e6,
                  target)
     return target
+
+
+def _check(model_cls, request):
+    check_model_class(model_cls, request.signature.get("doc_stride"))
+    import_converters()
+
+
+formats.register(formats.ExportFormat(
+    "onnx", "an ONNX model of the ids signature (int32 token ids [batch, sequence] in, "
+    "any batch and length; needs the onnx extra) with vocab.txt and onnx_config.json",
+    check=_check, write=litert.write_ids_model(export_onnx), quantizes=True,
+    derived_from="saved_model"))

@@ -57,6 +57,22 @@ def check_model_class(model_cls):
                          f"{registry.other_formats(model_cls, FORMAT)}")
 
 
+def check_source(init_checkpoint, saved) -> None:
+    """Refuses, before loading, what is not a LoRA run (its config.json `saved` has no
+    --lora_rank), or one that trained encoder LayerNorms or biases (--lora_train), which
+    a PEFT LoRA folder does not hold."""
+    settings = lora.settings_from_options((saved or {}).get("options") or {})
+    if settings is None:
+        raise ValueError(f"--export_format={FORMAT} writes the adapters of a LoRA run; "
+                         f"{init_checkpoint} is not one (its config.json has no "
+                         "--lora_rank): use --export_format=huggingface")
+    if settings.train:
+        raise ValueError(f"--export_format={FORMAT}: the LoRA run in {init_checkpoint} "
+                         f"trained the encoder's {' and '.join(settings.train)} too "
+                         f"(--lora_train), which a PEFT LoRA folder does not hold: export "
+                         "it merged (--export_format=huggingface)")
+
+
 def adapter_files(model):
     """(adapter_config.json's dict, adapter_model.safetensors' state) of `model`, a
     model with LoRA adapters (see the module docstring).
@@ -151,7 +167,8 @@ formats.register(formats.ExportFormat(
     "PeftModel.from_pretrained loads onto the transformers model of the run's base (the "
     "huggingface export of its --init_checkpoint); every other format merges a LoRA "
     "run's adapters into the weights",
-    check=lambda model_cls, request: check_model_class(model_cls),
+    check=lambda model_cls, request: (check_model_class(model_cls),
+                                      check_source(request.source, request.run)),
     write=lambda model, preprocessor, export_dir, request: export_peft(
         model, export_dir, overwrite=request.overwrite),
-    keeps_adapters=True))
+    keeps_adapters=True, derived_from="huggingface"))

@@ -26,18 +26,8 @@ import collections.abc
 import dataclasses
 from typing import Callable, Mapping, Optional, Union
 
-# Every export format of bert-export-model, in --export_format's order.
-# sentence_transformers: a sentence-transformers folder (modules.json, pooling beside a
-# transformers BertModel), of a sentence encoder (bert_tf.tasks.sentence_embeddings).
-# onnx: converted from the ids signature (`bert_tf.serving.onnx_export`), so every type
-# with a SavedModel exporter has it unless its record refuses it (`ModelType.supports`).
-FORMATS = ("saved_model", "huggingface", "keras_hub", "tfhub", "litert",
-           "sentence_transformers", "onnx", "peft")
-# Formats that a type has without naming them: format -> the format it comes from
-# (peft: a LoRA run's adapters, onto the type's transformers class).
-DERIVED_FORMATS = {"onnx": "saved_model", "peft": "huggingface"}
-# Formats of a LoRA run's adapters alone: never the other format a model could take.
-ADAPTER_FORMATS = ("peft",)
+from bert_tf.serving import formats as export_formats
+
 # How a class of one's own becomes a model type.
 HOW_TO_REGISTER = ("describe it once with bert_tf.serving.registry.register(ModelType("
                    "name=..., model_class=...)); bert_tf/serving/model_types.py registers "
@@ -53,7 +43,7 @@ class ModelType:
         model_class: The Keras model class (subclasses are of this type too, unless
             registered themselves).
         aliases: Other spellings (`squad` for `span_labeler`).
-        formats: The export formats it supports, a subset of `FORMATS`.
+        formats: The export formats it supports (names of `bert_tf.serving.formats`).
         refused: Export format -> why this type is refused there (what users read;
             formats left out get the format's general reason).
         saved_model: The SavedModel exporter, with its serving signatures:
@@ -116,10 +106,11 @@ class ModelType:
         if not isinstance(self.refused, collections.abc.Mapping):
             raise TypeError(f"model type {self.name!r}: refused must be a dict (format -> "
                             f"why), got {type(self.refused).__name__}")
-        unknown = sorted((set(self.formats) | set(self.refused)) - set(FORMATS))
+        known = export_formats.names()
+        unknown = sorted((set(self.formats) | set(self.refused)) - set(known))
         if unknown:
             raise ValueError(f"model type {self.name!r}: unknown export formats {unknown}; "
-                             f"expected some of {', '.join(FORMATS)}")
+                             f"expected some of {', '.join(known)}")
         both = sorted(set(self.formats) & set(self.refused))
         if both:
             raise ValueError(f"model type {self.name!r}: {both} both supported and refused")
@@ -132,8 +123,9 @@ class ModelType:
 
     def supports(self, export_format):
         """Whether this type exports to `export_format`: named in `formats`, or derived
-        from one that is (`DERIVED_FORMATS`) and not refused."""
-        source = DERIVED_FORMATS.get(export_format)
+        from one that is (`ExportFormat.derived_from`) and not refused."""
+        source = (export_formats.get(export_format).derived_from
+                  if export_format in export_formats.names() else None)
         return export_format in self.formats or (
             source in self.formats and export_format not in self.refused)
 
@@ -253,7 +245,7 @@ def other_formats(model_cls, export_format):
     """The formats besides `export_format` that `model_cls`'s type exports to, in words
     ("saved_model or huggingface"); "saved_model" for a class without a type."""
     entry = find(model_cls)
-    formats = [name for name in FORMATS if entry.supports(name) and name not in
-               ADAPTER_FORMATS] if entry else ["saved_model"]
-    others = [name for name in formats if name != export_format]
+    held = [name for name in export_formats.names() if entry.supports(name)
+            and not export_formats.get(name).keeps_adapters] if entry else ["saved_model"]
+    others = [name for name in held if name != export_format]
     return " or ".join(filter(None, [", ".join(others[:-1]), others[-1]])) if others else ""

@@ -50,7 +50,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.models.encoder import INPUT_NAMES, check_input_shapes
-from bert_tf.serving import export, output_folder, registry
+from bert_tf.serving import export, formats, output_folder, registry
 from bert_tf.serving import signatures as sig
 from bert_tf.text import input_layout_graph
 
@@ -66,10 +66,10 @@ def check_model_class(model_cls):
     """Raises ValueError, with the reason, for a model TF Hub's BERT interface cannot hold."""
     reason = registry.refusal(model_cls, "tfhub")
     if reason is not None:
-        formats = registry.other_formats(model_cls, "tfhub")
+        others = registry.other_formats(model_cls, "tfhub")
         raise ValueError(f"a {model_cls.__name__} cannot be exported as a TF Hub encoder: "
                          f"{reason or INTERFACE}. Export an encoder (model_type=encoder), "
-                         f"or this model with export_format={formats}")
+                         f"or this model with export_format={others}")
 
 
 def word_pieces(ids, continues_word):
@@ -247,3 +247,11 @@ def export_tfhub(model, preprocessor, export_dir, overwrite=False):
     logging.info("Exported a TF Hub preprocessor (seq_length %d) and encoder to %s",
                  preprocessor.max_seq_length, target)
     return target
+
+
+formats.register(formats.ExportFormat(
+    "tfhub", "TF Hub's BERT preprocessor and encoder SavedModels "
+    "(export_dir/preprocessor, export_dir/encoder) of an encoder",
+    check=lambda model_cls, request: check_model_class(model_cls),
+    write=lambda model, preprocessor, export_dir, request: export_tfhub(
+        model, preprocessor, export_dir, overwrite=request.overwrite)))

@@ -9,17 +9,10 @@
 google-research checkpoint (folder or prefix) or a Hugging Face folder. The config and
 the vocab are resolved once, as a run's (`bert_tf.tasks.run_context`).
 
-`export_format`: "saved_model" (TF Serving, `bert_tf.serving.export`), "huggingface"
-(a transformers folder, `bert_tf.serving.huggingface`; also `model_type="pretrainer"`,
-the masked-LM and next-sentence heads), "keras_hub" (a keras-hub preset of an encoder
-or classifier, `bert_tf.serving.keras_hub`), "tfhub" (TF Hub's preprocessor and encoder
-SavedModels of an encoder, `bert_tf.serving.tfhub`) or "litert" (a .tflite of token ids
-in, float32 or with `quantize="int8"`, `bert_tf.serving.litert`) or
-"sentence_transformers" (a sentence encoder as a sentence-transformers folder,
-`bert_tf.tasks.sentence_embeddings.sentence_transformers`) or "onnx" (an ONNX model of
-token ids in, float32 or with `quantize="int8"`, `bert_tf.serving.onnx_export`) or
-"peft" (a LoRA run's adapters and head as a PEFT folder, `bert_tf.serving.peft`; every
-other format merges a LoRA run's adapters into its weights).
+`export_format`: a registered format (`bert_tf.serving.formats`): "saved_model" (TF
+Serving), "huggingface", "keras_hub", "tfhub", "litert", "onnx", "peft" (a LoRA run's
+adapters), "sentence_transformers", or one of your own; each names its writer and what it
+takes. Every format but "peft" merges a LoRA run's adapters into its weights.
 """
 
 import dataclasses
@@ -32,13 +25,11 @@ from bert_tf import fileio
 from bert_tf import options as options_lib
 from bert_tf.models import EncoderHeadModel
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.serving import export, huggingface, keras_hub, litert, output_folder, tfhub
-from bert_tf.serving import onnx_export, peft
+from bert_tf.serving import export, formats, litert, output_folder
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import export_settings, lora_run, run_config, run_context, run_groups
 from bert_tf.tasks import registry as task_registry
 from bert_tf.tasks.classification import multi_label
-from bert_tf.tasks.sentence_embeddings import sentence_transformers
 from bert_tf.tasks import option_groups as groups
 from bert_tf.text import tokenization
 from bert_tf.text.preprocessor import Preprocessor
@@ -48,7 +39,6 @@ from bert_tf.weights import checkpoints
 
 # Spellings of --model_type: the registered model types and their aliases (squad, ner).
 MODEL_TYPES = task_registry.model_types()
-EXPORT_FORMATS = model_registry.FORMATS
 ENCODER = "encoder"  # the model type every run holds
 
 
@@ -61,23 +51,9 @@ class ExportModel(OptionGroup):
         "Default: the model type of the bert_tf run at init_checkpoint (its config.json); "
         "required for other checkpoints.", choices=MODEL_TYPES)
     export_format: str = option(
-        "saved_model", "saved_model: a SavedModel for TF Serving; huggingface: a "
-        "transformers folder (config.json, model.safetensors, vocab.txt, tokenizer "
-        "config); keras_hub: a keras-hub preset of an encoder or classifier (needs the "
-        "keras-hub extra); tfhub: TF Hub's BERT preprocessor and encoder SavedModels "
-        "(export_dir/preprocessor, export_dir/encoder) of an encoder; litert: a .tflite of "
-        "a classifier, token classifier, span labeler or encoder taking int32 token ids "
-        "[1, max_seq_length], with vocab.txt and litert_config.json for the app's "
-        "tokenizer; sentence_transformers: a sentence encoder as a sentence-transformers "
-        "folder (modules.json, 1_Pooling/, the transformers BertModel at its root); onnx: "
-        "an ONNX model of the ids signature (int32 token ids [batch, sequence] in, any "
-        "batch and length; needs the onnx extra) with vocab.txt and onnx_config.json; "
-        "peft: the adapters of a LoRA run (--lora_rank) and its task head as a Hugging "
-        "Face PEFT folder (adapter_config.json, adapter_model.safetensors) that "
-        "PeftModel.from_pretrained loads onto the transformers model of the run's base "
-        "(the huggingface export of its --init_checkpoint). Every other format merges "
-        "a LoRA run's adapters into the weights.",
-        choices=EXPORT_FORMATS)
+        "saved_model", formats.help_text() + " Every format but peft merges a LoRA run's "
+        "adapters into the weights (bert_tf.serving.formats: a format of your own is one "
+        "registration).")
     quantize: str = option(
         "none", "--export_format=litert or onnx: int8 is dynamic-range quantization (int8 "
         "weights, float32 inputs and outputs), about a quarter of the float32 model's size.",
@@ -180,7 +156,8 @@ def load_model(model_type, options, head_kwargs=None):
     adapters = lora.settings_from_options(saved.get("options") or {})
     if adapters:
         return _load_lora_run(entry, prefix, config_file, adapters, head_kwargs, saved,
-                              merge=getattr(options, "export_format", None) != peft.FORMAT)
+                              merge=not formats.get(getattr(
+                                  options, "export_format", "saved_model")).keeps_adapters)
     if entry.load is not None:
         if not config_file or not os.path.isfile(config_file):
             raise FileNotFoundError(f"no bert_config.json in or beside {init_checkpoint}; "
@@ -268,43 +245,28 @@ def _head_and_signature_options(model_type, options, label_names):
     return head, signature
 
 
-def _check_format_and_export_dir(options, model_type):
-    """Refuses what `options.export_format` cannot hold, a missing optional package and
-    an export_dir it would not write, before the model is loaded."""
+def _check_format_and_export_dir(fmt, options, model_type, request):
+    """Refuses what format `fmt` cannot hold (`ExportFormat.check`: the model type, a
+    missing optional package), a setting it does not take and an export_dir it would not
+    write, before the model is loaded."""
     replace = "pass --overwrite to replace it"
-    if options.quantize != "none" and options.export_format not in ("litert", "onnx"):
-        raise ValueError(f"--quantize={options.quantize} quantizes a LiteRT model "
-                         f"(--export_format=litert); --export_format={options.export_format} "
-                         "writes float32 weights: leave --quantize out (an ONNX model, "
-                         "--export_format=onnx, quantizes too)")
-    model_cls = model_registry.get(model_type).model_class
-    if options.export_format == "saved_model":
-        export.check_model_class(model_cls)
+    if options.quantize != "none" and not fmt.quantizes:
+        takers = [name for name in formats.names() if formats.get(name).quantizes]
+        raise ValueError(f"--quantize={options.quantize} quantizes a LiteRT or ONNX model "
+                         f"(--export_format={' or '.join(takers)}); --export_format="
+                         f"{fmt.name} writes float32 weights: leave --quantize out")
+    if options.versioned and not fmt.versioned:
+        raise ValueError(f"--versioned writes the next version of a TF Serving model base "
+                         f"path (--export_format=saved_model); --export_format={fmt.name} "
+                         "writes --export_dir itself")
+    fmt.check(model_registry.get(model_type).model_class, request)
+    if fmt.versioned:
         export.resolve_export_dir(options.export_dir, options.overwrite, options.versioned,
                                   hint=f"{replace}, or --versioned to write the next "
                                        "version beside it")
-        return
-    if options.versioned:
-        raise ValueError(f"--versioned writes the next version of a TF Serving model base "
-                         f"path (--export_format=saved_model); --export_format="
-                         f"{options.export_format} writes --export_dir itself")
-    if options.export_format == "keras_hub":
-        keras_hub.check_model_class(model_cls)
-        keras_hub.import_keras_hub()
-    elif options.export_format == "tfhub":
-        tfhub.check_model_class(model_cls)
-    elif options.export_format == "litert":
-        litert.check_model_class(model_cls, options.doc_stride)
-    elif options.export_format == "onnx":
-        onnx_export.check_model_class(model_cls, options.doc_stride)
-        onnx_export.import_converters()
-    elif options.export_format == sentence_transformers.FORMAT:
-        sentence_transformers.check_model_class(model_cls)
-    elif options.export_format == peft.FORMAT:
-        peft.check_model_class(model_cls)
     else:
-        huggingface.check_model_class(model_cls)
-    output_folder.check_output_folder(options.export_dir, options.overwrite, hint=replace)
+        output_folder.check_output_folder(options.export_dir, options.overwrite,
+                                          hint=replace)
 
 
 def _problem_type(model_type, options, saved):
@@ -322,7 +284,7 @@ def _problem_type(model_type, options, saved):
     return None
 
 
-def _check_threshold(options, problem_type):
+def _check_threshold(fmt, options, problem_type):
     """Refuses a --multi_label_threshold that the export would not use."""
     threshold = options.multi_label_threshold
     if threshold is None:
@@ -333,7 +295,7 @@ def _check_threshold(options, problem_type):
             f"--multi_label_threshold={threshold} applies to the "
             f"classifier of a --multi_label run; {options.init_checkpoint} is not one (its "
             "config.json names another task, or there is none): leave the flag out")
-    if options.export_format != "saved_model":
+    if not fmt.thresholds:
         raise ValueError(
             f"--multi_label_threshold sets the SavedModel's predicted labels; "
             f"--export_format={options.export_format} gives logits or probabilities only "
@@ -345,6 +307,7 @@ def export_from_checkpoint(options: ExportOptions) -> str:
     options_lib.check_choices(options)
     if not options.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
+    fmt = formats.get(options.export_format)
     options = dataclasses.replace(  # a folder of several seeds or trials: its best run
         options, init_checkpoint=run_groups.best_run(options.init_checkpoint))
     options = export_settings.from_run(options)  # what the run trained, unless given
@@ -369,55 +332,25 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         {"--init_checkpoint": options.init_checkpoint, "--vocab_file": vocab_file,
          "--bert_config_file": options.bert_config_file,
          "--labels_file": options.labels_file})
-    _check_format_and_export_dir(options, model_type)  # fail before loading
     saved = run_config.read(options.init_checkpoint)
-    if options.export_format == peft.FORMAT:
-        lora_run.check_peft_source(options.init_checkpoint, saved)
     problem_type = _problem_type(model_type, options, saved)
-    _check_threshold(options, problem_type)
+    _check_threshold(fmt, options, problem_type)
     # Without names, a fine-tuning run's own label list (in label-id order) serves.
     label_names = read_label_names(options.label_names, options.labels_file) or \
         saved.get("labels")
     head, signature = _head_and_signature_options(model_type, options, label_names)
-    _check_run_settings(options.init_checkpoint, saved, model_type,
-                        signature.get("label_names"))
+    request = formats.ExportRequest(
+        model_type=model_type, label_names=signature.pop("label_names", None),
+        problem_type=problem_type, quantize=options.quantize, overwrite=options.overwrite,
+        versioned=options.versioned, source=options.init_checkpoint, run=saved,
+        signature=dict(signature, **({"multi_label_threshold": options.multi_label_threshold}
+                                     if options.multi_label_threshold is not None else {})))
+    _check_format_and_export_dir(fmt, options, model_type, request)  # before loading
+    _check_run_settings(options.init_checkpoint, saved, model_type, request.label_names)
     model = load_model(model_type, options, head)
     # A classifier's pairing is the run's; other models read what their type reads.
     preprocessor = Preprocessor(
         vocab, options.do_lower_case, options.max_seq_length,
         text_pair=options.text_pair if model_registry.get(model_type).hf_problem_type
         else None)
-    return _export(model, model_type, preprocessor, options, signature, problem_type)
-
-
-def _export(model, model_type, preprocessor, options, signature, problem_type):
-    """Writes `model` in `options.export_format` with its format's exporter."""
-    target = options.export_dir
-    if options.export_format == "huggingface":
-        return huggingface.export_huggingface(
-            model, preprocessor, target, label_names=signature.get("label_names"),
-            problem_type=problem_type, overwrite=options.overwrite)
-    if options.export_format == peft.FORMAT:
-        return peft.export_peft(model, target, overwrite=options.overwrite)
-    if options.export_format == "keras_hub":
-        return keras_hub.export_keras_hub(model, preprocessor, target,
-                                          overwrite=options.overwrite)
-    if options.export_format == "tfhub":
-        return tfhub.export_tfhub(model, preprocessor, target, overwrite=options.overwrite)
-    if options.export_format == sentence_transformers.FORMAT:
-        return sentence_transformers.export_sentence_transformers(
-            model, preprocessor, target, overwrite=options.overwrite)
-    if options.export_format in ("litert", "onnx"):
-        exporter = litert.export_litert if options.export_format == "litert" else \
-            onnx_export.export_onnx
-        return exporter(
-            model, preprocessor, target, label_names=signature.get("label_names"),
-            quantize=options.quantize, problem_type=problem_type,
-            max_query_length=signature.get("max_query_length"), overwrite=options.overwrite)
-    if problem_type == "multi_label_classification":  # sigmoid per label
-        signature["multi_label"] = True
-        if options.multi_label_threshold is not None:
-            signature["multi_label_threshold"] = options.multi_label_threshold
-    return export.export_finetuned_model(model, preprocessor, target, model_type,
-                                         overwrite=options.overwrite,
-                                         versioned=options.versioned, **signature)
+    return fmt.write(model, preprocessor, options.export_dir, request)

@@ -80,19 +80,3 @@ def load(model_class, prefix, config_file, settings, saved, head_kwargs=None, me
                  "(rank %d, scale %g)", model_class.__name__, prefix, base,
                  "merged" if merge else "kept", settings.rank, settings.scale)
     return model
-
-
-def check_peft_source(init_checkpoint, saved) -> None:
-    """Refuses, before loading, a --export_format=peft of what is not a LoRA run, or of
-    one that trained encoder LayerNorms or biases (--lora_train), which a PEFT LoRA
-    folder does not hold."""
-    settings = lora.settings_from_options(saved.get("options") or {})
-    if settings is None:
-        raise ValueError(f"--export_format=peft writes the adapters of a LoRA run; "
-                         f"{init_checkpoint} is not one (its config.json has no "
-                         "--lora_rank): use --export_format=huggingface")
-    if settings.train:
-        raise ValueError(f"--export_format=peft: the LoRA run in {init_checkpoint} trained "
-                         f"the encoder's {' and '.join(settings.train)} too "
-                         f"(--lora_train), which a PEFT LoRA folder does not hold: export "
-                         "it merged (--export_format=huggingface)")

@@ -17,7 +17,7 @@ import os
 
 from bert_tf import fileio
 from bert_tf.models import BertEncoder
-from bert_tf.serving import registry
+from bert_tf.serving import formats, registry
 from bert_tf.serving.registry import ModelType
 from bert_tf.tasks.electra.model import ElectraPretrainer
 from bert_tf.tasks.electra.task import GENERATOR_DIR
@@ -78,6 +78,6 @@ def load_electra(init_checkpoint, config):
 
 registry.register(ModelType(
     name="electra", model_class=ElectraPretrainer, formats=("huggingface",),
-    refused={name: _USE_ENCODER for name in registry.FORMATS if name != "huggingface"},
+    refused={name: _USE_ENCODER for name in formats.names() if name != "huggingface"},
     outputs=("masked_lm_logits", "discriminator_logits"),
     hf_architecture="ElectraForPreTraining", load=load_electra))

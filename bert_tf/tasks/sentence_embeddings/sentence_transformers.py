@@ -35,7 +35,7 @@ from typing import Optional
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.serving import export, huggingface, output_folder, registry
+from bert_tf.serving import export, formats, huggingface, output_folder, registry
 from bert_tf.tasks.sentence_embeddings.model import POOLING_MODES, SentenceEncoder
 
 MODULES_FILE = "modules.json"
@@ -165,10 +165,10 @@ def check_model_class(model_cls):
     cannot hold."""
     reason = registry.refusal(model_cls, FORMAT)
     if reason is not None:
-        formats = registry.other_formats(model_cls, FORMAT)
+        others = registry.other_formats(model_cls, FORMAT)
         raise ValueError(f"a {model_cls.__name__} cannot be exported as a "
                          f"sentence-transformers folder: {reason or GENERAL_REASON}. "
-                         f"Export it with export_format={formats}")
+                         f"Export it with export_format={others}")
 
 
 def folder_files(model, max_seq_length) -> dict:
@@ -234,3 +234,11 @@ def export_sentence_transformers(model, preprocessor, export_dir, overwrite=Fals
 
 __all__ = ["POOLING_MODES", "SentenceTransformersFolder", "check_model_class",
            "export_sentence_transformers", "folder_files", "is_folder", "read_folder"]
+
+
+formats.register(formats.ExportFormat(
+    FORMAT, "a sentence encoder as a sentence-transformers folder (modules.json, "
+    "1_Pooling/, the transformers BertModel at its root)",
+    check=lambda model_cls, request: check_model_class(model_cls),
+    write=lambda model, preprocessor, export_dir, request: export_sentence_transformers(
+        model, preprocessor, export_dir, overwrite=request.overwrite)))
