@@ -108,6 +108,7 @@ WRITE_ENTRY_POINTS = {
     "bert_tf/weights/checkpoints.py": "save_google_checkpoint: classify",
     "bert_tf/serving/export.py": "output_folder.write_folder",
     "bert_tf/serving/huggingface.py": "output_folder.write_folder",
+    "bert_tf/serving/peft.py": "output_folder.write_folder",
     "bert_tf/serving/tfhub.py": "output_folder.write_folder",
     "data_prep/vocab_extension.py": "inside extend_vocab.write_model_folder: classify",
 }
