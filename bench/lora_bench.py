@@ -1,6 +1,7 @@
 """What LoRA costs and saves against full fine-tuning (issue 51): trained weights, run
-folder size, train-step time (alternating rounds in one process) and peak memory (each
-side in its own process), on the shared 6-layer checkpoint's classifier.
+folder size, train-step time (alternating rounds in one process) and the peak memory of
+the train steps (each side in its own process, the peak reset after the model is built
+and its step traced), on the shared 6-layer checkpoint's classifier.
 
 Work: batch 32, sequence 128, AdamW as the runners build it (`create_optimizer`), the
 classifier's loss; LoRA rank 8 on query and value (the default), the encoder frozen.
@@ -65,15 +66,27 @@ def make_side(side):
 
 
 def peak_memory(side, steps):
-    """Peak resident MiB of a process that builds `side` and runs `steps` steps."""
+    """Peak resident MiB of `side`'s train steps, in a process of its own: the peak is
+    reset (/proc/self/clear_refs) after the model is built and a first step traced, so
+    that loading and tracing, the same on both sides, do not hide the steps'."""
     code = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
-            "import lora_bench, resource; "
-            f"call, _ = lora_bench.make_side({side!r}); "
+            "import lora_bench; "
+            f"call, _ = lora_bench.make_side({side!r}); call(); "
+            "open('/proc/self/clear_refs', 'w').write('5'); "
             f"[call() for _ in range({steps})]; "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+            "print(lora_bench.resident_peak_mib())")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     return float(done.stdout.strip().splitlines()[-1])
+
+
+def resident_peak_mib():
+    """This process's peak resident memory since the last reset (VmHWM), in MiB."""
+    with open("/proc/self/status", encoding="utf-8") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise OSError("no VmHWM in /proc/self/status (not Linux)")
 
 
 def folder_sizes(work_dir):
@@ -114,7 +127,7 @@ def main():
     print(f"| run folder, 10 steps (MiB) | {sizes['full']:.1f} | {sizes['lora']:.1f} |")
     print(f"| train step, median seq/s | {np.median(rates['full']):.1f} | "
           f"{np.median(rates['lora']):.1f} |")
-    print(f"| peak memory (MiB, its own process) | {memory['full']:.0f} | "
+    print(f"| peak memory of the steps (MiB, own process) | {memory['full']:.0f} | "
           f"{memory['lora']:.0f} |")
     print(f"LoRA / full step speed: median {np.median(ratios):.2f}x "
           f"({ratios.min():.2f}x to {ratios.max():.2f}x) over {args.rounds} rounds of "
