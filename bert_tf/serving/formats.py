@@ -8,7 +8,9 @@ types are (`bert_tf.serving.registry`).
 A format is one module with its writer and one `register(ExportFormat(...))` call there:
 the built-in ones register as their modules are imported (`bert_tf.serving.model_types`
 imports them before the model types that name them), the sentence-transformers folder
-from its task's folder. `--export_format`'s choices and help are the registered ones.
+from its task's folder. `--export_format`'s help lists the registered ones, and `get`
+refuses any other name (the flag has no fixed choices, so a format registered later
+works too).
 Which model types a format takes, and why it refuses the others, is each type's record
 (`ModelType.formats`, `ModelType.refused`); a format's `check` asks it.
 

@@ -29,11 +29,11 @@ class Seeds(OptionGroup):
 
     def check(self) -> None:
         check_integer(self, "num_seeds", 0, " (0: off)")
-        seed_list(self)
+        seeds = seed_list(self)
         if not 0 <= self.stop_bad_seeds_after < 1:
             raise ValueError(f"--stop_bad_seeds_after must be in [0, 1) (a fraction of "
                              f"the steps; 0: off), got {self.stop_bad_seeds_after}")
-        if self.stop_bad_seeds_after and len(seed_list(self)) < 2:
+        if self.stop_bad_seeds_after and len(seeds) < 2:
             raise ValueError(f"--stop_bad_seeds_after={self.stop_bad_seeds_after} ranks "
                              "several seeds: add --seeds=1,2,3,4 (or --num_seeds=4)")
 
