@@ -8,8 +8,12 @@ from typing import Optional
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf import input_paths
+from bert_tf.io import fileio
+from bert_tf.io import input_paths
+
+# "truncated_normal": google-research/bert's N(0, r) cut at 2r (its std is 0.88 r);
+# "normal": N(0, r), as Hugging Face transformers initialises new heads.
+KERNEL_DISTRIBUTIONS = ("truncated_normal", "normal")
 
 # "gelu" is the exact erf GELU the released checkpoints were trained with; the tanh
 # approximation has its own name.

@@ -19,7 +19,7 @@ for a shared option overrides it there, without declaring the field again:
     SquadOptions().max_seq_length          # 384; --help shows 384 too
     SquadOptions(...).check()              # choices, then every group's check once
 
-The command line (`bert_tf.command_line`) generates each command's flags from these
+The command line (`bert_tf.commands.command_line`) generates each command's flags from these
 fields: the flag's name, type, default and help are the field's (or the command's
 override); `aliases` are other spellings of the same flag (the original scripts' names);
 `switches` are boolean flags that, when set, give the field a value (`--use_tpu` is

@@ -1,10 +1,10 @@
 """The data tools (vocab learning, pre-training data, their Beam forms).
 
-Importing this package readies the process for a command before any tool imports
-TensorFlow, as `bert_tf.cli` does: `--help` without TensorFlow, TensorFlow's start-up
-lines held back (`bert_tf.command_startup`).
+Importing this package readies the process for a tool: TensorFlow imported with its
+start-up lines held back, except for `--help`, which imports none
+(`bert_tf.commands.startup.prepare`).
 """
 
-from bert_tf import command_startup as startup
+from bert_tf.commands import startup
 
 startup.prepare()

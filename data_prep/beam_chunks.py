@@ -38,7 +38,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import tokenization
 from data_prep import beam_inputs
 from data_prep import pretraining_instances

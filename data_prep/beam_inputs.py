@@ -23,7 +23,7 @@ from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from bert_tf import input_paths
+from bert_tf.io import input_paths
 from data_prep import pretraining_pipeline
 from data_prep import wikipedia
 

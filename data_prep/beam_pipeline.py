@@ -35,11 +35,11 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from bert_tf import command_help
-from bert_tf import command_line
-from bert_tf import command_signals
+from bert_tf.commands import help_text
+from bert_tf.commands import command_line
+from bert_tf.process import signals
 from bert_tf import extras
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.text import tokenization
 from data_prep import create_pretraining_data
@@ -232,11 +232,12 @@ def run_beam_command(program: str, doc: str, run_fn):
     """Runs a Beam command: absl flags first, every other argument a pipeline option.
 
     `run_fn(flag_values, pipeline_args)` does the work; a user error ends the process
-    with one line, as every command does (bert_tf.command_line).
+    with one line, as every command does (bert_tf.commands.command_line).
     """
     sys.modules["__main__"].__doc__ = doc  # --help shows the command's text
-    if command_help.help_requested(sys.argv):  # absl's own --help would exit 1
-        command_line.print_help(sys.modules[run_fn.__module__])
+    if help_text.help_requested(sys.argv):  # absl's own --help would exit 1
+        help_text.print_help(sys.modules[run_fn.__module__],
+                             flag_modules=(command_line.__name__,))
         sys.exit(0)
     app.define_help_flags()  # before the parse below: --help must not become a pipeline option
     for module_name in (run_fn.__module__, command_line.__name__):  # listed by --help
@@ -248,7 +249,7 @@ def run_beam_command(program: str, doc: str, run_fn):
         del argv
         # A signal ends the runner's worker processes at once: the DirectRunner would
         # wait for each to finish its bundle (issue 49: 4 to 40 s and more).
-        with command_signals.on_stop(process_lifetime.end_all_workers):
+        with signals.on_stop(process_lifetime.end_all_workers):
             command_line.run_reporting_user_errors(program, run_fn, flags.FLAGS,
                                                    pipeline_args)
 

@@ -28,9 +28,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from bert_tf import command_line
+from bert_tf.commands import command_line
 from bert_tf import extras
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.options import OptionGroup, compose, option
 from data_prep import beam_pipeline
 from data_prep import build_vocab

@@ -23,8 +23,8 @@ import time
 from absl import flags
 from absl import logging
 
-from bert_tf import command_line
-from bert_tf import fileio
+from bert_tf.commands import command_line
+from bert_tf.io import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups
 from bert_tf.text import tokenization

@@ -20,8 +20,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from bert_tf import command_line
-from bert_tf import fileio
+from bert_tf.commands import command_line
+from bert_tf.io import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import option_groups
 from bert_tf.text import cached_tokenizer
@@ -136,7 +136,7 @@ def run(flag_values):
 
 def run_main():
     define_flags()
-    # SIGTERM / Ctrl-C end the command with one line (bert_tf.command_line); on the way
+    # SIGTERM / Ctrl-C end the command with one line (bert_tf.commands.command_line); on the way
     # out the pool's workers are terminated and the temporary shards removed.
     command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
 

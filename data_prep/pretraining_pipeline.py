@@ -33,7 +33,7 @@ from typing import Counter, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import cached_tokenizer
 from data_prep import example_encoding
 from data_prep import full_sentences

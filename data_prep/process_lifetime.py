@@ -2,7 +2,7 @@
 SIGKILL) ends too, instead of waiting forever for work that will never come.
 
 SIGTERM and Ctrl-C in the command itself raise in its main thread
-(`bert_tf.command_line`), so that every `with` block on the way out runs: the pool's
+(`bert_tf.commands.command_line`), so that every `with` block on the way out runs: the pool's
 workers are terminated (`pretraining_pipeline`) and the temporary output files are
 removed (`record_writing.ShardedWriter`). `end_with_parent` runs first thing in each
 worker process.
@@ -10,7 +10,7 @@ worker process.
 Workers that a library starts and joins itself (Apache Beam's DirectRunner: `sh -c
 python -m ...sdk_worker_main` per worker, joined once each has finished its bundle)
 are ended by `end_all_workers`, which the Beam commands run as the stop signal arrives
-(`bert_tf.command_signals.on_stop`).
+(`bert_tf.process.signals.on_stop`).
 """
 
 import ctypes
@@ -19,6 +19,8 @@ import signal
 import sys
 import threading
 import time
+
+from bert_tf.process import signals
 
 _NOT_LIVE = ("Z", "X")  # /proc/PID/stat states of a process that has ended
 
@@ -34,8 +36,7 @@ def end_with_parent(parent_pid: int) -> None:
     action (a worker forked from a command inherits the command's handler) and SIGINT
     is ignored: on Ctrl-C the parent ends the workers itself.
     """
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signals.reset_in_worker()
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:

@@ -12,7 +12,7 @@ files, a one-file run's `<prefix>` and its stats, and temporary files left by ki
 (`.tmp-<pid>` of a process that no longer runs), are removed and logged, so that
 `<prefix>-*` matches exactly this run's shards. A write error (a file too large for the
 file system, a full disk, a read-only folder) names the shard and the cause
-(`bert_tf.write_errors`).
+(`bert_tf.io.write_errors`).
 """
 
 import contextlib
@@ -30,8 +30,8 @@ import numpy as np
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf import write_errors
+from bert_tf.io import fileio
+from bert_tf.io import write_errors
 
 _SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 _SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"

@@ -1,5 +1,5 @@
 """The option groups the data tools share, declared once (`bert_tf.options`; each tool's
-flags are generated from its composed options class by `bert_tf.command_line`).
+flags are generated from its composed options class by `bert_tf.commands.command_line`).
 
 `CORPUS`: how every tool reads its corpus (the input files and their case are
 `bert_tf.tasks.option_groups`' groups, shared with the runners). `SplitOptions`: how the

@@ -26,6 +26,7 @@ import tensorflow as tf
 from bert_tf.configs import BertConfig
 from bert_tf.text import tokenization
 from bert_tf.text import vocab as vocab_lib
+from data_prep.extend_vocab import MODES
 
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 OUTPUT_BIAS = "cls/predictions/output_bias"
@@ -33,7 +34,6 @@ OUTPUT_BIAS = "cls/predictions/output_bias"
 # optimizer's slots) has those rows too.
 VOCAB_ROWS_TENSORS = (WORD_EMBEDDINGS, OUTPUT_BIAS)
 CHECKPOINT_NAME = "bert_model.ckpt"
-MODES = ("unused", "append")
 _UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
 
 

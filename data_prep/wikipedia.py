@@ -35,7 +35,7 @@ from typing import (BinaryIO, Callable, Counter, Iterable, Iterator, List, Named
 
 import pysbd.languages
 
-from bert_tf import input_paths
+from bert_tf.io import input_paths
 
 INPUT_FORMATS = ("auto", "text", "wikiextractor", "wikipedia_xml")
 # The language codes pysbd splits sentences of (`--language`).
@@ -82,7 +82,7 @@ def local_matches(pattern: str) -> List[str]:
 def resolve_input_files(patterns: Union[str, Sequence[str]], match=local_matches,
                         exists=os.path.exists) -> List[str]:
     """The files of comma-separated paths and globs (or a list of them), through
-    `bert_tf.input_paths.expand_input_paths`: a path that exists is that file, even
+    `bert_tf.io.input_paths.expand_input_paths`: a path that exists is that file, even
     with glob characters or commas in its name; each pattern's matches sorted.
 
     Args:
@@ -352,7 +352,7 @@ def iter_raw_documents(path: str, input_format: str = "auto", stats: Optional[Co
 
     Raises:
       ValueError: unknown input_format or language, a malformed XML dump, or a file
-        that is not text (`bert_tf.input_paths.check_text_file`).
+        that is not text (`bert_tf.io.input_paths.check_text_file`).
     """
     stats = stats if stats is not None else collections.Counter()
     check_language(language)

@@ -26,7 +26,8 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tup
 
 import numpy as np
 
-from bert_tf import extras, input_paths
+from bert_tf import extras
+from bert_tf.io import input_paths
 from bert_tf.options import OptionGroup, option
 from bert_tf.text import rules
 

@@ -9,7 +9,7 @@ import dataclasses
 
 from absl import flags
 
-from bert_tf import command_line
+from bert_tf.commands import command_line
 from bert_tf import options as options_lib
 
 

@@ -1,5 +1,5 @@
 """The one place that installs the commands' SIGINT / SIGTERM handlers
-(`bert_tf.command_signals`) and what a stop does to worker processes that a library
+(`bert_tf.process.signals`) and what a stop does to worker processes that a library
 runs (`data_prep.process_lifetime.end_all_workers`); the commands themselves are
 tests/test_signals.py's."""
 
@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 import test_signals
-from bert_tf import command_signals
+from bert_tf.process import signals
 from test_create_pretraining_data import proc_stat
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,23 +21,23 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_a_stop_signal_runs_the_stop_actions_newest_first_then_raises():
     calls = []
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(command_signals.Terminated):
-        with command_signals.on_stop(lambda: calls.append("outer")), \
-                command_signals.on_stop(lambda: calls.append("inner")), \
-                command_signals.signals_raise():
+    with pytest.raises(signals.Terminated):
+        with signals.on_stop(lambda: calls.append("outer")), \
+                signals.on_stop(lambda: calls.append("inner")), \
+                signals.signals_raise():
             os.kill(os.getpid(), signal.SIGTERM)
             for _ in range(1000):
                 pass
     assert calls == ["inner", "outer"]
     assert signal.getsignal(signal.SIGTERM) == before  # handlers and actions restored
-    assert command_signals._STOP_ACTIONS == []  # pylint: disable=protected-access
+    assert signals._STOP_ACTIONS == []  # pylint: disable=protected-access
 
 
 def test_a_failing_stop_action_is_one_line_and_the_stop_goes_on(capsys):
     def broken():
         raise OSError("no such process")
     with pytest.raises(KeyboardInterrupt):
-        with command_signals.on_stop(broken), command_signals.signals_raise():
+        with signals.on_stop(broken), signals.signals_raise():
             os.kill(os.getpid(), signal.SIGINT)
             for _ in range(1000):
                 pass
@@ -53,13 +53,13 @@ def test_ctrl_c_through_an_exec_of_a_string_exits_with_the_status_asked_for(
     pipeline ended -2 in 2 runs of 9, 0 of 10 with it)."""
     (tmp_path / "interrupted.py").write_text(textwrap.dedent(f"""
         import os, signal, sys
-        from bert_tf import command_signals
+        from bert_tf.process import signals
         try:
-            with command_signals.signals_raise():
+            with signals.signals_raise():
                 exec("os.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**6): pass")
         except KeyboardInterrupt:
             if {forget}:
-                command_signals.forget_interrupt()
+                signals.forget_interrupt()
             sys.exit(130)
     """))
     done = subprocess.run([sys.executable, "-m", "interrupted"], cwd=tmp_path,
@@ -102,10 +102,10 @@ def test_end_all_workers_kills_every_process_below_and_keeps_their_waiters_quiet
 
 
 def test_the_commands_signal_handlers_are_installed_in_one_place():
-    """Only command_signals (and the training loop's checkpointing stop,
-    bert_tf.train.preemption) call signal.signal in the package and the data tools;
-    pool workers reset theirs to the defaults (process_lifetime)."""
-    allowed = {"bert_tf/command_signals.py", "bert_tf/train/preemption.py",
-               "data_prep/process_lifetime.py"}
+    """Only bert_tf.process.signals calls signal.signal in the package and the data
+    tools: the training loop's checkpointing stop (bert_tf.train.preemption), the
+    multi-worker supervisor and pool workers (process_lifetime) install theirs through
+    it."""
+    allowed = {"bert_tf/process/signals.py"}
     found = test_signals.modules_matching(r"signal\.signal\(")
     assert found <= allowed, sorted(found - allowed)

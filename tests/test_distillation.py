@@ -3,6 +3,7 @@ distillation of a tiny fine-tuned classifier that exports, and the refusals."""
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import subprocess
@@ -340,3 +341,22 @@ def test_with_only_the_hard_loss_the_teacher_never_runs(teacher_run, tmp_path, m
     assert outcome.runner.train_result.history[-1]["hard_loss"] > 0
     spec = distill_data.record_spec(str(tmp_path / "student" / "distill_train.tf_record"))
     assert not [name for name in spec if name.startswith("teacher/")]
+
+
+def test_the_teacher_pass_logs_its_progress(caplog):
+    """The teacher pass over a transfer set takes minutes: it logs a start line and its
+    total, and its outputs land on every row in order."""
+    rows = []
+    for index in range(5):
+        row = tf.train.Example()
+        row.features.feature["input_ids"].int64_list.value.extend([index, 7, 8])
+        rows.append(row)
+    teacher_fn = lambda features: {  # noqa: E731
+        "logits": tf.cast(features["input_ids"][:, :1], tf.float32).numpy() * 2}
+    caplog.set_level(logging.INFO, logger="absl")
+    distill_data.add_teacher_outputs(rows, teacher_fn, batch_size=2)
+    assert [list(r.features.feature["teacher/logits"].float_list.value) for r in rows] == \
+        [[0.0], [2.0], [4.0], [6.0], [8.0]]
+    lines = [r.getMessage() for r in caplog.records]
+    assert "Teacher pass: 5 examples ..." in lines
+    assert any(line.startswith("Teacher pass: 5 examples in ") for line in lines)

@@ -1,5 +1,6 @@
-"""Tests of bert-extend-vocab (data_prep/extend_vocab.py, data_prep/vocab_extension.py)
-on a tiny released model folder and corpora written here, and on ../shared/data."""
+"""Tests of bert-extend-vocab (data_prep/extend_vocab.py, extend_vocab_run.py,
+vocab_extension.py) on a tiny released model folder and corpora written here, and on
+../shared/data."""
 
 import json
 import os
@@ -14,7 +15,7 @@ from absl import flags
 from bert_tf.models import BertPretrainer
 from bert_tf.text import tokenization
 from bert_tf.weights import checkpoints
-from data_prep import extend_vocab
+from data_prep import extend_vocab, extend_vocab_run
 from data_prep import vocab_extension
 from flag_contract import check_every_flag_reaches_options
 from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint,
@@ -58,7 +59,7 @@ def run(model_folder, corpus, output_dir, **overrides):
     values = dict(input_file=corpus, init_checkpoint=model_folder, output_dir=str(output_dir),
                   min_frequency=2)
     values.update(overrides)
-    return extend_vocab.extend_vocab(extend_vocab.ExtendVocabOptions(**values))
+    return extend_vocab_run.extend_vocab(extend_vocab.ExtendVocabOptions(**values))
 
 
 def linked_folder(model_folder, folder, without):
@@ -105,7 +106,7 @@ def test_append_grows_vocab_config_and_rows(model_folder, corpus, tmp_path):
     assert model.encoder.config.vocab_size == 101
     tokenizer = tokenization.FullTokenizer(str(output / "vocab.txt"), do_lower_case=True)
     assert tokenizer.tokenize("Hemoglobin, kinase.") == ["hemoglobin", ",", "kinase", "."]
-    report_lines = (output / extend_vocab.REPORT_FILE).read_text().splitlines()
+    report_lines = (output / extend_vocab_run.REPORT_FILE).read_text().splitlines()
     assert report_lines == ["token\tid\tfrequency\told_piece_count\told_pieces\tscore",
                             "hemoglobin\t99\t6\t4\the ##mo ##glo ##bin\t18",
                             "kinase\t100\t7\t2\tkin ##ase\t7"]
@@ -140,7 +141,7 @@ def test_unused_mode_keeps_shapes_and_fills_unused_lines(model_folder, corpus, t
 def test_same_input_same_output(model_folder, corpus, tmp_path):
     for name in ("one", "two"):
         run(model_folder, corpus, tmp_path / name, mode="append", max_new_tokens=3)
-    for file_name in ("vocab.txt", extend_vocab.REPORT_FILE, "bert_config.json",
+    for file_name in ("vocab.txt", extend_vocab_run.REPORT_FILE, "bert_config.json",
                       "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
         assert (tmp_path / "one" / file_name).read_bytes() == \
             (tmp_path / "two" / file_name).read_bytes(), file_name
@@ -185,7 +186,7 @@ def test_max_sentences_reads_only_the_first(model_folder, corpus, tmp_path):
 def _refuse_reading(monkeypatch):
     def read(*args, **kwargs):
         raise AssertionError("the corpus was read before the options were checked")
-    monkeypatch.setattr(extend_vocab.wikipedia, "iter_documents", read)
+    monkeypatch.setattr(extend_vocab_run.wikipedia, "iter_documents", read)
 
 
 def test_more_tokens_than_unused_slots_is_refused_before_reading(model_folder, corpus,

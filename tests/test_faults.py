@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.models import BertClassifier
 from data_prep import record_writing
 from harness import (SPECIAL_TOKENS, tiny_config, tiny_model, write_released_checkpoint,

@@ -78,8 +78,9 @@ def _beam(tmp_path, folder, lower):
 
 
 def _extend(tmp_path, folder, lower):
-    from data_prep import extend_vocab  # pylint: disable=import-outside-toplevel
-    extend_vocab.extend_vocab(extend_vocab.ExtendVocabOptions(
+    # pylint: disable-next=import-outside-toplevel
+    from data_prep import extend_vocab, extend_vocab_run
+    extend_vocab_run.extend_vocab(extend_vocab.ExtendVocabOptions(
         input_file=_corpus(tmp_path), init_checkpoint=folder,
         output_dir=str(tmp_path / "extended"), min_frequency=1, mode="append",
         max_new_tokens=1, do_lower_case=lower))

@@ -140,8 +140,8 @@ def test_wrong_kinds_are_refused_naming_the_parameter(tmp_path):
 @given(value=st.one_of(st.integers(), st.floats(), st.binary(max_size=8),
                        st.lists(st.integers(), max_size=2), st.none()))
 def test_a_path_parameter_given_another_kind_names_it(tmp_path, value):
-    from bert_tf import fileio  # pylint: disable=import-outside-toplevel
-    from bert_tf import input_paths  # pylint: disable=import-outside-toplevel
+    from bert_tf.io import fileio  # pylint: disable=import-outside-toplevel
+    from bert_tf.io import input_paths  # pylint: disable=import-outside-toplevel
     with pytest.raises(TypeError, match="vocab_file must be a file path"):
         fileio.existing_file(value, "vocab_file")
     if value is not None and not isinstance(value, list):

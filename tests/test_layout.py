@@ -8,15 +8,15 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 
 # Lower layers never import higher ones: configs/layers -> models -> text / weights /
-# train -> serving -> tasks -> cli. `command_line` (flags from options) and the help /
-# start-up modules are for the commands only: cli and data_prep import them, the library
-# never does. `command_supervisor` is the one the library calls (a multi-worker strategy
-# tells a command's parent that it joined its cluster); it installs its signal handler
-# through `command_signals`, as `command_line` does.
-COMMAND_ONLY = {"command_line", "command_help", "command_help_stubs", "command_startup"}
-LAYERS = {"configs": 0, "extras": 0, "library_logs": 0, "write_errors": 0, "fileio": 0,
-          "input_paths": 0, "options": 0,
-          "command_supervisor": 0, "command_signals": 0, **{name: 0 for name in COMMAND_ONLY},
+# train -> serving -> tasks -> cli. `commands` (flags from options, `--help`, start-up)
+# is for the commands only: cli and data_prep import it, the library never does; it sits
+# on layer 0 so that it imports no TensorFlow (a command's `--help` runs on it alone).
+# `process` (stop signals, the multi-worker supervisor) is below the library, which uses
+# it: a training loop's stop requests, a multi-worker strategy that tells its
+# supervising parent it joined.
+COMMAND_ONLY = {"commands"}
+LAYERS = {"configs": 0, "extras": 0, "library_logs": 0, "io": 0, "options": 0,
+          "process": 0, "commands": 0,
           "layers": 0, "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3,
           "tasks": 4, "text_models": 5, "compat": 5, "cli": 5}
 REPO = PACKAGE.parent
@@ -115,7 +115,7 @@ def test_data_tools_need_nothing_from_cli():
         for node, names in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             assert not any(_part(name) == "cli" for name in names), (
                 f"data_prep/{path.name}:{node.lineno} imports {names}: the data tools use "
-                "bert_tf.command_line, never the runners' cli package")
+                "bert_tf.commands.command_line, never the runners' cli package")
 
 
 # TensorFlow's and Keras's implementation packages: not API, they move between releases.

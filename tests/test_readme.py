@@ -52,7 +52,7 @@ if HAVE_BEAM:  # without the extra their flags cannot be listed; `make install-e
 
 # Runs in a fresh interpreter: imports each CLI module in turn and lists the absl flags it
 # defines (module-level DEFINEs; `define_flags()` called by `run_main`; or the options
-# dataclass `OPTIONS` that `run_main` hands to `bert_tf.command_line.define_flags`).
+# dataclass `OPTIONS` that `run_main` hands to `bert_tf.commands.command_line.define_flags`).
 LIST_FLAGS = """
 import importlib, json, sys
 from absl import flags
@@ -66,7 +66,7 @@ for module_name in sys.argv[1:]:
     elif hasattr(module, "define_flags"):
         module.define_flags()
     elif hasattr(module, "OPTIONS"):
-        from bert_tf import command_line
+        from bert_tf.commands import command_line
         command_line.define_flags(module.OPTIONS, module_name)
     result[module_name] = sorted(FLAGS)
     for name in set(FLAGS) - builtin:

@@ -24,7 +24,7 @@ import test_run_ner
 import test_run_pretraining
 import test_run_squad
 import test_sentence_embeddings
-from bert_tf import command_line
+from bert_tf.commands import command_line
 from bert_tf import options as options_lib
 from bert_tf.serving import registry as model_registry
 from bert_tf.tasks import (export_checkpoint, export_settings, feature_extraction, registry,

@@ -14,7 +14,7 @@ from absl import flags
 
 from flag_contract import non_default_value
 from test_option_groups import command_options
-from bert_tf import command_line
+from bert_tf.commands import command_line
 from bert_tf import options as options_lib
 from bert_tf.options import option_specs
 

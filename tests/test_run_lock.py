@@ -9,7 +9,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from harness import tiny_config, write_records, RUNNER_OVERRIDES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

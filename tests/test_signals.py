@@ -16,7 +16,7 @@ forever for the rest (the command held the pipe's write end too), and `shutdown`
 Python's exit, joined it (`pretraining_pipeline._end_pool` now closes that end once the
 workers are dead). The Beam tools took 4-40 s and more: the DirectRunner joins each
 worker once it has finished its bundle; the stop signal now kills them first
-(`process_lifetime.end_all_workers`, run by `bert_tf.command_signals.on_stop`), and the
+(`process_lifetime.end_all_workers`, run by `bert_tf.process.signals.on_stop`), and the
 sink's temporary folder goes (`beam_chunks.removed_if_unfinished`). The supervisor's
 cases never saw their marker: TensorFlow's server listens on `[::]:port`, which
 /proc/net/tcp6 lists, not /proc/net/tcp (`listening`).
@@ -51,11 +51,11 @@ POOL_COMMANDS = {
     "bert-create-pretraining-data": "data_prep/pretraining_pipeline.py",
     "bert-create-pretraining-data-beam": "data_prep/beam_pipeline.py",
     "bert-build-vocab-beam": "data_prep/beam_vocab.py",
-    "bert-run-classifier (multi-worker)": "bert_tf/command_supervisor.py",
+    "bert-run-classifier (multi-worker)": "bert_tf/process/supervisor.py",
 }
 # What else starts a process, and why it needs no case.
 NOT_POOLS = {
-    "bert_tf/command_line.py": "calls command_supervisor.run_supervised",
+    "bert_tf/commands/command_line.py": "calls supervisor.run_supervised",
 }
 PHASES = ("start", "read", "write")
 # (command, phase): why the phase does not exist for that command.

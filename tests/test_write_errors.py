@@ -1,4 +1,4 @@
-"""Writes that fail say so (issue 49, class 4): one rule, `bert_tf.write_errors.classify`,
+"""Writes that fail say so (issue 49, class 4): one rule, `bert_tf.io.write_errors.classify`,
 turns a file too large for the file system (EFBIG), a full disk and a read-only folder
 into one line naming the file and the cause, at every write entry point; and a rerun
 replaces the earlier run's files of the same kind, saying so (class 2).
@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from bert_tf import write_errors
+from bert_tf.io import write_errors
 from test_create_pretraining_data import VOCAB  # noqa: F401  (the vocab_file fixture's)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ with record_writing.ShardedWriter([OUT + "/records-00000-of-00002",
     writer.commit(OUT + "/records-00000-of-00002.stats.json", {"instances": 300})
 """,
     "atomic file writes (fileio.atomic_output: configs, vocab, results)": r"""
-from bert_tf import fileio
+from bert_tf.io import fileio
 fileio.write_text_atomic(OUT + "/eval_results.txt", "x" * 4 * LIMIT)
 """,
 }
@@ -110,7 +110,7 @@ WRITE_ENTRY_POINTS = {
     "bert_tf/serving/huggingface.py": "output_folder.write_folder",
     "bert_tf/serving/peft.py": "output_folder.write_folder",
     "bert_tf/serving/tfhub.py": "output_folder.write_folder",
-    "data_prep/vocab_extension.py": "inside extend_vocab.write_model_folder: classify",
+    "data_prep/vocab_extension.py": "inside extend_vocab_run.write_model_folder: classify",
 }
 _SAVES = re.compile(r"\.save\(checkpoint_number|raw_ops\.SaveV2|tf\.saved_model\.save\("
                     r"|checkpoint\.save\(|save_weights\(|save_file\(")
@@ -130,7 +130,7 @@ def _run_limited(script, out):
         if "resource.setrlimit" not in script:
             resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
     code = f"OUT, LIMIT = {str(out)!r}, {LIMIT}\n" + script
-    runner = ("import sys\nfrom bert_tf import write_errors\ntry:\n"
+    runner = ("import sys\nfrom bert_tf.io import write_errors\ntry:\n"
               + "".join("    " + line + "\n" for line in code.splitlines()) +
               "except write_errors.WriteFailed as error:\n"
               "    print('ONE LINE:', error); sys.exit(3)\n")
@@ -160,7 +160,7 @@ def test_a_file_too_large_ends_in_one_line_and_leaves_nothing_half_written(tmp_p
 
 
 def test_a_folder_that_cannot_be_written_is_named(tmp_path):
-    from bert_tf import fileio
+    from bert_tf.io import fileio
     from data_prep import record_writing
     folder = tmp_path / "ro"
     folder.mkdir()
@@ -178,7 +178,7 @@ def test_a_folder_that_cannot_be_written_is_named(tmp_path):
 
 def test_a_read_only_file_system_is_named_at_each_entry_point(tmp_path, monkeypatch):
     """Where chmod cannot stop root, EROFS is raised by the write itself."""
-    from bert_tf import fileio
+    from bert_tf.io import fileio
     from bert_tf.serving import output_folder
 
     def read_only(folder):
@@ -238,7 +238,7 @@ def test_a_resharded_beam_rerun_replaces_the_earlier_shards(tmp_path, vocab_file
 def test_a_flag_that_overrides_the_config_file_is_logged_with_both_values(tmp_path,
                                                                           caplog):
     from absl import flags
-    from bert_tf import command_line
+    from bert_tf.commands import command_line
     from bert_tf.cli.run_classifier import OPTIONS as ClassifierOptions
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"options": {"max_seq_length": 128, "task_name": "sst-2",

@@ -1,10 +1,8 @@
-"""The command-line tools: absl flags and `main` of every runner (thin root scripts call them).
+"""The command-line tools: absl flags and `main` of every runner (thin root scripts
+call them).
 
-Importing this package readies the process for a command before any command module
-imports TensorFlow: `--help` without TensorFlow, TensorFlow's start-up lines held back
-(`bert_tf.command_startup`).
+A command module imports its options and `bert_tf.commands` only, no TensorFlow, so
+that `--help` is quick; the code that does the work loads by its dotted name once the
+flags are parsed, with TensorFlow's start-up lines held back
+(`bert_tf.commands.command_line.load`).
 """
-
-from bert_tf import command_startup as startup
-
-startup.prepare()

@@ -20,16 +20,18 @@ summary printed at the end. Bad input (an empty text, a missing column or field,
 folder that holds no model) is refused before any work, naming file and line.
 """
 
-from bert_tf import command_line
-from bert_tf.tasks.sentence_embeddings import encode as encode_lib
+from bert_tf.commands import command_line
+from bert_tf.tasks.sentence_embeddings.options import EncodeOptions
 
-OPTIONS = encode_lib.EncodeOptions
+OPTIONS = EncodeOptions
 REQUIRED = ("input_file", "output_file", "init_checkpoint")
+ENCODE = "bert_tf.tasks.sentence_embeddings.encode:run"
 
 
 def encode(options):
-    """Encodes the options' input file and prints the one-line summary."""
-    print(encode_lib.run(options)["line"])
+    """Encodes the options' input file and prints the one-line summary (the encoding,
+    which imports TensorFlow, loads now: `command_line.load`)."""
+    print(command_line.load(ENCODE)(options)["line"])
 
 
 run_main = command_line.command(__name__, OPTIONS, encode, REQUIRED)

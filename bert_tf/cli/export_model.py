@@ -39,16 +39,20 @@ dynamic-range int8), vocab.txt and litert_config.json (the tokenizer settings):
       --export_dir=/models/mrpc_litert
 """
 
-from bert_tf import command_line
-from bert_tf.tasks import export_checkpoint
+from bert_tf.commands import command_line
 
-OPTIONS = export_checkpoint.ExportOptions
+# The one command whose options import TensorFlow, `--help` too: --model_type's choices
+# and --export_format's help are the registered model types and export formats, which
+# the modules that build and write the models register as they load. They load here,
+# with TensorFlow's start-up lines held back (`command_line.load`).
+OPTIONS = command_line.load("bert_tf.tasks.export_checkpoint:ExportOptions")
 REQUIRED = ("init_checkpoint", "export_dir")
+EXPORT = "bert_tf.tasks.export_checkpoint:export_from_checkpoint"
 
 
 def export(options):
     """Exports the options' checkpoint and prints the folder written."""
-    print(export_checkpoint.export_from_checkpoint(options))
+    print(command_line.load(EXPORT)(options))
 
 
 run_main = command_line.command(__name__, OPTIONS, export, REQUIRED)

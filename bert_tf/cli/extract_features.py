@@ -17,12 +17,13 @@ one entry per token of `[CLS] a [SEP] (b [SEP])` (padding excluded), the chosen
 are then found in it), a checkpoint prefix or a Hugging Face folder.
 """
 
-from bert_tf import command_line
-from bert_tf.tasks import feature_extraction
+from bert_tf.commands import command_line
+from bert_tf.tasks.feature_extraction_options import ExtractOptions
 
-OPTIONS = feature_extraction.ExtractOptions
+OPTIONS = ExtractOptions
 REQUIRED = ("input_file", "output_file", "init_checkpoint")
-run_main = command_line.command(__name__, OPTIONS, feature_extraction.run, REQUIRED)
+run_main = command_line.command(__name__, OPTIONS, "bert_tf.tasks.feature_extraction:run",
+                                REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -9,12 +9,13 @@ settings, `export_dir`, and the columns of the generic task. Example:
       --learning_rate=2e-5 --num_train_epochs=3
 """
 
-from bert_tf import command_line
-from bert_tf.tasks.classification import task as classification_task
+from bert_tf.commands import command_line
+from bert_tf.tasks.classification.options import ClassifierOptions
 
-OPTIONS = classification_task.ClassifierOptions
+OPTIONS = ClassifierOptions
 REQUIRED = ("task_name", "data_dir", "output_dir")
-run_main = command_line.command(__name__, OPTIONS, classification_task.run, REQUIRED)
+run_main = command_line.command(__name__, OPTIONS, "bert_tf.tasks.classification.task:run",
+                                REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -15,12 +15,13 @@ choice i is the pair sent1, sent2 + " " + ending_i) or train / dev / test .jsonl
 choice); writes eval_results.txt and eval_predictions.tsv / test_predictions.tsv.
 """
 
-from bert_tf import command_line
-from bert_tf.tasks.multiple_choice import task as multiple_choice_task
+from bert_tf.commands import command_line
+from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions
 
-OPTIONS = multiple_choice_task.MultipleChoiceOptions
+OPTIONS = MultipleChoiceOptions
 REQUIRED = ("output_dir",)
-run_main = command_line.command(__name__, OPTIONS, multiple_choice_task.run, REQUIRED)
+run_main = command_line.command(__name__, OPTIONS, "bert_tf.tasks.multiple_choice.task:run",
+                                REQUIRED)
 
 if __name__ == "__main__":
     run_main()

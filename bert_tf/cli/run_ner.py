@@ -12,12 +12,12 @@ flags) plus the data files and their columns. Example:
 report of the predictions.
 """
 
-from bert_tf import command_line
-from bert_tf.tasks.ner import task as ner_task
+from bert_tf.commands import command_line
+from bert_tf.tasks.ner.options import NerOptions
 
-OPTIONS = ner_task.NerOptions
+OPTIONS = NerOptions
 REQUIRED = ("output_dir",)
-run_main = command_line.command(__name__, OPTIONS, ner_task.run, REQUIRED)
+run_main = command_line.command(__name__, OPTIONS, "bert_tf.tasks.ner.task:run", REQUIRED)
 
 if __name__ == "__main__":
     run_main()

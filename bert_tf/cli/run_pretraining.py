@@ -16,12 +16,13 @@ TensorBoard summaries (`train/`), the final model in the google-research layout
 and, with `--do_eval`, `eval_results.txt`.
 """
 
-from bert_tf import command_line
-from bert_tf.tasks import pretraining
+from bert_tf.commands import command_line
+from bert_tf.tasks.pretraining_options import PretrainingOptions
 
-OPTIONS = pretraining.PretrainingOptions
+OPTIONS = PretrainingOptions
 REQUIRED = ("input_file", "output_dir")
-run_main = command_line.command(__name__, OPTIONS, pretraining.run_pretraining, REQUIRED)
+RUN = "bert_tf.tasks.pretraining:run_pretraining"  # loaded once the flags are parsed
+run_main = command_line.command(__name__, OPTIONS, RUN, REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -15,12 +15,12 @@ Writes predictions.json, nbest_predictions.json (and null_odds.json with
 eval_results.json, the JSON of the official evaluate-v1.1.py / evaluate-v2.0.py.
 """
 
-from bert_tf import command_line
-from bert_tf.tasks.squad import task as squad_task
+from bert_tf.commands import command_line
+from bert_tf.tasks.squad.options import SquadOptions
 
-OPTIONS = squad_task.SquadOptions
+OPTIONS = SquadOptions
 REQUIRED = ("output_dir",)
-run_main = command_line.command(__name__, OPTIONS, squad_task.run, REQUIRED)
+run_main = command_line.command(__name__, OPTIONS, "bert_tf.tasks.squad.task:run", REQUIRED)
 
 if __name__ == "__main__":
     run_main()

@@ -18,13 +18,13 @@ of one study together. Needs the `search` extra (optuna).
 """
 
 
-from bert_tf import command_line
+from bert_tf.commands import command_line
 from bert_tf.cli import train
 from bert_tf.tasks import registry
 from bert_tf.tasks.search import options as search_options
-from bert_tf.tasks.search import study
 
 DOCS_TASK = "classification"  # whose flags the documentation's examples use
+RUN_SEARCH = "bert_tf.tasks.search.study:run_search"  # loaded when it runs
 
 
 def define_flags(name=DOCS_TASK):
@@ -37,9 +37,10 @@ def define_flags(name=DOCS_TASK):
 
 
 def run(entry, options) -> dict:
-    """Splits the parsed options into the task's and the search's; runs the search."""
+    """Splits the parsed options into the task's and the search's; runs the search (its
+    code, which imports TensorFlow, loads now: `command_line.load`)."""
     task_options, search = search_options.split(options, entry.options_class)
-    return study.run_search(entry.name, task_options, search)
+    return command_line.load(RUN_SEARCH)(entry.name, task_options, search)
 
 
 def run_main():

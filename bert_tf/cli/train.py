@@ -18,7 +18,7 @@ import sys
 
 from absl import flags
 
-from bert_tf import command_line
+from bert_tf.commands import command_line
 from bert_tf.tasks import registry
 
 

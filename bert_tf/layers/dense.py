@@ -3,13 +3,9 @@
 import keras
 import tensorflow as tf
 
+from bert_tf.configs import KERNEL_DISTRIBUTIONS  # noqa: F401  (dense.KERNEL_DISTRIBUTIONS)
 from bert_tf.layers import activations
 from bert_tf.layers.dropout import Dropout
-
-
-# "truncated_normal": google-research/bert's N(0, r) cut at 2r (its std is 0.88 r);
-# "normal": N(0, r), as Hugging Face transformers initialises new heads.
-KERNEL_DISTRIBUTIONS = ("truncated_normal", "normal")
 
 
 def truncated_normal(initializer_range):

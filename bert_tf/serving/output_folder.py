@@ -13,8 +13,8 @@ import os
 import shutil
 import uuid
 
-from bert_tf import fileio
-from bert_tf import write_errors
+from bert_tf.io import fileio
+from bert_tf.io import write_errors
 from bert_tf.weights.load_report import name_list
 
 # How a Python caller replaces a folder (commands name their own flag).

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf import library_logs
 from bert_tf.options import option_specs
 from bert_tf.serving import export

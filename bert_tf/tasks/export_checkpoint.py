@@ -21,7 +21,7 @@ from typing import Optional
 
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf import options as options_lib
 from bert_tf.models import EncoderHeadModel
 from bert_tf.options import OptionGroup, compose, option

@@ -10,7 +10,6 @@ in the layout of google-research/bert's extract_features.py:
 (values rounded to 6 decimals; padding positions are left out).
 """
 
-import dataclasses
 import json
 import os
 import re
@@ -20,50 +19,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.models import BertEncoder
-from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks import options as task_options
 from bert_tf.tasks import run_config, run_context
 from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
+from bert_tf.tasks.feature_extraction_options import ExtractOptions
 from bert_tf.weights import from_pretrained
-
-
-@dataclasses.dataclass(kw_only=True)
-class ExtractLayers(OptionGroup):
-    """Which layers are written."""
-    layers: str = option("-1,-2,-3,-4", "Comma-separated Transformer block indexes.")
-
-
-@dataclasses.dataclass(kw_only=True)
-class OneHotEmbeddings(OptionGroup):
-    """The original's embedding-lookup switch (a TPU speed choice)."""
-    use_one_hot_embeddings: bool = option(
-        False, "The original's flag (embeddings looked up by a one-hot matmul, faster on "
-        "its TPUs): accepted; the lookup gives the same values either way.")
-
-
-ExtractOptions = compose(
-    "ExtractOptions", groups.InputFile, groups.OutputFile, ExtractLayers, groups.ModelBatch,
-    groups.MODEL_SOURCE, groups.Vocab, groups.Case, groups.CaseCheck,
-    groups.SequenceLength,
-    task_options.Devices, task_options.TpuCluster, OneHotEmbeddings,
-    defaults={"do_lower_case": None},  # None: as the run at init_checkpoint, else true
-    helps={"input_file": "Text file: one text or `text_a ||| text_b` a line.",
-           "do_lower_case": "Lower-case the input and strip accents (default: as the "
-                            "bert_tf run at init_checkpoint was trained; else true).",
-           "output_file": "JSON lines output (an existing file there is replaced; never "
-                          "the input).",
-           "init_checkpoint": "Released checkpoint folder, checkpoint prefix or Hugging "
-                              "Face folder.",
-           "distribution_strategy": "Accepted for the original's command lines (--use_tpu): "
-                                    "extraction runs on one device, as TensorFlow places "
-                                    "it (the first GPU, else the CPU); a warning says so.",
-           "num_gpus": "Accepted for the runners' command lines: extraction runs on one "
-                       "device (the first GPU, else the CPU)."},
-    doc="What bert-extract-features reads and writes (see each field's help).")
 
 
 def run(options: ExtractOptions) -> int:

@@ -11,6 +11,7 @@ runners, extraction, export and the data tools compose them; `bert_tf.options`).
                        the same in its run and its export)
     export             ExportDir, Overwrite
     masked LM          MaskedLm (run_pretraining and create_pretraining_data)
+    loss weights       ClassWeightOptions (classifier, NER)
 
 A command whose default or help differs for one of them says so where it composes the
 group (`compose(..., defaults=..., helps=...)`). This module imports no TensorFlow: the
@@ -18,7 +19,8 @@ data tools compose it too.
 """
 
 import dataclasses
-from typing import Optional
+import math
+from typing import Optional, Union
 
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, check_integer, option
@@ -247,3 +249,57 @@ class MaskedLm(OptionGroup):
 
 MODEL_SOURCE = (InitCheckpoint, EncoderSource)
 TOKENIZER = (Vocab, Case, CaseCheck)
+
+
+# --class_weights=balanced (`bert_tf.tasks.class_weights` counts the train file).
+BALANCED = "balanced"
+
+@dataclasses.dataclass(kw_only=True)
+class ClassWeightOptions(OptionGroup):
+    """The option of the tasks whose loss takes class weights (classifier, NER)."""
+    class_weights: Optional[str] = option(
+        None, "Weights of the classes (NER: tags) in the training loss: 'balanced' "
+        "(n_samples / (n_classes * count), counted over the train file, as scikit-learn) "
+        "or label:weight pairs such as pos:3,neg:1 (labels not listed weigh 1). The loss "
+        "is sum(w_i * loss_i) / sum(w_i) as torch's CrossEntropyLoss(weight=...); with "
+        "--multi_label the weight of each label's positive term (torch's pos_weight; "
+        "balanced: negatives / positives). Logged and written into eval_results.")
+
+    def check(self) -> None:
+        """Refuses a --class_weights value that does not parse, naming the pair."""
+        parse_class_weights(self.class_weights)
+
+
+def parse_class_weights(text: Optional[str]) -> Union[None, str, dict]:
+    """None, `BALANCED`, or {label: weight} from a `--class_weights` value.
+
+    Raises:
+      ValueError: for an empty value, a pair without `:` or label, a weight that is not
+        a finite number > 0, or a label given twice; naming the pair.
+    """
+    if text is None:
+        return None
+    text = str(text).strip()
+    if text.lower() == BALANCED:
+        return BALANCED
+    if not text:
+        raise ValueError("class_weights is empty; expected 'balanced' or label:weight "
+                         "pairs such as pos:3,neg:1")
+    weights = {}
+    for pair in text.split(","):
+        label, colon, value = pair.strip().rpartition(":")
+        label = label.strip()
+        if not colon or not label:
+            raise ValueError(f"class_weights: {pair.strip()!r} is not a label:weight pair; "
+                             "expected 'balanced' or pairs such as pos:3,neg:1")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = float("nan")
+        if not (math.isfinite(weight) and weight > 0):
+            raise ValueError(f"class_weights: the weight of {label!r} is {value.strip()!r}; "
+                             "expected a finite number > 0")
+        if label in weights:
+            raise ValueError(f"class_weights: label {label!r} is given twice")
+        weights[label] = weight
+    return weights

@@ -7,22 +7,25 @@ names as its "command" (so `bert-train --config=<output_dir>/config.json` needs 
 
 A new task is one folder (its options, data, task class) plus one `TaskEntry` in
 `TASKS` below; the driver, the loop, the run config and the command line need no change.
+This module imports no TensorFlow: it imports each task's options module, and its task
+class by name when the task is used (`TaskEntry.task_class`).
 """
 
 import dataclasses
+import importlib
+from typing import Union
 
-from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import driver
-from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.tasks.distillation.options import DistillationOptions
-from bert_tf.tasks.distillation.task import DistillationTask
-from bert_tf.tasks.electra.task import ElectraOptions, ElectraTask
-from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions, MultipleChoiceTask
-from bert_tf.tasks.ner.task import NerOptions, NerTask
-from bert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
-from bert_tf.tasks.sentence_embeddings.task import (SentenceEmbeddingOptions,
-                                                   SentenceEmbeddingTask)
-from bert_tf.tasks.squad.task import SquadOptions, SquadTask
+from bert_tf.tasks.electra.options import ElectraOptions
+from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions
+from bert_tf.tasks.ner.options import NerOptions
+from bert_tf.tasks.pretraining_options import PretrainingOptions
+from bert_tf.tasks.sentence_embeddings.options import SentenceEmbeddingOptions
+from bert_tf.tasks.squad.options import SquadOptions
+
+DRIVER = "bert_tf.tasks.driver"  # loaded when a task runs (`run`)
+SERVING_REGISTRY = "bert_tf.serving.registry"  # the model types (`model_types`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,41 +34,63 @@ class TaskEntry:
 
     Attributes:
       name: Its `--task` name, equal to the task class's `command`.
-      options_class: The options dataclass its flags come from.
-      task_class: The `Task` subclass, built from those options.
+      options_class: The options dataclass its flags come from (a module without
+        TensorFlow: `--help` reads it alone).
+      task: The `Task` subclass, built from those options, or its dotted name
+        "package.module:Class", imported when the task is first used
+        (`task_class`).
       required: Flags a run must set.
       summary: One line for `bert-train --help`.
     """
     name: str
     options_class: type
-    task_class: type
+    task: Union[type, str]
     required: tuple
     summary: str
 
+    @property
+    def task_class(self) -> type:
+        """The `Task` subclass, imported now when `task` names it.
+
+        The plugin pattern: the registry lists the tasks and their options without
+        importing TensorFlow (a command's `--help`); a task's module, which does, loads
+        by its dotted name through importlib when the task is used.
+        """
+        if not isinstance(self.task, str):
+            return self.task  # `register` refuses what is not a class
+        module_name, _, class_name = self.task.partition(":")
+        return getattr(importlib.import_module(module_name), class_name)
+
 
 TASKS = {entry.name: entry for entry in (
-    TaskEntry("pretraining", PretrainingOptions, PretrainingTask, ("input_file", "output_dir"),
+    TaskEntry("pretraining", PretrainingOptions, "bert_tf.tasks.pretraining:PretrainingTask",
+              ("input_file", "output_dir"),
               "masked LM (+ next-sentence prediction) on create_pretraining_data's "
               "records (bert-run-pretraining)"),
-    TaskEntry("electra", ElectraOptions, ElectraTask, ("input_file", "output_dir"),
+    TaskEntry("electra", ElectraOptions, "bert_tf.tasks.electra.task:ElectraTask",
+              ("input_file", "output_dir"),
               "ELECTRA pre-training: a generator's replacements, detected by the "
               "discriminator (a BERT encoder) on create_pretraining_data's records"),
-    TaskEntry("classification", ClassifierOptions, ClassificationTask,
+    TaskEntry("classification", ClassifierOptions,
+              "bert_tf.tasks.classification.task:ClassificationTask",
               ("task_name", "data_dir", "output_dir"),
               "sentence(-pair) classification: GLUE, XNLI or your own files "
               "(bert-run-classifier)"),
-    TaskEntry("ner", NerOptions, NerTask, ("output_dir",),
+    TaskEntry("ner", NerOptions, "bert_tf.tasks.ner.task:NerTask", ("output_dir",),
               "named-entity recognition on CoNLL-style files (bert-run-ner)"),
-    TaskEntry("squad", SquadOptions, SquadTask, ("output_dir",),
+    TaskEntry("squad", SquadOptions, "bert_tf.tasks.squad.task:SquadTask", ("output_dir",),
               "SQuAD v1.1 / v2.0 question answering (bert-run-squad)"),
-    TaskEntry("multiple_choice", MultipleChoiceOptions, MultipleChoiceTask, ("output_dir",),
+    TaskEntry("multiple_choice", MultipleChoiceOptions,
+              "bert_tf.tasks.multiple_choice.task:MultipleChoiceTask", ("output_dir",),
               "SWAG or your questions with choices (bert-run-multiple-choice)"),
-    TaskEntry("sentence_embeddings", SentenceEmbeddingOptions, SentenceEmbeddingTask,
+    TaskEntry("sentence_embeddings", SentenceEmbeddingOptions,
+              "bert_tf.tasks.sentence_embeddings.task:SentenceEmbeddingTask",
               ("output_dir",),
               "sentence vectors (a bi-encoder): CoSENT / cosine MSE on scored pairs (GLUE "
               "STS-B), in-batch negatives on pairs or triplets; Spearman and retrieval "
               "scores"),
-    TaskEntry("distillation", DistillationOptions, DistillationTask,
+    TaskEntry("distillation", DistillationOptions,
+              "bert_tf.tasks.distillation.task:DistillationTask",
               ("teacher", "output_dir"),
               "a smaller student of a fine-tuned classification, NER or SQuAD run "
               "(--teacher): soft targets, hidden-state and attention losses"),
@@ -99,8 +124,10 @@ def register(entry: TaskEntry) -> None:
 
 def model_types() -> list:
     """Every `--model_type` spelling: the built-in model types and those the task folders
-    register (imported above, so all are known here)."""
-    return model_registry.names()
+    register (each task's module registers its own as it loads: all load here)."""
+    for entry in TASKS.values():
+        _ = entry.task_class
+    return importlib.import_module(SERVING_REGISTRY).names()
 
 
 def names() -> list:
@@ -120,5 +147,6 @@ def get(name: str) -> TaskEntry:
 
 
 def run(name: str, options, strategy=None) -> dict:
-    """Runs task `name` with `options`; returns the scored splits' results."""
-    return driver.run(get(name).task_class(options), strategy)
+    """Runs task `name` with `options`; returns the scored splits' results (the task's
+    module and the driver, which import TensorFlow, load now: `TaskEntry.task_class`)."""
+    return importlib.import_module(DRIVER).run(get(name).task_class(options), strategy)

@@ -17,7 +17,7 @@ The file is JSON, one key per line group, so that two runs diff:
 
 ("lora_base" in a LoRA run only: the base checkpoint its adapters load onto.)
 
-`--config=<output_dir>/config.json` reruns from it (`bert_tf.command_line`: its
+`--config=<output_dir>/config.json` reruns from it (`bert_tf.commands.command_line`: its
 "options", with flags given on the command line winning). Folders written before
 config.json existed hold `run_settings.json` (model type, task, labels, bert_config,
 vocab digest, case): `read` returns it in the same shape, without "options".
@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf import options as options_lib
 from bert_tf.tasks import run_context
 from bert_tf.weights import digest

@@ -18,7 +18,7 @@ from typing import Optional
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.text import tokenization
 from bert_tf.text.preprocessor import Preprocessor

@@ -14,7 +14,7 @@ import os
 
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 
 
 @dataclasses.dataclass(frozen=True)

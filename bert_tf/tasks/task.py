@@ -19,7 +19,7 @@ from typing import Callable, Optional
 import keras
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import run_config, run_context
 from bert_tf.train import finetune_packing, loop
 from bert_tf.weights import checkpoints

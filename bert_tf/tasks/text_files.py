@@ -1,6 +1,6 @@
 """Reading labelled text files for classification: TSV rows, CSV/JSONL with named columns.
 
-Every file is read through `bert_tf.fileio.iter_text_lines` (UTF-8; a line that is not,
+Every file is read through `bert_tf.io.fileio.iter_text_lines` (UTF-8; a line that is not,
 or a binary file, is an error naming file, line and byte). `read_tsv` yields (line
 number, fields) and rejects a row whose column count differs from the first row's,
 naming file and line; `read_records` yields (line number, {column: value}) of a `.tsv`
@@ -18,7 +18,7 @@ import math
 import os
 from typing import Optional, Sequence
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 
 DATA_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
 

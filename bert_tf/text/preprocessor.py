@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import input_layout_graph
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.text.wordpiece_graph import BertTokenizerLayer

@@ -6,16 +6,18 @@
 `FullTokenizer.tokenize_batch` / `convert_texts_to_ids` / `tokenize_batch_with_offsets`
 run the same rules as TensorFlow ops (see `bert_tf.text.wordpiece_graph`): many times faster
 and token-for-token identical. `BertTokenizerLayer` is that graph as a Keras layer that
-can live inside a SavedModel.
+can live inside a SavedModel. Both import TensorFlow on first use, so that this module
+(and the data tools' `--help`, which import it) imports none.
 
 As in the original, special tokens such as `[MASK]` typed inside raw text are split like
 any other text, so user text can never inject a real special token. Pass
 `keep_special_tokens=True` to keep `[PAD] [UNK] [CLS] [SEP] [MASK]` whole instead.
 """
 
+import importlib
 import re
 
-from bert_tf.text import rules, wordpiece_graph
+from bert_tf.text import rules
 # The rules and vocab helpers are part of this module's public API, as in the original.
 from bert_tf.text.rules import (  # noqa: F401
     MAX_INPUT_CHARS_PER_WORD, BasicTokenizer, WordpieceTokenizer, basic_words_with_offsets,
@@ -24,7 +26,16 @@ from bert_tf.text.rules import (  # noqa: F401
 from bert_tf.text.vocab import (  # noqa: F401
     SPECIAL_TOKENS, UNK_TOKEN, VocabFile, check_case_matches, check_vocab_has_unk, check_vocab_matches,
     convert_by_vocab, load_vocab)
-from bert_tf.text.wordpiece_graph import BertTokenizerLayer  # noqa: F401
+
+# The TensorFlow graph of the same rules, imported on first use (`_graph`,
+# `BertTokenizerLayer`).
+WORDPIECE_GRAPH = "bert_tf.text.wordpiece_graph"
+
+
+def __getattr__(name):
+    if name == "BertTokenizerLayer":
+        return importlib.import_module(WORDPIECE_GRAPH).BertTokenizerLayer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class FullTokenizer:
@@ -109,7 +120,7 @@ class FullTokenizer:
 
     def _graph(self):
         if self._graph_tokenizer is None:
-            self._graph_tokenizer = wordpiece_graph.GraphWordpiece(
+            self._graph_tokenizer = importlib.import_module(WORDPIECE_GRAPH).GraphWordpiece(
                 self._vocab_read, self.do_lower_case, self.keep_special_tokens)
         return self._graph_tokenizer
 

@@ -8,8 +8,8 @@ import os
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf import input_paths
+from bert_tf.io import fileio
+from bert_tf.io import input_paths
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import wordpiece_tables as tables
 
 MAX_SAFE_RUN = 66  # 66 raw characters normalise to at most 198 (Hangul: x3)

@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import rules
 from bert_tf.text import wordpiece_fast
 from bert_tf.text.vocab import (SPECIAL_TOKENS, UNK_TOKEN, VocabFile, check_vocab_has_unk,

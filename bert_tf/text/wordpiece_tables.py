@@ -23,7 +23,7 @@ import unicodedata
 
 import numpy as np
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import rules
 
 DROP, SPACE, ISOLATE, WORD = 0, 1, 2, 3

@@ -12,8 +12,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf import write_errors
+from bert_tf.io import fileio
+from bert_tf.io import write_errors
 from bert_tf.tasks import run_config, run_context
 from bert_tf.train import loop
 from bert_tf.weights import checkpoints

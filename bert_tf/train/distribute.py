@@ -16,9 +16,8 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import command_supervisor
-
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+from bert_tf.process import supervisor
+from bert_tf.train.choices import STRATEGIES  # noqa: F401  (distribute.STRATEGIES)
 
 
 def tpu_cluster_resolver(tpu_name=None, tpu_zone=None, gcp_project=None):
@@ -68,7 +67,7 @@ def get_strategy(distribution_strategy="one_device", num_gpus=0, tpu_name=None,
     if distribution_strategy == "multi_worker_mirrored":
         check_tf_config(os.environ.get("TF_CONFIG"))
         strategy = tf.distribute.MultiWorkerMirroredStrategy()  # waits for the workers
-        command_supervisor.notify_joined()  # a command's parent may pass signals on now
+        supervisor.notify_joined()  # a command's parent may pass signals on now
         return strategy
     return tpu_strategy(tpu_name, tpu_zone, gcp_project)
 

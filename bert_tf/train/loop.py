@@ -71,11 +71,12 @@ from bert_tf.train import loop_runner
 from bert_tf.train import preemption
 from bert_tf.train import step_hook as step_hook_lib
 from bert_tf.train import steps
+from bert_tf.train.choices import MIXED_PRECISION
 from bert_tf.train.inference import evaluate, predict  # pylint: disable=unused-import
 from bert_tf.train.loop_runner import (  # pylint: disable=unused-import
     USEFUL_EXAMPLES, USEFUL_TOKENS, TrainResult, write_scalar_summary)
 
-MIXED_PRECISION = (None, "none", "bfloat16", "float16")
+
 
 
 @dataclasses.dataclass

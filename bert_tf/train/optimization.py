@@ -28,16 +28,13 @@
 * optionally wrapped in `keras.optimizers.LossScaleOptimizer` for float16 training.
 """
 
-import numbers
 import re
 
 import keras
 from absl import logging
 
-OPTIMIZER_TYPES = ("adamw", "lamb")
-# "linear": warm-up, then linear decay from the peak (transformers); "google_research":
-# the original's decay over all steps, overridden during warm-up.
-LR_SCHEDULES = ("linear", "google_research")
+from bert_tf.train.choices import (  # noqa: F401  (optimization.OPTIMIZER_TYPES, ...)
+    LR_SCHEDULES, OPTIMIZER_TYPES, check_layerwise_lr_decay, validate_schedule)
 
 # The original excludes ["LayerNorm", "layer_norm", "bias"] by (scoped) TF1 name. Keras 3
 # variable names are short ("gamma", "beta", "bias", "kernel"), so the LayerNorm
@@ -102,14 +99,6 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 # Scopes of a variable's path that place it (ELECTRA's `_get_layer_lrs` keys).
 _LAYER_SCOPE = re.compile(r"layer_(\d+)")
 _EMBEDDING_SCOPES = ("embeddings", "embeddings_project")
-
-
-def check_layerwise_lr_decay(decay, name="layerwise_lr_decay"):
-    """Raises ValueError, naming `name`, unless `decay` is in (0, 1]."""
-    if isinstance(decay, bool) or not isinstance(decay, numbers.Real) \
-            or not 0 < decay <= 1:
-        raise ValueError(f"{name} must be in (0, 1] (1: off; ELECTRA used 0.8 to 0.9), "
-                         f"got {decay!r}")
 
 
 def variable_path(variable):
@@ -272,22 +261,6 @@ class AdamWeightDecay(LayerwiseLearningRates, _AdamWeightDecayUpdate):
         **kwargs: Those of `keras.optimizers.Adam` (`learning_rate`, `weight_decay`,
             `beta_1`, `beta_2`, `epsilon`, `global_clipnorm`, ...).
     """
-
-
-def validate_schedule(init_lr, num_train_steps, num_warmup_steps):
-    """Raises ValueError naming the argument when the schedule cannot work."""
-    if not init_lr > 0:
-        raise ValueError(f"learning_rate must be > 0, got {init_lr}")
-    if isinstance(num_train_steps, bool) or int(num_train_steps) != num_train_steps \
-            or num_train_steps <= 0:
-        raise ValueError(f"num_train_steps must be a positive integer, got {num_train_steps}")
-    if int(num_warmup_steps) != num_warmup_steps or num_warmup_steps < 0:
-        raise ValueError(
-            f"num_warmup_steps must be an integer >= 0, got {num_warmup_steps}")
-    if num_warmup_steps > num_train_steps:
-        raise ValueError(
-            f"num_warmup_steps ({num_warmup_steps}) must not exceed num_train_steps "
-            f"({num_train_steps}): the learning rate would never finish warming up")
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw",

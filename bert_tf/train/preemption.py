@@ -18,18 +18,20 @@ previous handlers are restored when training ends.
 removes the partial files of that save (`ckpt-<step>_temp/`, `ckpt-<step>.*`), so that a
 full disk is not kept full by them, and a write error (a file too large for the file
 system, a full disk, a read-only folder) becomes a `CheckpointNotSaved` naming the
-output_dir, the file and the cause (`bert_tf.write_errors`). `restore_latest` resumes a run from its latest checkpoint.
+output_dir, the file and the cause (`bert_tf.io.write_errors`). `restore_latest` resumes
+a run from its latest checkpoint.
 """
 
+import contextlib
 import math
 import os
 import signal
-import threading
 
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import write_errors
+from bert_tf.io import write_errors
+from bert_tf.process import signals as process_signals
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -141,7 +143,7 @@ class StopRequests:
     def __init__(self, signals=STOP_SIGNALS):
         self.signals = tuple(signals)
         self.signal_number = None
-        self._previous = {}
+        self._handlers = contextlib.ExitStack()
 
     @property
     def requested(self):
@@ -164,16 +166,12 @@ class StopRequests:
                             "step reached)", name)
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for signal_number in self.signals:
-                self._previous[signal_number] = signal.signal(signal_number, self._handle)
+        self._handlers = contextlib.ExitStack()
+        self._handlers.enter_context(process_signals.handled(self._handle, self.signals))
         return self
 
     def __exit__(self, *exc_info):
-        for signal_number, previous in self._previous.items():
-            # None: a handler installed outside Python; the default is the closest.
-            signal.signal(signal_number, signal.SIG_DFL if previous is None else previous)
-        self._previous = {}
+        self._handlers.close()
         return False
 
 

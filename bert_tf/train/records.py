@@ -23,10 +23,10 @@ import re
 
 import tensorflow as tf
 
-from bert_tf import input_paths
+from bert_tf.io import input_paths
 from bert_tf.train import masking, sequence_packing
+from bert_tf.train.choices import COMPRESSION_TYPES  # noqa: F401  (re-exported)
 
-COMPRESSION_TYPES = ("auto", "none", "GZIP", "ZLIB")
 # Bytes each TFRecord reader buffers (TensorFlow warns when it is left unset; 256 KiB
 # then): 1 MiB a file, so that an interleave over many files stays small.
 READ_BUFFER_BYTES = 1 << 20
@@ -123,7 +123,7 @@ _SIDE_FILE_PATTERN = re.compile(r"(\.stats\.json|\.tmp-\d+)$")
 
 def expand_input_files(input_patterns):
     """The files of comma-separated paths and globs (a string or a list of them), through
-    `bert_tf.input_paths.expand_input_paths` (a path that exists is that file, even with
+    `bert_tf.io.input_paths.expand_input_paths` (a path that exists is that file, even with
     glob characters in its name); each pattern's matches sorted.
 
     Glob matches that are side files (`*.stats.json`, `*.tmp-<pid>`) are left out; a path

@@ -22,16 +22,10 @@ max_predictions_per_seq + K - 1 masked-LM slots, a second limit of the bin packi
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.train.choices import check_max_sequences_per_row  # noqa: F401
+
 ROW_FEATURES = ("input_ids", "input_mask", "segment_ids", "position_ids", "sequence_ids")
 PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
-
-
-def check_max_sequences_per_row(max_sequences_per_row):
-    """Raises ValueError, with the reason, for a `max_sequences_per_row` below 1."""
-    if isinstance(max_sequences_per_row, bool) or int(max_sequences_per_row) < 1:
-        raise ValueError(
-            f"max_sequences_per_row={max_sequences_per_row!r}: a packed row must hold at "
-            "least one sequence (1 is the same as no packing); use 2 or 3")
 
 
 def instance_lengths(input_mask, max_seq_length):

@@ -32,9 +32,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf import library_logs
-from bert_tf import write_errors
+from bert_tf.io import write_errors
 from bert_tf.configs import BertConfig
 from bert_tf.layers.dense import is_lora_variable
 from bert_tf.models import BertEncoder, encoder_of

@@ -22,13 +22,14 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import input_layout, input_layout_graph
 from bert_tf.text.windows import window_segments
 from bert_tf.train import finetune_packing
 from bert_tf.train import records
 from bert_tf.tasks import text_files
 from bert_tf.tasks.classification import multi_label
+from bert_tf.tasks.classification.options import TASK_NAMES  # noqa: F401 (data.TASK_NAMES)
 from bert_tf.tasks.text_files import InputExample, check_label  # noqa: F401 (re-exported)
 
 
@@ -99,7 +100,6 @@ GLUE_TASKS = {task.name: task for task in _GLUE_TASKS}
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "mnli-m": "mnli", "mnli_matched": "mnli",
             "mnli-matched": "mnli", "mnli_mismatched": "mnli-mm", "mnli-mismatched": "mnli-mm",
             "mnli_mm": "mnli-mm", "csv": "generic", "tsv": "generic", "jsonl": "generic"}
-TASK_NAMES = tuple(sorted(list(GLUE_TASKS) + ["xnli", "generic"]))
 
 
 class GlueProcessor:

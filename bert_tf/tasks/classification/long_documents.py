@@ -25,7 +25,6 @@ from absl import logging
 from bert_tf.text import windows
 from bert_tf.train import records
 
-LONG_DOCUMENT_MODES = ("truncate", "windows")
 POOLINGS = windows.POOLINGS
 DEFAULT_POOLING = "mean"
 _WINDOWS_ONLY = ("doc_stride", "window_pooling")  # options that need long_document=windows

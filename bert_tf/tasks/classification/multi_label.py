@@ -15,7 +15,7 @@ is at least the threshold. Features hold the labels as a multi-hot float vector 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import text_files
 from bert_tf.train import finetune_packing
 

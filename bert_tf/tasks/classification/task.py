@@ -15,10 +15,8 @@ label set and label probabilities (see `bert_tf.tasks.classification.multi_label
 """
 
 import collections
-import dataclasses
 import functools
 import os
-from typing import Optional
 
 import keras
 import numpy as np
@@ -26,69 +24,19 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.models import BertClassifier, BertEncoder
-from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import class_weights as weights_lib
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks import column_roles, driver, run_config, run_context
+from bert_tf.tasks import driver, run_config, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
 from bert_tf.tasks.classification import metrics, multi_label, user_processors
-from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.tasks.classification.options import (  # noqa: F401  (task.ClassifierOptions)
+    ClassifierData, ClassifierOptions)
 from bert_tf.tasks.task import Task, TrainData, cached_features, plan_packing
 from bert_tf.train import finetune_packing
 
 
 # Every predicted split's table: a header, each example's id and prediction.
 PREDICTIONS_FILE = "predictions.tsv"
-
-@dataclasses.dataclass(kw_only=True)
-class ClassifierData(OptionGroup):
-    """The task and, for the generic task, its columns, labels and long texts."""
-    task_name: str = option(
-        "", f"One of: {', '.join(classification_data.TASK_NAMES)} (generic: your own "
-        "train/dev/test .tsv/.csv/.jsonl files), or a name --processor_module adds.")
-    processor_module: Optional[str] = option(
-        None, "A .py file (or module name) of your DataProcessor classes in the original's "
-        "style: its `processors` dict {task_name: class} adds those --task_name values.")
-    text_pair_column: Optional[str] = option(None, "generic task: column of the second text.")
-    label_column: str = option("label", "generic task: column of the label.")
-    labels: Optional[list] = option(None, "generic task: class names in id order (default: "
-                                    "the sorted labels of the train file).")
-    multi_label: bool = option(
-        False, "generic task: each row holds a set of labels (none, one or several): "
-        "one sigmoid output per label, binary cross-entropy, micro / macro F1 and subset "
-        "accuracy; a TSV/CSV cell separates them with --label_separator, a JSONL row "
-        "gives a list; an empty cell is no label.")
-    label_separator: str = option(",", "--multi_label: what separates the labels of a "
-                                       "TSV/CSV cell.")
-    xnli_language: str = option("zh", "xnli task: language of train/dev/test.")
-    long_document: str = option(
-        "truncate", "A text longer than max_seq_length: truncate (the original: its first "
-        "tokens) or windows (cut into windows --doc_stride tokens apart, each trained with "
-        "the document's label; eval, predict and the export pool the windows' logits per "
-        "document, see --window_pooling). Of a pair, the second text is windowed and the "
-        "first repeated in every window.", choices=long_documents.LONG_DOCUMENT_MODES)
-
-    def check(self) -> None:
-        if not self.label_separator:
-            raise ValueError("label_separator must not be empty: it separates the labels "
-                             "of a TSV/CSV cell")
-
-
-ClassifierOptions = compose(
-    "ClassifierOptions", FinetuneOptions, ClassifierData, groups.RecordColumns,
-    groups.DataDir, groups.DocStride, groups.WindowPooling, groups.Regression,
-    groups.MultiLabelThreshold, weights_lib.ClassWeightOptions,
-    defaults={"data_dir": "", "text_column": "text"},
-    checks=(column_roles.check_columns_apart,),
-    helps={"text_column": "generic task: column of the text.",
-           "id_column": "generic task: column of the example id.",
-           "doc_stride": "--long_document=windows: tokens between the starts of "
-           "consecutive windows, below a window's capacity (max_seq_length - 2 tokens; for "
-           "pairs, those the second text gets when the first takes up to half; default: "
-           "half the capacity)."},
-    doc="FinetuneOptions plus the task and, for the generic task, its columns.")
-
 
 def make_processor(options: ClassifierOptions):
     """The task's processor; a generic task without labels that does not train uses

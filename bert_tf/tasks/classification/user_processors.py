@@ -34,7 +34,7 @@ import importlib.util
 import os
 import sys
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import text_files
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.text_files import InputExample

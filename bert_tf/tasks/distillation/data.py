@@ -14,10 +14,10 @@ a training example, 0 for a transfer row: soft loss only) and, with a cached tea
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks.text_files import InputExample
 from bert_tf.text import input_layout_graph
-from bert_tf.train import records
+from bert_tf.train import progress, records
 
 LABELLED = "distill_labelled"
 TEACHER_PREFIX = "teacher/"
@@ -98,8 +98,11 @@ def _parsed(rows, spec):
 
 def add_teacher_outputs(rows, teacher_fn, batch_size: int) -> None:
     """Adds `teacher/<name>` (flattened float32) to every row: `teacher_fn(features)`'s
-    outputs for batches of `batch_size` rows, in order."""
+    outputs for batches of `batch_size` rows, in order; logs progress with the time left
+    (the teacher pass over a transfer set takes minutes)."""
     spec = feature_spec(rows[0])
+    shown = progress.PhaseProgress("Teacher pass", len(rows))
+    shown.start()
     for start in range(0, len(rows), batch_size):
         batch = rows[start:start + batch_size]
         outputs = teacher_fn(_parsed(batch, spec))
@@ -108,6 +111,8 @@ def add_teacher_outputs(rows, teacher_fn, batch_size: int) -> None:
             for row, row_values in zip(batch, values):
                 row.features.feature[TEACHER_PREFIX + name].float_list.value.extend(
                     row_values.tolist())
+        shown.update(len(batch))
+    shown.finish()
 
 
 def write_distill_record(path: str, rows, teacher_fn=None, batch_size: int = 64) -> int:

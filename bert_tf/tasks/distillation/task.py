@@ -19,7 +19,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import task as task_lib
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.distillation import data as distill_data

@@ -15,12 +15,12 @@ take the run folder's `bert_model.ckpt`.
 
 import os
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.serving import formats, registry
 from bert_tf.serving.registry import ModelType
 from bert_tf.tasks.electra.model import ElectraPretrainer
-from bert_tf.tasks.electra.task import GENERATOR_DIR
+from bert_tf.tasks.electra.options import GENERATOR_DIR
 from bert_tf.train import warm_start
 from bert_tf.weights import checkpoints
 from bert_tf.weights.load_report import name_list

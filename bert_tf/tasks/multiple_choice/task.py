@@ -25,39 +25,21 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.models import BertEncoder
-from bert_tf.options import compose
 from bert_tf.tasks import driver
-from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.classification.metrics import accuracy
 from bert_tf.tasks.classification.task import softmax
 from bert_tf.tasks.multiple_choice import data as choice_data
+from bert_tf.tasks.multiple_choice import serving  # noqa: F401  (registers the model type)
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
-from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, EvalStep, HeadDropout,
-                                  TrainStep, check_micro_batches)
+from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions  # noqa: F401
 from bert_tf.tasks.task import Task, TrainData, cached_features
 
 SPLITS = ("train", "eval", "predict")
 DEFAULT_FILES = {"train": ("train.csv", "train.jsonl"),
                  "eval": ("val.csv", "dev.csv", "val.jsonl", "dev.jsonl"),
                  "predict": ("test.csv", "test.jsonl")}
-
-# No packing: an example is C rows already.
-MultipleChoiceOptions = compose(
-    "MultipleChoiceOptions", RUN, TrainStep, EvalStep, TRAINING_LOOP, FINETUNING,
-    HeadDropout, groups.DataDir, groups.SplitFiles, groups.EvalFile,
-    helps={"max_seq_length": "Sub-tokens of each choice's row, [CLS] context question "
-                             "[SEP] choice [SEP].",
-           "data_dir": "Folder with SWAG's train.csv / val.csv / test.csv, or train / dev "
-                       "(or val) / test .jsonl files.",
-           "train_file": "Training file, .csv or .jsonl (overrides data_dir).",
-           "eval_file": "Evaluation file, labelled (overrides data_dir).",
-           "predict_file": "File to predict (overrides data_dir); with labels its scores "
-                           "are written too."},
-    checks=(check_micro_batches,),
-    doc="The fine-tuning options plus the data files.")
-
 
 def data_file(options: MultipleChoiceOptions, split: str) -> str:
     """The file of `split` ("train", "eval", "predict"): the flag, else found in data_dir.

@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import column_roles
 from bert_tf.text import input_layout
 from bert_tf.train import progress

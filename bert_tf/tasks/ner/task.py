@@ -16,7 +16,6 @@ balanced: counted over the train file's words, IOB2 tags).
 """
 
 import collections
-import dataclasses
 import os
 
 import keras
@@ -24,17 +23,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.models import BertTokenClassifier, BertEncoder
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf import options as options_lib
-from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import class_weights as weights_lib
 from bert_tf.tasks import column_roles, driver, run_context
-from bert_tf.tasks import option_groups as groups
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
-from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.tasks.ner.options import NerData, NerOptions  # noqa: F401  (task.NerOptions)
 from bert_tf.tasks.task import Task, TrainData, plan_packing
 from bert_tf.text import input_layout_graph
 from bert_tf.train import finetune_packing
@@ -42,32 +38,6 @@ from bert_tf.train import finetune_packing
 DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
                  "eval": ("eng.testa", "valid.txt", "dev.txt"),
                  "predict": ("eng.testb", "test.txt")}
-
-
-@dataclasses.dataclass(kw_only=True)
-class NerData(OptionGroup):
-    """The columns of a token-per-line file."""
-    tag_column: int = option(-1, "Column of the tag (negative: from the end).")
-    word_column: int = option(0, "Column of the word.")
-
-    def check(self) -> None:
-        for name in ("tag_column", "word_column"):
-            if not options_lib.is_integer(getattr(self, name)):
-                raise ValueError(f"{name} must be an integer (negative: from the end), "
-                                 f"got {getattr(self, name)!r}")
-
-
-NerOptions = compose(
-    "NerOptions", FinetuneOptions, groups.DataDir, groups.SplitFiles, groups.EvalFile,
-    NerData, groups.DocStride, weights_lib.ClassWeightOptions,
-    defaults={"doc_stride": 64}, checks=(column_roles.check_columns_apart,),
-    helps={"data_dir": "Folder with eng.train/eng.testa/eng.testb (or "
-                       "train.txt/valid.txt/test.txt).",
-           "predict_file": "File to tag (overrides data_dir); with gold tags its scores "
-                           "are written too.",
-           "doc_stride": "Sub-tokens between the starts of the overlapping windows of a "
-                         "sentence longer than max_seq_length."},
-    doc="FinetuneOptions plus the data files and their columns.")
 
 
 _PHASE_NAMES = {"eval": "evaluation", "predict": "prediction"}  # in progress lines

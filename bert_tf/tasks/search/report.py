@@ -7,7 +7,7 @@ import os
 
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import run_groups
 
 RESULTS_FILE = "search_results.json"

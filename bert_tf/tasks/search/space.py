@@ -20,7 +20,7 @@ import json
 import math
 from typing import Optional
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf import options as options_lib
 
 RANGE_KEYS = ("low", "high", "log", "step")

@@ -16,7 +16,7 @@ import os
 import keras
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf import options as options_lib
 from bert_tf.tasks import best_checkpoint
 from bert_tf.tasks import task as task_lib

@@ -14,7 +14,7 @@ import statistics
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import best_checkpoint, run_groups
 from bert_tf.train import loop_runner
 

@@ -4,5 +4,3 @@ exported as text-to-vector models (`bert-train --task=sentence_embeddings`).
 One folder: the model (`model.py`) and, as they land, the data, losses, evaluation,
 task, encoding and exports; registered in `bert_tf.tasks.registry`.
 """
-
-from bert_tf.tasks.sentence_embeddings import serving  # noqa: F401  (registers the model type)

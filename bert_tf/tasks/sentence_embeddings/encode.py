@@ -39,73 +39,18 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
-from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks import column_roles, run_context, text_files
+from bert_tf.io import fileio
+from bert_tf.tasks import run_context, text_files
 from bert_tf.tasks.sentence_embeddings import serving
 from bert_tf.tasks.sentence_embeddings.model import pool_tokens
-from bert_tf.tasks.sentence_embeddings.task import SentenceModel
+from bert_tf.tasks.sentence_embeddings.options import LONG_TEXT_MODES, EncodeOptions
 from bert_tf.text import tokenization, windows
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train.progress import PhaseProgress
 
-LONG_TEXT_MODES = ("truncate", "windows")
 OUTPUT_EXTENSIONS = (".npy", ".jsonl")
 RECORD_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
 DEFAULT_MAX_SEQ_LENGTH = 128
-
-
-@dataclasses.dataclass(kw_only=True)
-class LongTexts(OptionGroup):
-    """How texts longer than a row become model rows."""
-    long_text: str = option(
-        "truncate", "A text longer than max_seq_length: truncate (cut to it) or windows "
-        "(windows doc_stride tokens apart, their vectors averaged weighted by their token "
-        "counts, then normalized when the model normalizes).", choices=LONG_TEXT_MODES)
-
-
-def check_windows(options) -> None:
-    """Refuses --doc_stride without --long_text=windows."""
-    if options.doc_stride is not None and options.long_text != "windows":
-        raise ValueError(f"--doc_stride={options.doc_stride} spaces the windows of "
-                         "--long_text=windows; with --long_text=truncate leave it out")
-
-
-EncodeOptions = compose(
-    "EncodeOptions", groups.InputFile, groups.OutputFile, groups.RecordColumns,
-    groups.ModelBatch, LongTexts,
-    SentenceModel, groups.MODEL_SOURCE, groups.TOKENIZER, groups.SequenceLength,
-    groups.DocStride,
-    # None: as the model at init_checkpoint says (its run / sentence-transformers folder).
-    defaults={"pooling": None, "normalize": None, "do_lower_case": None,
-              "max_seq_length": None},
-    helps={"text_column": "A .tsv/.csv file (with a header): the column of the texts; a "
-                          ".jsonl file: the field. Other files: one text a line (no column).",
-           "id_column": "The column / field of each text's id, written to the .jsonl "
-                        "output (default: the text's 0-based position, its row in the .npy).",
-           "batch_size": "Rows per model call (sorted by length, each batch padded to its "
-                         "longest row).",
-           "input_file": "The text file: one text a line, or a .tsv/.csv/.jsonl file "
-                         "with --text_column.",
-           "output_file": "Where the vectors go: a .npy (float32 [N, H]) and / or a "
-                          ".jsonl ({\"id\", \"embedding\"} a line), comma-separated.",
-           "init_checkpoint": "The model: a sentence-embeddings run folder, any run's "
-                              "encoder, a google-research, Hugging Face or "
-                              "sentence-transformers folder.",
-           "pooling": "mean, max or cls (default: as the run or sentence-transformers "
-                      "folder says; else mean).",
-           "normalize": "L2-normalize the vectors (default: as the run or "
-                        "sentence-transformers folder says; else false).",
-           "do_lower_case": "Lower-case the input and strip accents (default: as the "
-                            "model was trained; else true).",
-           "max_seq_length": "Tokens per model row, [CLS] and [SEP] included (default: "
-                             "the run's or the sentence-transformers folder's; else 128, "
-                             "or the model's max_position_embeddings when fewer).",
-           "doc_stride": "--long_text=windows: tokens between the starts of a text's "
-                         "windows (default: half a window)."},
-    checks=(check_windows, column_roles.check_columns_apart),
-    doc="What bert-encode reads and writes (see each field's help).")
 
 
 # ------------------------------------------------------------------------- input

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks import text_files
 
 RECALL_KS = (1, 5, 10, 100)

@@ -17,10 +17,8 @@ replica's share needs nothing gathered.
 
 import tensorflow as tf
 
-LOSSES = ("cosent", "cosine_mse", "multiple_negatives_ranking",
-          "multiple_negatives_symmetric_ranking")
-SCORED_LOSSES = ("cosent", "cosine_mse")  # the losses of pairs with gold scores
-DEFAULT_SCALE = 20.0
+from bert_tf.tasks.sentence_embeddings.options import DEFAULT_SCALE, LOSSES
+
 
 
 def gather_replicas(tensor):

@@ -9,10 +9,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.models.encoder import EncoderHeadModel, standardize_inputs
-
-# How the token outputs become one vector: the mean or the max over the real tokens
-# (input_mask), or the first token's output ([CLS], without BERT's pooler).
-POOLING_MODES = ("mean", "cls", "max")
+from bert_tf.tasks.sentence_embeddings.options import POOLING_MODES
 
 
 def pool_tokens(sequence_output, input_mask, pooling):

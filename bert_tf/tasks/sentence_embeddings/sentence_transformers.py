@@ -34,7 +34,7 @@ from typing import Optional
 
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.serving import export, formats, huggingface, output_folder, registry
 from bert_tf.tasks.sentence_embeddings.model import POOLING_MODES, SentenceEncoder
 

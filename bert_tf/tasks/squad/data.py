@@ -29,7 +29,7 @@ import logging
 import os
 from typing import Optional
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import input_layout
 from bert_tf.train import progress
 from bert_tf.text.windows import make_doc_spans

@@ -24,7 +24,7 @@ import re
 import string
 import sys
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.tasks.squad import data as squad_data
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)

@@ -28,7 +28,7 @@ import os
 
 import numpy as np
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.text import tokenization
 
 logger = logging.getLogger(__name__)

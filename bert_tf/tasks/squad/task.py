@@ -20,7 +20,6 @@ which runs fewer steps than the epochs asked for when contexts need several wind
 """
 
 import collections
-import dataclasses
 import json
 import os
 import random
@@ -30,69 +29,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf.models import BertSpanLabeler, BertEncoder
-from bert_tf import options as options_lib
-from bert_tf.options import OptionGroup, compose, option
 from bert_tf.tasks import driver, run_context
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, TrainStep,
-                                  check_micro_batches)
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
+from bert_tf.tasks.squad.options import SquadData, SquadOptions  # noqa: F401  (re-exported)
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.task import Task, TrainData, cached_features
 from bert_tf.train import records
-
-@dataclasses.dataclass(kw_only=True)
-class SquadData(OptionGroup):
-    """The SQuAD version and how predictions are decoded and logged."""
-    n_best_size: int = option(20, "Total number of n-best predictions to generate in "
-                                  "nbest_predictions.json.")
-    version_2_with_negative: bool = option(False, "SQuAD 2.0: some questions have no "
-                                                  "answer.")
-    null_score_diff_threshold: float = option(
-        0.0, 'Predict "" when null score - best non-null score exceeds this.')
-    verbose_logging: bool = option(False, "Log answers whose text could not be mapped back "
-                                          "onto the context.")
-
-    def check(self) -> None:
-        if not options_lib.is_integer(self.n_best_size) or self.n_best_size < 1:
-            raise ValueError(f"n_best_size must be at least 1, got {self.n_best_size}: "
-                             "with none, every answer would be empty")
-
-
-def check_squad_flags(options) -> None:
-    """Refuses a step without its file, and windows without room for the context; warns
-    when consecutive windows would not overlap."""
-    if options.do_train and not options.train_file:
-        raise ValueError("do_train needs train_file")
-    if options.do_predict and not options.predict_file:
-        raise ValueError("do_predict needs predict_file")
-    squad_data.check_lengths(options.max_seq_length, options.max_query_length)
-    room = options.max_seq_length - options.max_query_length - 3
-    if options.doc_stride > room:
-        logging.warning("doc_stride %d exceeds the context room of a window (%d): "
-                        "consecutive windows will start one window apart (no text is "
-                        "skipped, none overlaps)", options.doc_stride, room)
-
-
-# SQuAD has no do_eval step (do_predict scores predict_file when it has answers), no
-# dropout option for its head and no packing (its start/end softmax covers the whole
-# row, padding included, so packed windows would train on another loss).
-SquadOptions = compose(
-    "SquadOptions", RUN, TrainStep, TRAINING_LOOP, FINETUNING, groups.SplitFiles,
-    groups.DocStride, groups.QuestionLengths, SquadData,
-    defaults={"max_seq_length": 384, "doc_stride": 128},
-    helps={"max_seq_length": "Sub-tokens per window, question and [CLS]/[SEP] included.",
-           "train_file": "SQuAD JSON for training, e.g. train-v1.1.json.",
-           "predict_file": "SQuAD JSON for predictions, e.g. dev-v1.1.json or "
-                           "test-v1.1.json.",
-           "doc_stride": "When splitting up a long document into chunks, how much stride "
-                         "to take between chunks."},
-    checks=(check_micro_batches, check_squad_flags),
-    doc="The fine-tuning options plus the SQuAD flags of the original run_squad.py.")
-
 
 TRAIN_RECORD = "train.tf_record"
 EXAMPLE_SHUFFLE_SEED = 12345

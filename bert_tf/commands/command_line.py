@@ -17,6 +17,7 @@ values, then every flag given on the command line (its aliases and switches too)
 the command line wins.
 """
 
+import importlib
 import json
 import os
 import signal
@@ -24,11 +25,11 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_tf import command_help
-from bert_tf import command_signals
-from bert_tf import command_supervisor as supervisor
+from bert_tf.commands import help_text, startup
+from bert_tf.process import signals
+from bert_tf.process import supervisor
 from bert_tf import extras
-from bert_tf import fileio
+from bert_tf.io import fileio
 from bert_tf import options as options_lib
 
 flags.DEFINE_bool("verbose", False,
@@ -125,7 +126,6 @@ def _given(flag_values, spec) -> bool:
 RUN_CONFIG_FILE = "config.json"
 STEP_OPTIONS = ("do_train", "do_eval", "do_predict", "output_dir", "init_checkpoint",
                 "export_dir")
-_ANNOUNCED = set()  # the run configs whose use was printed
 # Options a run folder's config.json may lack and still be this command's run (one
 # written before they existed: they take the command's defaults).
 _NEWER_OPTIONS = 3
@@ -158,10 +158,8 @@ def run_folder_options(options_class, flag_values=flags.FLAGS) -> dict:
             options_class, saved, path))
     except ValueError:
         return {}  # a damaged or foreign file: the flags alone, as before config.json
-    if path not in _ANNOUNCED:  # once, though the required flags are checked first
-        _ANNOUNCED.add(path)
-        print(f"Options not given on the command line come from the trained run's {path}",
-              file=sys.stderr)
+    print(f"Options not given on the command line come from the trained run's {path}",
+          file=sys.stderr)
     return {name: value for name, value in saved.items() if name not in STEP_OPTIONS}
 
 
@@ -196,52 +194,75 @@ def options_from_flags(options_class, flag_values=flags.FLAGS, **overrides):
 
 
 def _log_overrides(from_file, kwargs, config):
-    """Logs, once each, every option whose command-line value overrides the config
+    """Logs every option whose command-line value overrides the config
     file's (`--config`, or the trained run's config.json), with both values."""
     source = f"--config={config}" if config else "the trained run's config.json"
     for name in sorted(from_file):
         if name in kwargs and kwargs[name] != from_file[name]:
-            line = f"--{name}={kwargs[name]!r} overrides {from_file[name]!r} of {source}"
-            if line not in _ANNOUNCED:
-                _ANNOUNCED.add(line)
-                logging.warning("%s", line)
+            logging.warning("--%s=%r overrides %r of %s", name, kwargs[name],
+                            from_file[name], source)
 
 
-def _missing(required, options_class) -> list:
+def _missing(required, options=None) -> list:
     """The `required` flags that neither the command line nor its `--config` file (nor,
-    for a run that does not train, the run it reads: `run_folder_options`) sets."""
-    missing = [name for name in required if getattr(flags.FLAGS, name) in (None, "")]
-    if missing and options_class is not None:
-        options = options_from_flags(options_class)
-        missing = [name for name in missing if getattr(options, name) in (None, "")]
-    return missing
+    for a run that does not train, the run it reads: `run_folder_options`) sets: read
+    from the command's `options` where they have them, else from the flags."""
+    return [name for name in required
+            if (getattr(options, name) if hasattr(options, name)
+                else getattr(flags.FLAGS, name)) in (None, "")]
 
 
 def command(module_name, options_class, run_fn, required=()):
     """The `run_main()` of a command module: `run_fn(options)` on the parsed flags.
 
+        run_main = command(__name__, ClassifierOptions,
+                           "bert_tf.tasks.classification.task:run", REQUIRED)
+
     Args:
       module_name: the command module's `__name__` (its docstring is the `--help` text).
       options_class: the options dataclass its flags come from.
-      run_fn: `run_fn(options)` does the work.
+      run_fn: `run_fn(options)` does the work: the function, or its dotted name
+        "package.module:function", loaded once the flags are parsed (`load`), so
+        that the command module and its `--help` import no TensorFlow.
       required: names of flags that must be set.
     """
     def run_main():
-        run_command(sys.modules[module_name],
-                    lambda: _run_options(run_fn, options_from_flags(options_class),
-                                         _program(sys.modules[module_name])),
+        module = sys.modules[module_name]
+        run_command(module, lambda options: _run_options(run_fn, options, _program(module)),
                     required, options_class)
     return run_main
 
 
 def _run_options(run_fn, options, program):
     """`run_fn(options)`; a multi-worker run under a supervising parent that signals
-    always reach (`bert_tf.command_supervisor`)."""
+    always reach (`bert_tf.process.supervisor`; the parent loads no run code)."""
     if getattr(options, "distribution_strategy", None) == "multi_worker_mirrored":
         if not supervisor.supervised():
             sys.exit(supervisor.run_supervised(program,
                                                getattr(options, "output_dir", None)))
-    return run_fn(options)
+    return load(run_fn)(options)
+
+
+def load(target):
+    """What `target` names, "package.module:name" (a function is itself), with
+    TensorFlow imported quietly first.
+
+    The plugin pattern: a command module imports its options only, and the code that
+    does the work, which imports TensorFlow, is imported by its dotted name through
+    importlib once the flags are parsed, after TensorFlow's start-up lines are held
+    back (`startup.quiet_tensorflow`). So `--help` imports no TensorFlow, and a task
+    registered by name (`bert_tf.tasks.registry`) loads only when it runs.
+
+    Raises:
+      ValueError: for a name that is not "module:function".
+    """
+    startup.quiet_tensorflow(sys.argv)
+    if callable(target):
+        return target
+    module_name, _, name = target.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"{target!r}: expected 'package.module:name'")
+    return getattr(importlib.import_module(module_name), name)
 
 
 def _program(module):
@@ -264,16 +285,16 @@ def _is_user_error(error):
 def run_reporting_user_errors(program, run_fn, *args):
     """Runs `run_fn(*args)`; a user error ends the process with one line naming it, and
     so does Ctrl-C or SIGTERM (status 130 / 143; a training run saves a checkpoint first
-    and says where). Unfinished outputs are removed on the way out (`bert_tf.fileio`)."""
+    and says where). Unfinished outputs are removed on the way out (`bert_tf.io.fileio`)."""
     try:
-        with command_signals.signals_raise():
+        with signals.signals_raise():
             return run_fn(*args)
     except KeyboardInterrupt as interrupted:
         if flags.FLAGS.verbose:
             raise
         message = str(interrupted) or "stopped by SIGINT (Ctrl-C)"
         print(f"{program}: error: {message}", file=sys.stderr)
-        command_signals.forget_interrupt()
+        signals.forget_interrupt()
         sys.exit(getattr(interrupted, "exit_code", 128 + signal.SIGINT))
     except Exception as error:  # pylint: disable=broad-except
         if flags.FLAGS.verbose or not _is_user_error(error):
@@ -304,7 +325,8 @@ def _refuse_lora_flags(program, options_class, argv):
 
 
 def run_command(module, run_fn, required=(), options_class=None):
-    """Runs a command: defines and parses the flags, checks them, calls `run_fn()`.
+    """Runs a command: defines and parses the flags, checks them, calls `run_fn(options)`
+    with the options built once from them (`run_fn()` without `options_class`).
 
     `--help` shows `module`'s docstring and its own flags (absl lists the flags of the
     `__main__` module only, and behind a console script such as `bert-run-squad`
@@ -313,7 +335,8 @@ def run_command(module, run_fn, required=(), options_class=None):
 
     Args:
       module: the command's module (`sys.modules[__name__]`).
-      run_fn: does the work, reading the parsed flags.
+      run_fn: does the work: `run_fn(options)`, or `run_fn()` reading the parsed flags
+        for a command without `options_class`.
       required: names of flags that must be set (on the command line or, for a command
         with `options_class`, by its `--config` file).
       options_class: the options dataclass whose flags the command takes (defined here,
@@ -331,61 +354,25 @@ def run_command(module, run_fn, required=(), options_class=None):
         for flag in flags.FLAGS.get_flags_for_module(module_name):
             flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
 
-    if command_help.help_requested(sys.argv):
-        print_help(module, options_class, required)
+    if help_text.help_requested(sys.argv):
+        help_text.print_help(module, options_class, required, flag_modules=(__name__,))
         sys.exit(0)
 
     def check_and_run(argv):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; flags are written "
                                  "--name=value")
-        missing = _missing(required, options_class)
+        options = None if options_class is None else options_from_flags(options_class)
+        missing = _missing(required, options)
         if missing:
             raise app.UsageError(", ".join(f"--{name}" for name in missing) +
                                  (" is" if len(missing) == 1 else " are") + " required")
-        run_fn()
+        if options is None:
+            run_fn()
+        else:
+            run_fn(options)
 
     def main(argv):  # returns None: app.run would exit with any value returned
         run_reporting_user_errors(program, check_and_run, argv)
 
     app.run(main)
-
-
-def print_help(module, options_class=None, required=()):
-    """Prints the `--help` of `module`'s command: its docstring, its options by group
-    (`bert_tf.command_help`), then its other flags (`--config`, `--verbose`, its own);
-    `--helpfull` adds absl's flags."""
-    if options_class is None:  # a tool that defines its flags itself: its options class
-        options_class = _module_options_class(module)
-    names = set()
-    if options_class is not None:
-        for spec in options_lib.option_specs(options_class):
-            names.update((spec.name,) + spec.aliases + tuple(spec.switches))
-    other = {}
-    for module_name in (module.__name__, sys.argv[0], __name__):
-        for flag in flags.FLAGS.get_flags_for_module(module_name):
-            if flag.name not in names and flag.name not in other:
-                text = flag.help  # an enum's starts "<a|b|c>: "; the choices follow it
-                if text.startswith("<") and ">: " in text:
-                    text = text.split(">: ", 1)[1] + " One of: " + ", ".join(
-                        text[1:text.index(">: ")].split("|")) + "."
-                other[flag.name] = (flag.name, flag.default, text)
-    print(command_help.format_help(module.__doc__, options_class, list(other.values()),
-                                   required), end="")
-    if "--helpfull" in sys.argv:
-        print("\n" + flags.FLAGS.module_help("absl.logging"))
-
-
-def _module_options_class(module):
-    """The options class that `module` composes and whose every option is a flag of the
-    command (a tool that defines its flags from it itself), else None."""
-    defined = {flag.name for name in (module.__name__, sys.argv[0])
-               for flag in flags.FLAGS.get_flags_for_module(name)}
-    for value in vars(module).values():
-        if (isinstance(value, type)
-                and getattr(value, "__module__", None) == module.__name__
-                and options_lib.option_groups(value) != (value,)):
-            names = {spec.name for spec in options_lib.option_specs(value)}
-            if names and names <= defined:
-                return value
-    return None

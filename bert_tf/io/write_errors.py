@@ -3,9 +3,10 @@
 A write that hits the file-size limit (EFBIG: a FAT32 disk, `ulimit -f`), a full disk or
 quota (ENOSPC, EDQUOT) or a folder that cannot be written (EROFS, EACCES, EPERM) raises
 `WriteFailed`, an `OSError` whose message names the file, the cause and what to do; the
-command line prints it as its one line (`bert_tf.command_line`). Every write entry point
-goes through `classify` (`fileio.atomic_output`, `train.preemption.save_checkpoint`,
-`serving.output_folder.write_folder`, `data_prep.record_writing.ShardedWriter`):
+command line prints it as its one line (`bert_tf.commands.command_line`). Every write
+entry point goes through `classify` (`fileio.atomic_output`,
+`train.preemption.save_checkpoint`, `serving.output_folder.write_folder`,
+`data_prep.record_writing.ShardedWriter`):
 
     try:
         write(path)

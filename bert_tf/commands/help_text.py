@@ -1,7 +1,7 @@
 """`--help` of every command: its flags grouped by option group, each with its default.
 
-Imports no TensorFlow (a command shows its help before TensorFlow is imported:
-`bert_tf.command_startup`).
+Imports no TensorFlow: a command's `--help` runs on its options classes alone
+(`print_help`), before any run code is loaded (`bert_tf.commands.command_line.load`).
 
     text = format_help(doc, ClassifierOptions, other_flags)
     # <doc>
@@ -18,7 +18,10 @@ for None: its help says what that means), its other spellings and its choices, w
 between words only.
 """
 
+import sys
 import textwrap
+
+from absl import flags
 
 from bert_tf import options as options_lib
 
@@ -122,3 +125,50 @@ def format_help(doc, options_class=None, other_flags=(), required=()) -> str:
             for name, default, text in other_flags))
     parts.append("absl's own flags (--verbosity, --logtostderr, ...): --helpfull.")
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def print_help(module, options_class=None, required=(), flag_modules=()):
+    """Prints the `--help` of `module`'s command: its docstring, its options by group,
+    then its other flags (`--config`, `--verbose`, its own); `--helpfull` adds absl's.
+
+    Args:
+      module: The command's module (its docstring and the flags it defines).
+      options_class: Its options class (None: found in `module`, a tool that defines
+        its flags itself).
+      required: The flags that must be set.
+      flag_modules: Other modules whose flags the command takes (`--verbose`).
+    """
+    if options_class is None:  # a tool that defines its flags itself: its options class
+        options_class = _module_options_class(module)
+    names = set()
+    if options_class is not None:
+        for spec in options_lib.option_specs(options_class):
+            names.update((spec.name,) + spec.aliases + tuple(spec.switches))
+    other = {}
+    for module_name in (module.__name__, sys.argv[0], *flag_modules):
+        for flag in flags.FLAGS.get_flags_for_module(module_name):
+            if flag.name not in names and flag.name not in other:
+                text = flag.help  # an enum's starts "<a|b|c>: "; the choices follow it
+                if text.startswith("<") and ">: " in text:
+                    text = text.split(">: ", 1)[1] + " One of: " + ", ".join(
+                        text[1:text.index(">: ")].split("|")) + "."
+                other[flag.name] = (flag.name, flag.default, text)
+    print(format_help(module.__doc__, options_class, list(other.values()), required),
+          end="")
+    if "--helpfull" in sys.argv:
+        print("\n" + flags.FLAGS.module_help("absl.logging"))
+
+
+def _module_options_class(module):
+    """The options class that `module` composes and whose every option is a flag of the
+    command (a tool that defines its flags from it itself), else None."""
+    defined = {flag.name for name in (module.__name__, sys.argv[0])
+               for flag in flags.FLAGS.get_flags_for_module(name)}
+    for value in vars(module).values():
+        if (isinstance(value, type)
+                and getattr(value, "__module__", None) == module.__name__
+                and options_lib.option_groups(value) != (value,)):
+            names = {spec.name for spec in options_lib.option_specs(value)}
+            if names and names <= defined:
+                return value
+    return None

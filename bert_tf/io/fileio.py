@@ -16,8 +16,8 @@ import socket
 
 from absl import logging
 
-from bert_tf import input_paths
-from bert_tf import write_errors
+from bert_tf.io import input_paths
+from bert_tf.io import write_errors
 
 TEMPORARY_MARKER = ".tmp-"
 

@@ -3,19 +3,22 @@
 A command's work runs inside `signals_raise()`: the first SIGTERM raises `Terminated`,
 the first SIGINT KeyboardInterrupt, in the main thread, so that every `with` block and
 `finally` on the way out runs (worker pools end, temporary files go) and
-`bert_tf.command_line` ends the process with one line and the signal's status. Later
+`bert_tf.commands.command_line` ends the process with one line and the signal's status. Later
 signals are ignored, so that the clean-up runs to its end.
 
 Work that a library runs in its own worker processes, and whose clean-up on the way out
 waits for those workers to finish what they do (Apache Beam's DirectRunner joins them),
 registers an action that ends them at once, before the exception is raised:
 
-    with command_signals.on_stop(process_lifetime.end_all_workers):
-        with command_signals.signals_raise():
+    with signals.on_stop(process_lifetime.end_all_workers):
+        with signals.signals_raise():
             pipeline.run()
 
 `handled(handler)` installs any other handler for both signals (the multi-worker
-supervisor's, which forwards them) and restores the previous ones afterwards.
+supervisor's, which forwards them; a training loop's, which saves a checkpoint first:
+`bert_tf.train.preemption`) and restores the previous ones afterwards;
+`reset_in_worker()` gives a pool worker the defaults. Nothing else in bert_tf or
+data_prep calls `signal.signal` (tests/test_command_signals.py).
 """
 
 import contextlib
@@ -37,20 +40,29 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def handled(handler):
-    """Within the block, `handler(signum, frame)` handles SIGTERM and SIGINT; the
-    previous handlers come back afterwards. Main thread only (elsewhere Python refuses
-    to install handlers): in another thread the block runs with the handlers as they are.
+def handled(handler, signals=STOP_SIGNALS):
+    """Within the block, `handler(signum, frame)` handles `signals` (SIGTERM and
+    SIGINT); the previous handlers come back afterwards (the default action for one
+    that was installed outside Python). Main thread only (elsewhere Python refuses to
+    install handlers): in another thread the block runs with the handlers as they are.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {stop: signal.signal(stop, handler) for stop in STOP_SIGNALS}
+    previous = {stop: signal.signal(stop, handler) for stop in signals}
     try:
         yield
     finally:
         for stop, old in previous.items():
-            signal.signal(stop, old)
+            signal.signal(stop, signal.SIG_DFL if old is None else old)
+
+
+def reset_in_worker() -> None:
+    """In a pool worker forked from a command: SIGTERM gets its default action (the
+    worker inherited the command's handler) and SIGINT is ignored (on Ctrl-C the parent
+    ends its workers itself)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _raise_stop(signum, frame):

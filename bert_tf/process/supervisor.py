@@ -12,6 +12,18 @@ checkpoint and stops as any training run does.
     if not supervisor.supervised():
         sys.exit(supervisor.run_supervised("run_classifier"))
     supervisor.notify_joined()   # in the child, once its strategy joined the cluster
+
+Why the child re-executes the command line (`sys.orig_argv`, the interpreter's own
+arguments included, so that a console script, `python -m` and a root script rerun as
+they were started) rather than something plainer: the child must be a fresh process.
+`os.fork()` is unsafe once any thread runs, and the command's process may have started
+threads or imported TensorFlow by then (a test, a search's trials, absl's or a data
+pipeline's threads; Python warns on fork of a multi-threaded process), and
+`multiprocessing`'s spawn would re-import the command module under another `__main__`
+without its parsed flags. A fresh interpreter on the same arguments parses the same
+flags and runs the same code path, the environment variable telling it that it is the
+child. The parent loads no run code and imports no TensorFlow
+(`bert_tf.commands.command_line` decides to supervise before it loads the run code).
 """
 
 import os
@@ -20,7 +32,7 @@ import subprocess
 import sys
 import threading
 
-from bert_tf import command_signals
+from bert_tf.process import signals
 
 SUPERVISOR_FD = "BERT_TF_SUPERVISOR_FD"  # in the child: where it says it joined
 
@@ -60,7 +72,7 @@ def run_supervised(program: str, output_dir=None) -> int:
             print(f"{program}: error: stopped by {signal.Signals(signal_number).name} "
                   "while waiting for the other workers of TF_CONFIG", file=sys.stderr)
 
-    with command_signals.handled(forward):
+    with signals.handled(forward):
         status = child.wait()
     if stopped:
         if made and os.path.isdir(output_dir) and not os.listdir(output_dir):
