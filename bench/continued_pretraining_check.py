@@ -46,7 +46,7 @@ from absl import logging  # noqa: E402
 import seed_summary  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
 from bert_tf.serving import huggingface  # noqa: E402
-from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
 from bert_tf.text.tokenization import FullTokenizer  # noqa: E402
 from bert_tf.train import distribute, records  # noqa: E402
 from bert_tf.weights import checkpoints  # noqa: E402

@@ -34,7 +34,7 @@ from absl import app, flags, logging
 
 import machine
 import seed_summary
-from bert_tf.tasks import registry
+from bert_tf.runs import registry
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.distillation.options import DistillationOptions
 from bert_tf.tasks.ner import task as ner_task

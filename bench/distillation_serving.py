@@ -26,7 +26,7 @@ from absl import app, flags, logging
 
 import machine
 from bert_tf.extras import require
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.text.preprocessor import Preprocessor
 from serving_latency import FLAGS, folder_size, print_table, round_ratios, run_rounds
 

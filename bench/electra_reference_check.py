@@ -43,7 +43,7 @@ import tensorflow as tf  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 from bert_tf.models import BertEncoder  # noqa: E402
 from bert_tf.serving import huggingface  # noqa: E402
-from bert_tf.tasks import run_context  # noqa: E402
+from bert_tf.runs import run_context  # noqa: E402
 from bert_tf.tasks.electra.model import (ElectraPretrainer, electra_losses,  # noqa: E402
                                          generator_config)
 from bert_tf.tasks.electra.serving import load_electra  # noqa: E402

@@ -70,8 +70,8 @@ import continued_pretraining_check  # noqa: E402
 import glue_finetune_check  # noqa: E402  (defines the fine-tuning recipe flags)
 import seed_summary  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
-from bert_tf.tasks import driver  # noqa: E402
-from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.runs import driver  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
 from bert_tf.tasks.electra import task as electra_task  # noqa: E402
 from bert_tf.train import distribute, step_hook  # noqa: E402
 from bert_tf.weights import checkpoints  # noqa: E402

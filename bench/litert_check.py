@@ -28,7 +28,7 @@ import numpy as np
 from absl import app, flags, logging
 
 import machine
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.text.tokenization import FullTokenizer

@@ -38,7 +38,7 @@ from absl import app, flags
 from bert_tf.layers import Projection
 from bert_tf.models import BertClassifier
 from bert_tf.serving import peft
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.train import lora, optimization
 from bert_tf.weights import checkpoints

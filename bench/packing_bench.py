@@ -38,7 +38,7 @@ from absl import logging  # noqa: E402
 import machine  # noqa: E402
 import pretraining_data_bench  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
-from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
 from bert_tf.text import tokenization  # noqa: E402
 from bert_tf.text.vocab import VocabFile  # noqa: E402
 from bert_tf.train import distribute, loop, records  # noqa: E402

@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 
 import machine  # noqa: E402
 import model_bench  # noqa: E402
-from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
 from bert_tf.train import optimization  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402

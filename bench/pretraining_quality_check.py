@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from absl import logging  # noqa: E402
 
 import pretraining_data_bench  # noqa: E402
-from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
 import seed_summary  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402

@@ -113,7 +113,7 @@ def train(model, args):
         examples = [InputExample(texts=[row["sentence1"], row["sentence2"]]) for row in rows]
         loss = losses.MultipleNegativesRankingLoss(model, scale=args.scale)
     loader = DataLoader(examples, shuffle=True, batch_size=args.batch_size, drop_last=True)
-    # Steps and warm-up counted as ours (bert_tf.tasks.task.Task.schedule): int(N / B *
+    # Steps and warm-up counted as ours (bert_tf.runs.task.Task.schedule): int(N / B *
     # epochs) steps (full batches only, as our input pipeline), int(10%) warm-up steps.
     total = max(1, int(len(examples) / args.batch_size * args.epochs))
     if args.epochs > 1 and args.epochs != int(args.epochs):

@@ -61,7 +61,7 @@ import numpy as np
 from absl import app, flags, logging
 
 import seed_summary
-from bert_tf.tasks import text_files
+from bert_tf.runs import text_files
 from bert_tf.tasks.sentence_embeddings import data as pair_data
 from bert_tf.tasks.sentence_embeddings import task as se_task
 

@@ -76,7 +76,7 @@ from absl import app, flags, logging
 import machine
 from bert_tf.models import BertClassifier
 from bert_tf.serving import huggingface
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.text import input_layout
 from bert_tf.text.preprocessor import Preprocessor

@@ -32,7 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import logging  # noqa: E402  (after the TF log level)
 
 import seed_summary  # noqa: E402
-from bert_tf.tasks import driver  # noqa: E402
+from bert_tf.runs import driver  # noqa: E402
 from bert_tf.tasks.squad import task as squad_task  # noqa: E402
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"

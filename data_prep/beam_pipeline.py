@@ -228,16 +228,16 @@ def run(flag_values, pipeline_args) -> dict:
     return run_pipeline(settings, PipelineOptions(pipeline_args))
 
 
-def run_beam_command(program: str, doc: str, run_fn):
+def run_beam_command(program: str, doc: str, options_class, run_fn):
     """Runs a Beam command: absl flags first, every other argument a pipeline option.
 
     `run_fn(flag_values, pipeline_args)` does the work; a user error ends the process
-    with one line, as every command does (bert_tf.commands.command_line).
+    with one line, as every command does (bert_tf.commands.command_line). `doc` and
+    `options_class` (whose flags the command defined) are its `--help`.
     """
-    sys.modules["__main__"].__doc__ = doc  # --help shows the command's text
     if help_text.help_requested(sys.argv):  # absl's own --help would exit 1
-        help_text.print_help(sys.modules[run_fn.__module__],
-                             flag_modules=(command_line.__name__,))
+        help_text.print_help(doc, options_class, flag_modules=(
+            run_fn.__module__, sys.argv[0], command_line.__name__))
         sys.exit(0)
     app.define_help_flags()  # before the parse below: --help must not become a pipeline option
     for module_name in (run_fn.__module__, command_line.__name__):  # listed by --help
@@ -258,7 +258,8 @@ def run_beam_command(program: str, doc: str, run_fn):
 
 def run_main():
     define_flags()
-    run_beam_command("bert-create-pretraining-data-beam", __doc__, run)
+    run_beam_command("bert-create-pretraining-data-beam", __doc__,
+                     CreatePretrainingDataBeamOptions, run)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,8 @@ def run(flag_values, pipeline_args) -> dict:
 
 def run_main():
     define_flags()
-    beam_pipeline.run_beam_command("bert-build-vocab-beam", __doc__, run)
+    beam_pipeline.run_beam_command("bert-build-vocab-beam", __doc__, BuildVocabBeamOptions,
+                                   run)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from absl import logging
 from bert_tf.commands import command_line
 from bert_tf.io import fileio
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups
+from bert_tf.runs import option_groups
 from bert_tf.text import tokenization
 from data_prep import tool_options
 from data_prep import wikipedia
@@ -189,8 +189,8 @@ def run(flag_values):
 
 
 def run_main():
-    define_flags()
-    command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
+    command_line.run_command(sys.modules[__name__], build_vocab,
+                             options_class=BuildVocabOptions)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from absl import logging
 from bert_tf.commands import command_line
 from bert_tf.io import fileio
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups
+from bert_tf.runs import option_groups
 from bert_tf.text import cached_tokenizer
 from bert_tf.text import vocab as vocab_lib
 from data_prep import pretraining_instances
@@ -135,10 +135,10 @@ def run(flag_values):
 
 
 def run_main():
-    define_flags()
     # SIGTERM / Ctrl-C end the command with one line (bert_tf.commands.command_line); on the way
     # out the pool's workers are terminated and the temporary shards removed.
-    command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
+    command_line.run_command(sys.modules[__name__], create,
+                             options_class=CreatePretrainingDataOptions)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from absl import flags
 
 from bert_tf.commands import command_line
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups
+from bert_tf.runs import option_groups
 from data_prep import tool_options
 
 STEPS = "data_prep.extend_vocab_run:extend_vocab"  # the run code, loaded when it runs
@@ -92,16 +92,19 @@ def define_flags(flag_values=flags.FLAGS):
     command_line.define_flags(ExtendVocabOptions, __name__, flag_values)
 
 
+def extend(options: ExtendVocabOptions):
+    """Runs the tool; returns the summary dict (the steps, which import TensorFlow, load
+    now: `command_line.load`)."""
+    return command_line.load(STEPS)(options)
+
+
 def run(flag_values):
-    """Runs the tool with parsed flags; returns the summary dict (the steps, which import
-    TensorFlow, load now: `command_line.load`)."""
-    return command_line.load(STEPS)(
-        command_line.options_from_flags(ExtendVocabOptions, flag_values))
+    """Runs the tool with parsed flags; returns the summary dict."""
+    return extend(command_line.options_from_flags(ExtendVocabOptions, flag_values))
 
 
 def run_main():
-    define_flags()
-    command_line.run_command(sys.modules[__name__], lambda: run(flags.FLAGS))
+    command_line.run_command(sys.modules[__name__], extend, options_class=ExtendVocabOptions)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups
+from bert_tf.runs import option_groups
 from data_prep import word_segmentation
 
 MASKING_MODES = ("static", "none")

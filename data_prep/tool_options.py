@@ -2,7 +2,7 @@
 flags are generated from its composed options class by `bert_tf.commands.command_line`).
 
 `CORPUS`: how every tool reads its corpus (the input files and their case are
-`bert_tf.tasks.option_groups`' groups, shared with the runners). `SplitOptions`: how the
+`bert_tf.runs.option_groups`' groups, shared with the runners). `SplitOptions`: how the
 Beam tools cut it into units of reading. `MaxSentences`: how much of it the vocab tools
 read. The tools compose them: `BuildVocabOptions` (data_prep/build_vocab.py),
 `CreatePretrainingDataOptions` (data_prep/create_pretraining_data.py),
@@ -15,7 +15,7 @@ from typing import Optional
 from absl import app
 
 from bert_tf.options import OptionGroup, option
-from bert_tf.tasks import option_groups
+from bert_tf.runs import option_groups
 from data_prep import wikipedia
 
 

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _tiny_bert_options(record_dir, out_dir, **overrides):
-    from bert_tf.tasks import pretraining  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks.pretraining import task as pretraining  # pylint: disable=import-outside-toplevel
     from harness import RUNNER_OVERRIDES, tiny_config  # pylint: disable=import-outside-toplevel
     config = tiny_config(num_hidden_layers=1, **RUNNER_OVERRIDES)
     values = dict(do_train=True, bert_config=config, input_file=os.path.join(record_dir, "*"),
@@ -39,7 +39,7 @@ def run_mirrored(record_dir, out_dir, result_path):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from bert_tf.tasks import pretraining  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks.pretraining import task as pretraining  # pylint: disable=import-outside-toplevel
     from bert_tf.train import distribute  # pylint: disable=import-outside-toplevel
     from bert_tf.train import records  # pylint: disable=import-outside-toplevel
 

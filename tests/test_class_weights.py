@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import class_weights
+from bert_tf.runs import class_weights
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.ner import task as ner_task
 import test_multi_label

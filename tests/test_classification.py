@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from bert_tf.tasks import text_files
-from bert_tf.tasks.task import cached_features
+from bert_tf.runs import text_files
+from bert_tf.runs.task import cached_features
 from bert_tf.tasks.classification import data as classification_data
 from harness import write_tsv
 

@@ -146,13 +146,6 @@ imported = [name for name in ("tensorflow", "keras", "tensorflow_text")
 print("TENSORFLOW IMPORTED" if imported else "no tensorflow")
 sys.exit(status)
 """
-# bert-export-model's --model_type choices and --export_format help are the registered
-# model types and export formats, which the modules that build and write the models
-# register as they load: its options, and so its --help, import TensorFlow
-# (bert_tf/cli/export_model.py).
-HELP_WITH_TENSORFLOW = {"export_model.py", "bert_tf.cli.export_model"}
-
-
 def test_every_command_is_listed_here():
     cli = {path.stem for path in (REPO / "bert_tf" / "cli").glob("*.py")} - {
         "__init__"}
@@ -171,8 +164,7 @@ def test_help_exits_zero_without_tensorflow_and_groups_flags_with_defaults(comma
                            timeout=120)
     assert probe.returncode == 0, probe.stderr[-2000:]
     lines = probe.stdout.splitlines()
-    assert lines[-1] == ("TENSORFLOW IMPORTED" if target in HELP_WITH_TENSORFLOW
-                         else "no tensorflow"), lines[-1]
+    assert lines[-1] == "no tensorflow", lines[-1]
     if target in ("bert_tf.cli.train", "bert_tf.cli.search"):  # no --task: the tasks
         assert "Tasks:" in lines and "  squad: " in probe.stdout
         return
@@ -180,8 +172,7 @@ def test_help_exits_zero_without_tensorflow_and_groups_flags_with_defaults(comma
     assert len(flag_lines) >= 5
     assert all("(default: " in line or line.endswith("(required)") for line in flag_lines)
     assert any(line.endswith("):") and "(" in line for line in lines)  # groups
-    if target not in HELP_WITH_TENSORFLOW:  # (TensorFlow's lines: conftest sets its level)
-        assert probe.stderr == ""
+    assert probe.stderr == ""
 
 
 def _console_scripts():
@@ -210,7 +201,7 @@ sys.exit(status)
 @pytest.mark.parametrize("script, module_name", _console_scripts() or [("none", "none")])
 def test_every_console_script_help_imports_no_tensorflow(script, module_name):
     """`--help` runs on the options classes themselves: no TensorFlow, Keras or
-    tensorflow-text is imported (bert-export-model apart: `HELP_WITH_TENSORFLOW`)."""
+    tensorflow-text is imported."""
     if script == "none":
         pytest.skip("bert_tf is not installed (pip install -e .)")
     if "beam" in module_name and importlib.util.find_spec("apache_beam") is None:
@@ -222,10 +213,7 @@ def test_every_console_script_help_imports_no_tensorflow(script, module_name):
     assert "--help" in probe.stdout or "Flags are written" in probe.stdout or \
         "Tasks:" in probe.stdout, probe.stdout[-2000:]
     imported = probe.stdout.splitlines()[-1]
-    if module_name in HELP_WITH_TENSORFLOW:
-        assert imported != "[]"
-    else:
-        assert imported == "[]", f"{script} --help imported {imported}"
+    assert imported == "[]", f"{script} --help imported {imported}"
 
 
 def test_help_is_quick_and_choices_are_not_cut_mid_word():

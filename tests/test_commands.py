@@ -21,12 +21,12 @@ import test_run_pretraining
 import test_run_squad
 import test_sentence_embeddings
 from flag_contract import _parse, check_every_flag_reaches_options
-from bert_tf.tasks import driver, registry
+from bert_tf.runs import driver, registry
 from bert_tf.tasks.classification.task import ClassificationTask
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceTask
 from bert_tf.tasks.ner.task import NerTask
 from bert_tf.tasks.electra.task import ElectraTask
-from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.tasks.pretraining.task import PretrainingTask
 from bert_tf.tasks.sentence_embeddings.task import SentenceEmbeddingTask
 from bert_tf.tasks.squad.task import SquadTask
 from bert_tf.train import distribute

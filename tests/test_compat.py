@@ -23,7 +23,7 @@ import tensorflow as tf
 import numpy_bert
 from bert_tf.compat import modeling, optimization, run_classifier, tokenization
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.classification import user_processors
 from bert_tf.train import optimization as our_optimization

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.models import BertEncoder, BertPretrainer
-from bert_tf.tasks import pretraining
+from bert_tf.tasks.pretraining import task as pretraining
 from bert_tf.train import distribute, optimization, warm_start
 from bert_tf.weights import checkpoints
 from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, tiny_config, tiny_model,

@@ -17,7 +17,7 @@ import test_run_classifier
 import test_run_ner
 import test_run_squad
 from bert_tf.models import BertClassifier
-from bert_tf.tasks import driver, export_checkpoint, registry, run_config
+from bert_tf.runs import driver, export_checkpoint, registry, run_config
 from bert_tf.tasks.distillation import data as distill_data
 from bert_tf.tasks.distillation import losses, objective, student, teacher
 from bert_tf.tasks.distillation.options import DistillationOptions

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer
-from bert_tf.tasks import registry
+from bert_tf.runs import registry
 from bert_tf.tasks.electra import task as electra_task
 from bert_tf.tasks.electra.model import (ElectraPretrainer, electra_losses,
                                          generator_config)

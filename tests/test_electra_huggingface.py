@@ -22,10 +22,10 @@ from safetensors import safe_open
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier)
 from bert_tf.serving import huggingface
-from bert_tf.tasks import export_checkpoint, registry
+from bert_tf.runs import export_checkpoint, registry
 from bert_tf.tasks.electra.model import ElectraPretrainer, generator_config
 from bert_tf.tasks.electra.serving import load_electra
-from bert_tf.tasks.export_checkpoint import ExportOptions
+from bert_tf.runs.export_checkpoint import ExportOptions
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import (google_to_hf_name, hf_to_google_name,
                                           read_safetensors)

@@ -18,8 +18,8 @@ from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpa
                             BertTokenClassifier)
 from bert_tf.serving import huggingface
 from bert_tf.serving import keras_hub as keras_hub_export
-from bert_tf.tasks import export_checkpoint
-from bert_tf.tasks.export_checkpoint import ExportOptions
+from bert_tf.runs import export_checkpoint
+from bert_tf.runs.export_checkpoint import ExportOptions
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import google_to_hf_name, hf_to_google_name

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_tf.models import (BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier)
 from bert_tf.serving import export, litert
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.text.preprocessor import Preprocessor

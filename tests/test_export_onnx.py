@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.serving import export, onnx_export
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
 from bert_tf.text.preprocessor import Preprocessor

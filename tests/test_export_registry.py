@@ -9,11 +9,21 @@ import numpy as np
 import pytest
 
 import test_run_classifier
-from bert_tf.serving import formats
-from bert_tf.tasks import export_checkpoint
+from bert_tf.serving import catalog, formats
+from bert_tf.serving import registry as model_registry
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_what_registers_is_what_the_catalog_declares():
+    # bert-export-model's --help reads the catalog (no TensorFlow); the writers and the
+    # model types register against its names, every task's loaded (export_checkpoint).
+    assert formats.names() == tuple(catalog.EXPORT_FORMATS)
+    assert {name: formats.get(name).help for name in formats.names()} == \
+        catalog.EXPORT_FORMATS
+    assert model_registry.names() == catalog.MODEL_TYPES
 
 
 def test_every_format_is_registered_with_a_check_a_writer_and_help():
@@ -32,7 +42,7 @@ def test_every_format_is_registered_with_a_check_a_writer_and_help():
 
 def test_no_module_dispatches_on_a_format_name():
     # The exporter and the runner ask the format's record, never its name.
-    for path in ("bert_tf/tasks/export_checkpoint.py", "bert_tf/tasks/driver.py"):
+    for path in ("bert_tf/runs/export_checkpoint.py", "bert_tf/runs/driver.py"):
         source = (REPO / path).read_text()
         found = re.findall(r"export_format\s*(?:==|!=|in\s*\()", source)
         assert not found, f"{path} dispatches on --export_format: {found}"

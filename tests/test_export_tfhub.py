@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.serving import tfhub
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.text.preprocessor import Preprocessor
 from harness import tiny_config, tiny_model, write_released_checkpoint
@@ -244,7 +244,7 @@ def test_a_classifier_run_exports_its_encoder_to_tf_hub(tmp_path):
     # TF Hub holds encoders: a classifier run's folder is refused naming
     # --model_type=encoder, and that flag then exports the run's encoder.
     import test_run_classifier  # pylint: disable=import-outside-toplevel
-    from bert_tf.tasks import export_checkpoint, registry  # noqa: E501  pylint: disable=import-outside-toplevel
+    from bert_tf.runs import export_checkpoint, registry  # noqa: E501  pylint: disable=import-outside-toplevel
     test_run_classifier.write_tiny_inputs(tmp_path)
     options = test_run_classifier.tiny_options(tmp_path)
     registry.run("classification", options)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import feature_extraction
+from bert_tf.runs import feature_extraction
 from bert_tf.models import BertEncoder
 from bert_tf.weights import from_pretrained
 from bert_tf.text.tokenization import FullTokenizer

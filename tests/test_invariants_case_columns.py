@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import harness
-from bert_tf.tasks import column_roles
+from bert_tf.runs import column_roles
 from bert_tf.text import tokenization
 from bert_tf.text import vocab as vocab_lib
 from test_invariants_files import REPO, console_scripts
@@ -87,14 +87,14 @@ def _extend(tmp_path, folder, lower):
 
 
 def _export(tmp_path, folder, lower):
-    from bert_tf.tasks import export_checkpoint  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import export_checkpoint  # pylint: disable=import-outside-toplevel
     export_checkpoint.export_from_checkpoint(export_checkpoint.ExportOptions(
         init_checkpoint=folder, export_dir=str(tmp_path / "export"), model_type="encoder",
         do_lower_case=lower))
 
 
 def _extract(tmp_path, folder, lower):
-    from bert_tf.tasks import feature_extraction  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import feature_extraction  # pylint: disable=import-outside-toplevel
     feature_extraction.run(feature_extraction.ExtractOptions(
         input_file=_corpus(tmp_path), output_file=str(tmp_path / "out.jsonl"),
         init_checkpoint=folder, do_lower_case=lower))
@@ -111,7 +111,7 @@ def _task(name):
     """The runners of a task (`bert-run-*`, `bert-train --task`): its options through
     `RunContext.create`, which the driver calls for every task before any work."""
     def run(tmp_path, folder, lower):
-        from bert_tf.tasks import registry, run_context  # pylint: disable=import-outside-toplevel
+        from bert_tf.runs import registry, run_context  # pylint: disable=import-outside-toplevel
         options = registry.TASKS[name].options_class(
             output_dir=str(tmp_path / "out"), init_checkpoint=folder, do_lower_case=lower,
             do_train=True, max_seq_length=16, **TASK_FILES.get(name, {}))
@@ -124,7 +124,7 @@ TASK_FILES = {"squad": dict(train_file="train.json", max_query_length=4, doc_str
 
 def _case_tasks():
     """The tasks of the registry whose options lower-case text."""
-    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import registry  # pylint: disable=import-outside-toplevel
     return sorted(name for name, entry in registry.TASKS.items()
                   if "do_lower_case" in _fields(entry.options_class))
 
@@ -161,7 +161,7 @@ def test_every_command_and_task_is_in_the_case_table():
         "CASE_RULE must list every console script (issue 49, class 3)"
     assert set(TASK_CASE_RULE) == set(_case_tasks()), \
         "TASK_CASE_RULE must list every task with do_lower_case"
-    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import registry  # pylint: disable=import-outside-toplevel
     for name in set(registry.TASKS) - set(TASK_CASE_RULE):  # no text, no case flag
         assert "do_lower_case" not in _fields(registry.TASKS[name].options_class), name
     for name in TASK_CASE_RULE:  # each can be told to run anyway
@@ -221,7 +221,7 @@ def test_the_rule_refuses_what_the_vocab_contradicts(capitals, lower):
 def _options_classes():
     """{name: options class} of every command and task."""
     import importlib  # pylint: disable=import-outside-toplevel
-    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import registry  # pylint: disable=import-outside-toplevel
     found = {entry.options_class.__name__: entry.options_class
              for entry in registry.TASKS.values()}
     for path in sorted((REPO / "bert_tf" / "cli").glob("*.py")):

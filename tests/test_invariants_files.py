@@ -187,7 +187,7 @@ def test_extend_vocab_writes_through_a_linked_output_dir(model_folder, tmp_path)
 
 
 def test_export_overwrite_refuses_the_run_folder_it_reads(model_folder, tmp_path):
-    from bert_tf.tasks import export_checkpoint  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import export_checkpoint  # pylint: disable=import-outside-toplevel
     for export_dir in (model_folder, os.path.dirname(model_folder)):
         options = export_checkpoint.ExportOptions(
             init_checkpoint=model_folder, export_dir=export_dir, model_type="encoder",
@@ -202,7 +202,7 @@ def test_export_overwrite_refuses_the_run_folder_it_reads(model_folder, tmp_path
     ("squad", "predict_file", "predictions.json"), ("squad", "train_file", "train.tf_record"),
 ])
 def test_a_runner_refuses_an_input_it_would_write_over(tmp_path, task, flag, name):
-    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import registry  # pylint: disable=import-outside-toplevel
     entry = registry.TASKS[task]
     data = tmp_path / name
     data.write_text("x\n", encoding="utf-8")
@@ -225,7 +225,7 @@ def test_squad_evaluate_refuses_out_file_equal_to_an_input(tmp_path):
 
 
 def test_extract_features_refuses_output_equal_to_input(model_folder, tmp_path):
-    from bert_tf.tasks import feature_extraction  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import feature_extraction  # pylint: disable=import-outside-toplevel
     text = tmp_path / "input.txt"
     text.write_text("the cat\n", encoding="utf-8")
     options = feature_extraction.ExtractOptions(
@@ -294,10 +294,10 @@ RAW_WRITERS = {
     "data_prep/beam_pipeline.py", "data_prep/beam_chunks.py",
     "bert_tf/weights/checkpoints.py", "bert_tf/train/preemption.py",
     "bert_tf/train/distribute.py", "bert_tf/tasks/sentence_embeddings/encode.py",
-    "bert_tf/tasks/feature_extraction.py", "bert_tf/text/wordpiece_tables.py",
+    "bert_tf/runs/feature_extraction.py", "bert_tf/text/wordpiece_tables.py",
     "bert_tf/serving/onnx_export.py",  # inside output_folder.write_folder's temporary
-    "bert_tf/tasks/driver.py",  # undone_on_refusal removes only what the run added
-    "bert_tf/tasks/run_groups.py",  # best_seed / best_trial links, replaced atomically
+    "bert_tf/runs/driver.py",  # undone_on_refusal removes only what the run added
+    "bert_tf/runs/run_groups.py",  # best_seed / best_trial links, replaced atomically
 }
 _RAW_WRITE = re.compile(r"open\([^)\n]*['\"](w|wb|a|ab)['\"]|os\.replace\(|shutil\.rmtree\("
                         r"|gfile\.rmtree\(|gfile\.rename\(|write_file\(")
@@ -472,7 +472,7 @@ def test_one_file_named_twice_in_an_output_list_leaves_nothing(tmp_path, vocab_f
 
 def _readers(tmp_path, vocab_file):
     """name -> read(path) of every text reader."""
-    from bert_tf.tasks import export_checkpoint, feature_extraction, text_files  # noqa
+    from bert_tf.runs import export_checkpoint, feature_extraction, text_files  # noqa
     from bert_tf.tasks.ner import data as ner_data  # pylint: disable=import-outside-toplevel
     from bert_tf.tasks.squad import data as squad_data  # noqa
     from bert_tf.configs import BertConfig  # pylint: disable=import-outside-toplevel
@@ -530,12 +530,12 @@ def test_the_reader_table_is_complete(tmp_path, vocab_file):
     # input_paths.check_text_file) must be one of these, each reviewed: JSON files the
     # library wrote itself (configs, run settings, caches) and command-line configs.
     allowed = {"bert_tf/commands/command_line.py", "bert_tf/text/wordpiece_fast.py",
-               "bert_tf/configs.py", "bert_tf/tasks/run_context.py",
-               "bert_tf/tasks/task.py", "bert_tf/tasks/run_config.py",
+               "bert_tf/configs.py", "bert_tf/runs/run_context.py",
+               "bert_tf/runs/task.py", "bert_tf/runs/run_config.py",
                "bert_tf/tasks/sentence_embeddings/sentence_transformers.py",
                "bert_tf/weights/checkpoints.py", "bert_tf/cli/train.py",
                "bert_tf/tasks/ner/conlleval.py", "bert_tf/io/fileio.py",
-               "bert_tf/tasks/run_groups.py",  # best_seed.json / best_trial.json
+               "bert_tf/runs/run_groups.py",  # best_seed.json / best_trial.json
                "data_prep/process_lifetime.py"}  # /proc/<pid>/stat of its workers
     text_read = re.compile(r"open\((?![^)\n]*['\"][wa]b?['\"])[^)\n]*encoding=")
     readers = {name for folder in ("bert_tf", "data_prep") for name, text in _sources(folder)
@@ -573,7 +573,7 @@ RUNNER_WRITES = ["eval_results.txt", "test_results.json", "predictions.tsv",
 
 
 def test_each_task_declares_the_outputs_of_its_own():
-    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import registry  # pylint: disable=import-outside-toplevel
 
     def writes(task, name):
         return any(fnmatch.fnmatch(name, pattern)
@@ -594,7 +594,7 @@ def test_no_runner_reads_a_file_it_writes_into_output_dir(tmp_path, data):
     # Every task of the registry, every option that names an input file: an input in
     # output_dir under a name the run writes there is refused before any work (the
     # driver's first check), and the file is left as it was.
-    from bert_tf.tasks import driver, registry, run_context  # noqa: E501  pylint: disable=import-outside-toplevel
+    from bert_tf.runs import driver, registry, run_context  # noqa: E501  pylint: disable=import-outside-toplevel
     from bert_tf.options import option_specs  # pylint: disable=import-outside-toplevel
     name = data.draw(st.sampled_from(registry.names()))
     entry = registry.get(name)

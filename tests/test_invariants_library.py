@@ -33,7 +33,7 @@ def _calls(tmp_path):
     from bert_tf.models import BertEncoder  # pylint: disable=import-outside-toplevel
     from bert_tf.text.cached_tokenizer import CachedTokenizer  # noqa
     from bert_tf.text.tokenization import FullTokenizer  # noqa
-    from bert_tf.tasks import run_config  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import run_config  # pylint: disable=import-outside-toplevel
     from data_prep import wikipedia  # pylint: disable=import-outside-toplevel
     vocab = _vocab(tmp_path)
     folder = tmp_path / "folder"
@@ -76,7 +76,7 @@ def _model_calls(tmp_path, vocab, folder):
     from bert_tf.models import BertEncoder
     from bert_tf.serving import registry as model_types
     from bert_tf.serving.registry import ModelType
-    from bert_tf.tasks import registry as tasks
+    from bert_tf.runs import registry as tasks
     from bert_tf.text.tokenization import BertTokenizerLayer
     from bert_tf.weights import checkpoints, from_pretrained
     encoder = BertEncoder(harness.tiny_config())

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 import harness
 from bert_tf import options as options_lib
 from bert_tf.configs import BertConfig
-from bert_tf.tasks import pretraining, run_config
+from bert_tf.tasks.pretraining import task as pretraining
+from bert_tf.runs import run_config
 from bert_tf.train import distribute
 
 FAST = settings(max_examples=30, deadline=None,
@@ -108,7 +109,7 @@ def test_every_training_option_is_classified():
         # several seeds: each seed's own run (output_dir/seed-N) has none of them
         "seeds", "num_seeds", "stop_bad_seeds_after",
     }
-    from bert_tf.tasks import registry  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs import registry  # pylint: disable=import-outside-toplevel
     names = {spec.name for entry in registry.TASKS.values()
              for spec in options_lib.option_specs(entry.options_class)}
     unclassified = names - set(run_config.CONTINUATION_OPTIONS) - not_shaping
@@ -274,7 +275,7 @@ def test_google_released_config_keys_load(keys):
 
 
 def test_head_dropout_of_one_is_refused():
-    from bert_tf.tasks.options import HeadDropout  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs.options import HeadDropout  # pylint: disable=import-outside-toplevel
     for value in (1.0, 1.5, math.nan, -0.1):
         with pytest.raises(ValueError, match="dropout_rate must be in"):
             dataclasses.replace(HeadDropout(), dropout_rate=value).check()

@@ -1,6 +1,7 @@
 """The package layout: imports run one way, and no module imports inside a function."""
 
 import ast
+import importlib
 import pathlib
 
 import pytest
@@ -8,7 +9,9 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 
 # Lower layers never import higher ones: configs/layers -> models -> text / weights /
-# train -> serving -> tasks -> cli. `commands` (flags from options, `--help`, start-up)
+# train -> serving -> runs -> tasks -> cli. `runs` (the driver, the run's context and
+# config, options, the registry, export, seeds and search) runs any task and names none:
+# it loads a task by its "module:Class" name. `commands` (flags from options, `--help`, start-up)
 # is for the commands only: cli and data_prep import it, the library never does; it sits
 # on layer 0 so that it imports no TensorFlow (a command's `--help` runs on it alone).
 # `process` (stop signals, the multi-worker supervisor) is below the library, which uses
@@ -18,7 +21,7 @@ COMMAND_ONLY = {"commands"}
 LAYERS = {"configs": 0, "extras": 0, "library_logs": 0, "io": 0, "options": 0,
           "process": 0, "commands": 0,
           "layers": 0, "models": 1, "text": 2, "weights": 2, "train": 2, "serving": 3,
-          "tasks": 4, "text_models": 5, "compat": 5, "cli": 5}
+          "runs": 4, "tasks": 5, "text_models": 6, "compat": 6, "cli": 6}
 REPO = PACKAGE.parent
 
 
@@ -55,7 +58,7 @@ def test_imports_run_one_way(path):
                 assert LAYERS[target] <= LAYERS[own], (
                     f"{path.name}:{node.lineno} ({own}, layer {LAYERS[own]}) imports {name} "
                     f"(layer {LAYERS[target]}): imports must run configs/layers -> models -> "
-                    "text/weights/train -> serving -> tasks -> cli")
+                    "text/weights/train -> serving -> runs -> tasks -> cli")
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -67,6 +70,24 @@ def test_no_import_inside_a_function(path):
                 assert not isinstance(node, (ast.Import, ast.ImportFrom)), (
                     f"{path.name}:{node.lineno}: import inside {function.name}(); import at "
                     "the top of the module (a circle means the code belongs elsewhere)")
+
+
+def test_tasks_holds_task_folders_only():
+    # The run machinery is bert_tf.runs; bert_tf/tasks/ has one folder a task.
+    modules = sorted(p.name for p in (PACKAGE / "tasks").glob("*.py")
+                     if p.name != "__init__.py")
+    assert not modules, f"bert_tf/tasks/ holds modules that are no task folder: {modules}"
+
+
+def test_the_earlier_paths_of_the_run_modules_still_import():
+    tasks = importlib.import_module("bert_tf.tasks")
+    for name in tasks.MOVED_TO_RUNS:
+        assert getattr(tasks, name) is importlib.import_module(f"bert_tf.runs.{name}")
+    with pytest.raises(AttributeError):
+        getattr(tasks, "nope")
+    pretraining = importlib.import_module("bert_tf.tasks.pretraining")
+    assert pretraining.run_pretraining is importlib.import_module(
+        "bert_tf.tasks.pretraining.task").run_pretraining
 
 
 def test_the_layers_table_knows_every_part():

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf.layers import MultiHeadSelfAttention, Projection
 from bert_tf.models import BertClassifier, BertEncoder
-from bert_tf.tasks import driver, export_checkpoint
+from bert_tf.runs import driver, export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.classification.task import ClassifierOptions
 from bert_tf.train import lora, loop, optimization

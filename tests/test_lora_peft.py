@@ -14,9 +14,9 @@ from safetensors.numpy import load_file
 
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.serving import huggingface, peft
-from bert_tf.tasks import driver, export_checkpoint
+from bert_tf.runs import driver, export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.export_checkpoint import ExportOptions
+from bert_tf.runs.export_checkpoint import ExportOptions
 from bert_tf.train import lora
 from contract import encoder_features
 from harness import tiny_config, tiny_model

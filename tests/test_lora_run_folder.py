@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import driver, export_checkpoint
+from bert_tf.runs import driver, export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.classification.task import ClassifierOptions
 from bert_tf.weights import checkpoints, digest

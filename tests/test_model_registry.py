@@ -289,7 +289,7 @@ def test_a_head_without_checkpoint_names_is_told_where_to_name_them():
 def _checked_modules():
     paths = sorted((PACKAGE / "weights").glob("*.py")) + sorted(
         (PACKAGE / "serving").glob("*.py"))
-    paths += [PACKAGE / "train" / "warm_start.py", PACKAGE / "tasks" / "export_checkpoint.py"]
+    paths += [PACKAGE / "train" / "warm_start.py", PACKAGE / "runs" / "export_checkpoint.py"]
     return [path for path in paths if path.name != "model_types.py"]  # the registrations
 
 

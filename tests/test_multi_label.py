@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import metrics, multi_label
 from bert_tf.tasks.classification import task as classification_task

@@ -5,7 +5,7 @@ import logging
 import numpy as np
 import pytest
 
-from bert_tf.tasks import run_context
+from bert_tf.runs import run_context
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.train import progress

@@ -19,11 +19,12 @@ import bert_tf
 import data_prep
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option, option_specs
-from bert_tf.tasks import class_weights, feature_extraction, option_groups, options, pretraining
+from bert_tf.tasks.pretraining import task as pretraining
+from bert_tf.runs import class_weights, feature_extraction, option_groups, options
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.distillation import options as distillation_options
-from bert_tf.tasks.search import options as search_options
-from bert_tf.tasks.seeds import options as seeds_options
+from bert_tf.runs.search import options as search_options
+from bert_tf.runs.seeds import options as seeds_options
 from bert_tf.tasks.electra import task as electra_task
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.sentence_embeddings import task as sentence_task

@@ -45,7 +45,7 @@ def _beam_scripts():
 BEAM_SCRIPT_MODULES = _beam_scripts()
 # bert-train takes the flags of the task it names: one listing per registered task.
 TRAIN_TASKS = [f"bert_tf.cli.train:{name}" for name in re.findall(
-    r'TaskEntry\("(\w+)"', (REPO_ROOT / "bert_tf" / "tasks" / "registry.py").read_text())]
+    r'TaskEntry\("(\w+)"', (REPO_ROOT / "bert_tf" / "runs" / "registry.py").read_text())]
 HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
 if HAVE_BEAM:  # without the extra their flags cannot be listed; `make install-extras`
     SCRIPT_MODULES.update(BEAM_SCRIPT_MODULES)

@@ -16,7 +16,7 @@ import test_run_squad
 import test_sentence_embeddings
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import driver, feature_extraction, registry
+from bert_tf.runs import driver, feature_extraction, registry
 from bert_tf.train import preemption
 from harness import tiny_model, write_records, write_released_checkpoint
 

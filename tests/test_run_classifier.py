@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.options import option_specs
-from bert_tf.tasks import driver, export_checkpoint, run_context
-from bert_tf.tasks.run_context import RunContext
+from bert_tf.runs import driver, export_checkpoint, run_context
+from bert_tf.runs.run_context import RunContext
 from bert_tf.weights import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder

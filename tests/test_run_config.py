@@ -27,9 +27,8 @@ import test_sentence_embeddings
 from bert_tf.commands import command_line
 from bert_tf import options as options_lib
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import (export_checkpoint, export_settings, feature_extraction, registry,
-                           run_config)
-from bert_tf.tasks.export_checkpoint import ExportOptions
+from bert_tf.runs import export_checkpoint, export_settings, feature_extraction, registry, run_config
+from bert_tf.runs.export_checkpoint import ExportOptions
 from harness import write_tsv
 
 HAVE_KERAS_HUB = importlib.util.find_spec("keras_hub") is not None
@@ -229,8 +228,8 @@ def test_registry_names_match_the_task_classes():
 
 # Modules that must work for any task: they may not name one, nor a head or model type
 # (docstrings and comments may, as examples).
-GENERIC = ["tasks/driver.py", "tasks/run_context.py", "tasks/run_config.py",
-           "tasks/task.py"] + [str(path.relative_to(PACKAGE))
+GENERIC = ["runs/driver.py", "runs/run_context.py", "runs/run_config.py",
+           "runs/task.py"] + [str(path.relative_to(PACKAGE))
                                for path in sorted((PACKAGE / "train").glob("*.py"))]
 TASK_WORDS = {"classifier", "classification", "squad", "ner", "labeler", "tagger", "multiple",
               "pretrainer", "glue", "mrpc", "conll"}

@@ -106,7 +106,7 @@ def test_unknown_names_and_wrong_types_are_refused_naming_the_file(options_class
 
 
 def test_values_are_checked_against_their_type_and_choices():
-    from bert_tf.tasks.options import FinetuneOptions  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs.options import FinetuneOptions  # pylint: disable=import-outside-toplevel
     cases = [({"do_train": "yes"}, "do_train: expected true or false, got 'yes'"),
              ({"train_batch_size": 3.5}, "train_batch_size: expected an integer, got 3.5"),
              ({"train_batch_size": True}, "train_batch_size: expected an integer"),
@@ -126,7 +126,7 @@ def test_values_are_checked_against_their_type_and_choices():
 
 
 def test_bad_config_files_are_refused_naming_them(tmp_path):
-    from bert_tf.tasks.options import FinetuneOptions  # pylint: disable=import-outside-toplevel
+    from bert_tf.runs.options import FinetuneOptions  # pylint: disable=import-outside-toplevel
     (tmp_path / "broken.json").write_text("{not json")
     (tmp_path / "list.json").write_text("[1]")
     for name, message in (("broken.json", "not valid JSON"),

@@ -25,7 +25,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.multiple_choice import data as choice_data
 from bert_tf.tasks.multiple_choice import task as choice_task
 from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions

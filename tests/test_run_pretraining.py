@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import pretraining
+from bert_tf.tasks.pretraining import task as pretraining
 from bert_tf.weights import checkpoints
 from bert_tf.train import distribute
 from bert_tf.train import records

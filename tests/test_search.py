@@ -1,4 +1,4 @@
-"""Hyperparameter search (`bert-search`, bert_tf.tasks.search) of a tiny classifier:
+"""Hyperparameter search (`bert-search`, bert_tf.runs.search) of a tiny classifier:
 trials as run folders, the table, the best trial marked and exported, the pruner, two
 processes sharing one study, and bad input named before any work."""
 
@@ -12,10 +12,10 @@ import pytest
 
 import test_run_classifier
 from bert_tf import options as options_lib
-from bert_tf.tasks import best_checkpoint
+from bert_tf.runs import best_checkpoint
 from bert_tf.tasks.classification.task import ClassifierOptions
-from bert_tf.tasks.search import options as search_options
-from bert_tf.tasks.search import space, trial as trial_lib
+from bert_tf.runs.search import options as search_options
+from bert_tf.runs.search import space, trial as trial_lib
 
 SPACE = {"learning_rate": {"low": 1e-4, "high": 1e-2, "log": True},
          "seed": {"choices": [1, 2, 3]}, "warmup_proportion": {"low": 0.0, "high": 0.2}}
@@ -38,8 +38,8 @@ def _task_options(tmp_path, **changes):
 def test_a_search_writes_trial_folders_a_table_and_marks_the_best_which_exports(
         tmp_path, capsys):
     pytest.importorskip("optuna")
-    from bert_tf.tasks import export_checkpoint
-    from bert_tf.tasks.search import study
+    from bert_tf.runs import export_checkpoint
+    from bert_tf.runs.search import study
     options = _task_options(tmp_path)
     summary = study.run_search("classification", options, search_options.SearchOptions(
         search=_write_space(tmp_path), trials=3))
@@ -103,7 +103,7 @@ def test_the_pruning_hook_reports_each_dev_score_and_stops_a_pruned_trial():
 @pytest.mark.extras("optuna")
 def test_a_trial_behind_the_others_is_pruned(tmp_path):
     optuna = pytest.importorskip("optuna")
-    from bert_tf.tasks.search import study
+    from bert_tf.runs.search import study
     options = _task_options(tmp_path, num_train_epochs=4.0, train_batch_size=16)
     out = tmp_path / "out"
     out.mkdir()
@@ -206,7 +206,7 @@ def test_an_unreachable_storage_is_one_line_naming_it(tmp_path):
 @pytest.mark.extras("optuna")
 def test_a_search_without_dev_scores_is_refused(tmp_path):
     pytest.importorskip("optuna")
-    from bert_tf.tasks.search import study
+    from bert_tf.runs.search import study
     options = test_run_classifier.options(tmp_path, do_train=True)
     with pytest.raises(ValueError, match=r"--search trains each trial and scores it on the "
                                          r"dev data: add --do_train and --do_eval"):

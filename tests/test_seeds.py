@@ -1,4 +1,4 @@
-"""Several seeds as one run (`--seeds`, bert_tf.tasks.seeds) of a tiny classifier: one
+"""Several seeds as one run (`--seeds`, bert_tf.runs.seeds) of a tiny classifier: one
 run folder per seed, the summary (statistics recomputed here from each seed's own
 results), the best seed marked and exported, the bottom half stopped early, a diverged
 seed counted as failed, and bad input named before any work."""
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import test_run_classifier
-from bert_tf.tasks import driver, export_checkpoint, run_groups
+from bert_tf.runs import driver, export_checkpoint, run_groups
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.distillation import teacher as teacher_lib
 from bert_tf.tasks.electra.task import ElectraOptions
-from bert_tf.tasks.pretraining import PretrainingOptions
-from bert_tf.tasks.seeds import options as seeds_options
-from bert_tf.tasks.seeds import runs, summary as summary_lib
+from bert_tf.tasks.pretraining.options import PretrainingOptions
+from bert_tf.runs.seeds import options as seeds_options
+from bert_tf.runs.seeds import runs, summary as summary_lib
 from bert_tf.train import preemption, step_hook
 
 

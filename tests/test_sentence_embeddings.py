@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import driver, registry
+from bert_tf.runs import driver, registry
 from bert_tf.tasks.sentence_embeddings import data as pair_data
 from bert_tf.tasks.sentence_embeddings import evaluation, losses
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
@@ -522,7 +522,7 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import test_sentence_embeddings as t
-from bert_tf.tasks import registry
+from bert_tf.runs import registry
 folder = pathlib.Path(sys.argv[1])
 t.write_rows(folder / "data" / "train.tsv", ["sentence1", "sentence2"], t.positive_pairs(32, 0))
 t.write_sts(folder / "sts", train=0, dev=15)

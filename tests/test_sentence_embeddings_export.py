@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.serving import export, huggingface, litert, tfhub
-from bert_tf.tasks import driver, export_checkpoint
+from bert_tf.runs import driver, export_checkpoint
 from bert_tf.tasks.sentence_embeddings import encode, serving
 from bert_tf.tasks.sentence_embeddings import sentence_transformers as st_folder
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder

@@ -11,7 +11,7 @@ import pytest
 
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.options import options_from_dict
-from bert_tf.tasks import driver
+from bert_tf.runs import driver
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.classification.task import ClassifierOptions
 from bert_tf.train import optimization, reinit_layers

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 import bert_tf
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import export_checkpoint
-from bert_tf.tasks import options as task_options
+from bert_tf.runs import export_checkpoint
+from bert_tf.runs import options as task_options
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner import task as ner_task

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import bert_tf
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import export_checkpoint
+from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import task as squad_task
 from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, tiny_config, tiny_model,

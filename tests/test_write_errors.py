@@ -211,7 +211,7 @@ def test_a_resharded_rerun_replaces_every_file_of_the_earlier_run(tmp_path, capl
 
 def test_an_evaluation_rerun_says_it_replaces_the_results(tmp_path, caplog):
     from absl import logging as absl_logging
-    from bert_tf.tasks import task as task_lib
+    from bert_tf.runs import task as task_lib
     absl_logging.set_verbosity(absl_logging.INFO)
     task_lib.write_results(str(tmp_path), "eval", {"eval_accuracy": 0.9})
     assert "Replacing" not in caplog.text

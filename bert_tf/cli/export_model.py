@@ -40,14 +40,11 @@ dynamic-range int8), vocab.txt and litert_config.json (the tokenizer settings):
 """
 
 from bert_tf.commands import command_line
+from bert_tf.runs.export_options import ExportOptions
 
-# The one command whose options import TensorFlow, `--help` too: --model_type's choices
-# and --export_format's help are the registered model types and export formats, which
-# the modules that build and write the models register as they load. They load here,
-# with TensorFlow's start-up lines held back (`command_line.load`).
-OPTIONS = command_line.load("bert_tf.tasks.export_checkpoint:ExportOptions")
+OPTIONS = ExportOptions
 REQUIRED = ("init_checkpoint", "export_dir")
-EXPORT = "bert_tf.tasks.export_checkpoint:export_from_checkpoint"
+EXPORT = "bert_tf.runs.export_checkpoint:export_from_checkpoint"
 
 
 def export(options):

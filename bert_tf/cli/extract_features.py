@@ -18,11 +18,11 @@ are then found in it), a checkpoint prefix or a Hugging Face folder.
 """
 
 from bert_tf.commands import command_line
-from bert_tf.tasks.feature_extraction_options import ExtractOptions
+from bert_tf.runs.feature_extraction_options import ExtractOptions
 
 OPTIONS = ExtractOptions
 REQUIRED = ("input_file", "output_file", "init_checkpoint")
-run_main = command_line.command(__name__, OPTIONS, "bert_tf.tasks.feature_extraction:run",
+run_main = command_line.command(__name__, OPTIONS, "bert_tf.runs.feature_extraction:run",
                                 REQUIRED)
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ and, with `--do_eval`, `eval_results.txt`.
 """
 
 from bert_tf.commands import command_line
-from bert_tf.tasks.pretraining_options import PretrainingOptions
+from bert_tf.tasks.pretraining.options import PretrainingOptions
 
 OPTIONS = PretrainingOptions
 REQUIRED = ("input_file", "output_dir")
-RUN = "bert_tf.tasks.pretraining:run_pretraining"  # loaded once the flags are parsed
+RUN = "bert_tf.tasks.pretraining.task:run_pretraining"  # loaded once the flags are parsed
 run_main = command_line.command(__name__, OPTIONS, RUN, REQUIRED)
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ of one study together. Needs the `search` extra (optuna).
 
 from bert_tf.commands import command_line
 from bert_tf.cli import train
-from bert_tf.tasks import registry
-from bert_tf.tasks.search import options as search_options
+from bert_tf.runs import registry
+from bert_tf.runs.search import options as search_options
 
 DOCS_TASK = "classification"  # whose flags the documentation's examples use
-RUN_SEARCH = "bert_tf.tasks.search.study:run_search"  # loaded when it runs
+RUN_SEARCH = "bert_tf.runs.search.study:run_search"  # loaded when it runs
 
 
 def define_flags(name=DOCS_TASK):

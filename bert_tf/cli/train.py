@@ -1,6 +1,6 @@
 r"""Train, evaluate, predict or export any registered task: `bert-train --task=NAME`.
 
-The tasks are those of `bert_tf.tasks.registry` (`bert-train --help` lists them). Each
+The tasks are those of `bert_tf.runs.registry` (`bert-train --help` lists them). Each
 takes the flags of its own command (`bert-train --task=squad --help` lists them; the
 per-task commands such as bert-run-squad take the same). Example:
 
@@ -19,7 +19,7 @@ import sys
 from absl import flags
 
 from bert_tf.commands import command_line
-from bert_tf.tasks import registry
+from bert_tf.runs import registry
 
 
 def _flag_value(argv, name):

@@ -121,7 +121,7 @@ def _given(flag_values, spec) -> bool:
         flag_values[switch].present and flag_values[switch].value for switch in spec.switches)
 
 
-# A run folder's config (`bert_tf.tasks.run_config.CONFIG_FILE`), and what it never
+# A run folder's config (`bert_tf.runs.run_config.CONFIG_FILE`), and what it never
 # decides for a later run of that folder: what to do, and where.
 RUN_CONFIG_FILE = "config.json"
 STEP_OPTIONS = ("do_train", "do_eval", "do_predict", "output_dir", "init_checkpoint",
@@ -251,7 +251,7 @@ def load(target):
     does the work, which imports TensorFlow, is imported by its dotted name through
     importlib once the flags are parsed, after TensorFlow's start-up lines are held
     back (`startup.quiet_tensorflow`). So `--help` imports no TensorFlow, and a task
-    registered by name (`bert_tf.tasks.registry`) loads only when it runs.
+    registered by name (`bert_tf.runs.registry`) loads only when it runs.
 
     Raises:
       ValueError: for a name that is not "module:function".
@@ -328,13 +328,16 @@ def run_command(module, run_fn, required=(), options_class=None):
     """Runs a command: defines and parses the flags, checks them, calls `run_fn(options)`
     with the options built once from them (`run_fn()` without `options_class`).
 
-    `--help` shows `module`'s docstring and its own flags (absl lists the flags of the
-    `__main__` module only, and behind a console script such as `bert-run-squad`
-    `__main__` is a generated wrapper). An unexpected argument, a missing `required`
-    flag or a user error in `run_fn` ends the process with one line.
+    `--help` shows `module`'s docstring, its options (`options_class`) and the other
+    flags it defines (`bert_tf.commands.help_text.print_help`); its flags are also
+    registered under `sys.argv[0]`, the module absl takes for the command's own (behind a
+    console script such as `bert-run-squad`, `__main__` is a generated wrapper). An
+    unexpected argument, a missing `required` flag or a user error in `run_fn` ends the
+    process with one line.
 
     Args:
-      module: the command's module (`sys.modules[__name__]`).
+      module: the command's module (`sys.modules[__name__]`): its docstring is the
+        `--help` text, its name the module its flags are defined for.
       run_fn: does the work: `run_fn(options)`, or `run_fn()` reading the parsed flags
         for a command without `options_class`.
       required: names of flags that must be set (on the command line or, for a command
@@ -347,15 +350,13 @@ def run_command(module, run_fn, required=(), options_class=None):
     program = _program(module)
     if options_class is not None:
         _refuse_lora_flags(program, options_class, sys.argv)
-    main_module = sys.modules["__main__"]
-    if main_module is not module:
-        main_module.__doc__ = module.__doc__
     for module_name in (module.__name__, __name__):
         for flag in flags.FLAGS.get_flags_for_module(module_name):
             flags.FLAGS.register_flag_by_module(sys.argv[0], flag)
 
     if help_text.help_requested(sys.argv):
-        help_text.print_help(module, options_class, required, flag_modules=(__name__,))
+        help_text.print_help(module.__doc__, options_class, required,
+                             flag_modules=(module.__name__, sys.argv[0], __name__))
         sys.exit(0)
 
     def check_and_run(argv):

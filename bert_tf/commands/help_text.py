@@ -109,8 +109,8 @@ def format_help(doc, options_class=None, other_flags=(), required=()) -> str:
     Args:
       doc: The command's docstring (what it does, an example).
       options_class: Its options class (None: a command without one).
-      other_flags: (name, default, help) of the flags that are no option (`--config`,
-        `--verbose`, a command's own).
+      other_flags: absl `Flag`s that are no option (`--config`, `--verbose`, a
+        command's own).
       required: The flags that must be set.
     """
     parts = [doc.strip() if doc else ""]
@@ -121,54 +121,42 @@ def format_help(doc, options_class=None, other_flags=(), required=()) -> str:
         parts.append(format_groups(options_class, required))
     if other_flags:
         parts.append("Running the command:\n" + "\n".join(
-            format_flag(name, default, text, required=name in required)
-            for name, default, text in other_flags))
+            _format_absl_flag(flag, flag.name in required) for flag in other_flags))
     parts.append("absl's own flags (--verbosity, --logtostderr, ...): --helpfull.")
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
-def print_help(module, options_class=None, required=(), flag_modules=()):
-    """Prints the `--help` of `module`'s command: its docstring, its options by group,
-    then its other flags (`--config`, `--verbose`, its own); `--helpfull` adds absl's.
+def _format_absl_flag(flag, required) -> str:
+    """`format_flag` of an absl `Flag`: its choices from its parser (an enum flag's
+    help starts with them as absl writes them, "<a|b>: ", which is left out)."""
+    choices = getattr(flag.parser, "enum_values", None)
+    text = flag.help
+    if choices:
+        text = text.removeprefix(f"<{'|'.join(choices)}>: ")
+    return format_flag(flag.name, flag.default, text, choices=choices, required=required,
+                       boolean=flag.boolean)
+
+
+def print_help(doc, options_class=None, required=(), flag_modules=()):
+    """Prints a command's `--help`: its docstring, its options by group, then its other
+    flags (`--config`, `--verbose`, its own); `--helpfull` adds absl's.
 
     Args:
-      module: The command's module (its docstring and the flags it defines).
-      options_class: Its options class (None: found in `module`, a tool that defines
-        its flags itself).
+      doc: The command's docstring.
+      options_class: Its options class (None: a command without one).
       required: The flags that must be set.
-      flag_modules: Other modules whose flags the command takes (`--verbose`).
+      flag_modules: The modules whose flags the command takes besides its options (its
+        own, and `--verbose`'s), as absl knows them (`FlagValues.get_flags_for_module`).
     """
-    if options_class is None:  # a tool that defines its flags itself: its options class
-        options_class = _module_options_class(module)
     names = set()
     if options_class is not None:
         for spec in options_lib.option_specs(options_class):
             names.update((spec.name,) + spec.aliases + tuple(spec.switches))
     other = {}
-    for module_name in (module.__name__, sys.argv[0], *flag_modules):
+    for module_name in flag_modules:
         for flag in flags.FLAGS.get_flags_for_module(module_name):
-            if flag.name not in names and flag.name not in other:
-                text = flag.help  # an enum's starts "<a|b|c>: "; the choices follow it
-                if text.startswith("<") and ">: " in text:
-                    text = text.split(">: ", 1)[1] + " One of: " + ", ".join(
-                        text[1:text.index(">: ")].split("|")) + "."
-                other[flag.name] = (flag.name, flag.default, text)
-    print(format_help(module.__doc__, options_class, list(other.values()), required),
-          end="")
+            if flag.name not in names:
+                other.setdefault(flag.name, flag)
+    print(format_help(doc, options_class, list(other.values()), required), end="")
     if "--helpfull" in sys.argv:
         print("\n" + flags.FLAGS.module_help("absl.logging"))
-
-
-def _module_options_class(module):
-    """The options class that `module` composes and whose every option is a flag of the
-    command (a tool that defines its flags from it itself), else None."""
-    defined = {flag.name for name in (module.__name__, sys.argv[0])
-               for flag in flags.FLAGS.get_flags_for_module(name)}
-    for value in vars(module).values():
-        if (isinstance(value, type)
-                and getattr(value, "__module__", None) == module.__name__
-                and options_lib.option_groups(value) != (value,)):
-            names = {spec.name for spec in options_lib.option_specs(value)}
-            if names and names <= defined:
-                return value
-    return None

@@ -13,7 +13,7 @@
 `DataProcessor` (`get_train_examples(data_dir)`, `get_dev_examples`,
 `get_test_examples`, `get_labels`, the `_read_tsv` classmethod) and `InputExample(guid,
 text_a, text_b=None, label=None)` are bert_tf's own
-(`bert_tf.tasks.classification.user_processors`, `bert_tf.tasks.text_files`); from
+(`bert_tf.tasks.classification.user_processors`, `bert_tf.runs.text_files`); from
 Python, `register_processor("mytask", MyProcessor)` adds the name too. The original's
 `main()`, `model_fn_builder` and `input_fn_builder` (tf.estimator) have no counterpart
 here: `bert-run-classifier` (`bert_tf.tasks.classification.task.run`) is the whole
@@ -22,6 +22,6 @@ run. See docs/migrating_from_google_research.md.
 
 from bert_tf.tasks.classification.user_processors import (  # noqa: F401
     DataProcessor, register_processor, registered_names)
-from bert_tf.tasks.text_files import InputExample  # noqa: F401
+from bert_tf.runs.text_files import InputExample  # noqa: F401
 
 __all__ = ["DataProcessor", "InputExample", "register_processor", "registered_names"]

@@ -1,8 +1,8 @@
 """Serving: SavedModel export for TensorFlow Serving and its signatures, the other
-export formats, and the registry of model types they look up.
+export formats, and the registries of model types and formats they look up.
 
-Importing the package registers the built-in model types (`model_types`), so that
-`registry.get("classifier")` answers whichever serving module was imported first.
+Importing the package imports no TensorFlow (`catalog`, `formats` and `registry` are
+read by bert-export-model's `--help`): the built-in model types and formats register
+when either registry is first asked (`registry.BUILT_IN`: `bert_tf.serving.model_types`,
+which imports the formats' writers).
 """
-
-from bert_tf.serving import model_types  # noqa: F401  (registers the built-in types)

@@ -57,7 +57,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.serving import formats, output_folder, registry, signature_inputs
+from bert_tf.serving import catalog, formats, output_folder, registry, signature_inputs
 from bert_tf.serving import signatures as sig
 from bert_tf.serving.text_signatures import (classifier_text_signature,  # noqa: F401
                                              encoder_text_signature, span_text_signature,
@@ -400,6 +400,6 @@ __all__ = ["canonical_model_type", "check_model_class", "export_classifier",
 
 
 formats.register(formats.ExportFormat(
-    "saved_model", "a SavedModel for TF Serving (raw-text, token-id and tf.Example "
-    "signatures)", check=lambda model_cls, request: check_model_class(model_cls),
+    "saved_model", catalog.EXPORT_FORMATS["saved_model"],
+    check=lambda model_cls, request: check_model_class(model_cls),
     write=write_serving_model, versioned=True, thresholds=True))

@@ -7,10 +7,11 @@ types are (`bert_tf.serving.registry`).
 
 A format is one module with its writer and one `register(ExportFormat(...))` call there:
 the built-in ones register as their modules are imported (`bert_tf.serving.model_types`
-imports them before the model types that name them), the sentence-transformers folder
-from its task's folder. `--export_format`'s help lists the registered ones, and `get`
-refuses any other name (the flag has no fixed choices, so a format registered later
-works too).
+imports them before the model types that name them; it loads when a registry is first
+asked), the sentence-transformers folder from its task's folder. Their names and help
+are declared without TensorFlow in `bert_tf.serving.catalog`, which `--export_format`'s
+help lists; `get` refuses a name that is not registered (the flag has no fixed choices,
+so a format of one's own, registered later, works too).
 Which model types a format takes, and why it refuses the others, is each type's record
 (`ModelType.formats`, `ModelType.refused`); a format's `check` asks it.
 
@@ -20,6 +21,7 @@ folder to write, and an `ExportRequest` (the settings of the export).
 """
 
 import dataclasses
+import importlib
 from typing import Callable, Optional
 
 
@@ -85,6 +87,15 @@ class ExportFormat:
 
 
 _FORMATS = {}  # name -> ExportFormat, in registration order
+# The module that registers the built-in model types, importing the built-in formats'
+# writers first; it imports TensorFlow, so it loads when a registry is first asked.
+BUILT_IN = "bert_tf.serving.model_types"
+
+
+def load_built_ins() -> None:
+    """Registers the built-in formats and model types (`BUILT_IN`), once; while it loads,
+    its own registrations find it loading and go on."""
+    importlib.import_module(BUILT_IN)
 
 
 def register(export_format: ExportFormat) -> ExportFormat:
@@ -111,6 +122,7 @@ def unregister(name: str) -> None:
 
 def names() -> tuple:
     """The registered formats' names, in registration order."""
+    load_built_ins()
     return tuple(_FORMATS)
 
 
@@ -120,12 +132,7 @@ def get(name: str) -> ExportFormat:
     Raises:
       ValueError: for an unknown name, listing the registered ones.
     """
-    if name not in _FORMATS:
+    if name not in names():
         raise ValueError(f"--export_format={name} is not an export format; expected one "
                          f"of {', '.join(names())}")
     return _FORMATS[name]
-
-
-def help_text() -> str:
-    """`--export_format`'s help: each format's name and help."""
-    return "; ".join(f"{fmt.name}: {fmt.help}" for fmt in _FORMATS.values()) + "."

@@ -41,7 +41,7 @@ from absl import logging
 from safetensors.numpy import save_file
 
 from bert_tf.models import encoder_of
-from bert_tf.serving import export, formats, output_folder, registry
+from bert_tf.serving import catalog, export, formats, output_folder, registry
 from bert_tf.text.vocab import SPECIAL_TOKENS
 from bert_tf.weights import checkpoints
 from bert_tf.weights.hugging_face import (BERT_MODEL_TYPES, ELECTRA_MODEL_TYPE,
@@ -325,8 +325,7 @@ def export_huggingface(model, preprocessor, export_dir, label_names=None, proble
 
 
 formats.register(formats.ExportFormat(
-    "huggingface", "a transformers folder (config.json, model.safetensors, vocab.txt, "
-    "tokenizer config; also model_type=pretrainer, the masked-LM and next-sentence heads)",
+    "huggingface", catalog.EXPORT_FORMATS["huggingface"],
     check=lambda model_cls, request: check_model_class(model_cls),
     write=lambda model, preprocessor, export_dir, request: export_huggingface(
         model, preprocessor, export_dir, label_names=request.label_names,

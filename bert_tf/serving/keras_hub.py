@@ -31,7 +31,7 @@ from absl import logging
 
 from bert_tf import extras
 from bert_tf.models import encoder_of
-from bert_tf.serving import export, formats, output_folder, registry
+from bert_tf.serving import catalog, export, formats, output_folder, registry
 from bert_tf.weights import checkpoints
 
 # What keras-hub's BERT presets hold: a backbone (a model without heads) or a
@@ -245,7 +245,6 @@ def _check(model_cls, request):
 
 
 formats.register(formats.ExportFormat(
-    "keras_hub", "a keras-hub preset of an encoder or classifier (needs the keras-hub "
-    "extra)", check=_check,
+    "keras_hub", catalog.EXPORT_FORMATS["keras_hub"], check=_check,
     write=lambda model, preprocessor, export_dir, request: export_keras_hub(
         model, preprocessor, export_dir, overwrite=request.overwrite)))

@@ -35,11 +35,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf.serving import export, formats, huggingface, output_folder, registry
+from bert_tf.serving import catalog, export, formats
+from bert_tf.serving import huggingface, output_folder, registry
 from bert_tf.text.vocab import SPECIAL_TOKENS
 
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.tflite", "litert_config.json", "vocab.txt"
-QUANTIZATIONS = ("none", "int8")
+QUANTIZATIONS = catalog.QUANTIZATIONS  # ("none", "int8")
 def check_ids_model_class(model_cls, export_format, runtime, doc_stride=None):
     """Raises ValueError, with the reason, for a model that a file of token ids in
     (`export_format`: litert, onnx; `runtime`: "LiteRT", "ONNX") cannot hold: a refused
@@ -182,9 +183,7 @@ def write_ids_model(exporter):
 
 
 formats.register(formats.ExportFormat(
-    "litert", "a .tflite of a classifier, token classifier, span labeler or encoder "
-    "taking int32 token ids [1, max_seq_length], with vocab.txt and litert_config.json "
-    "for the app's tokenizer",
+    "litert", catalog.EXPORT_FORMATS["litert"],
     check=lambda model_cls, request: check_model_class(
         model_cls, request.signature.get("doc_stride")),
     write=write_ids_model(export_litert), quantizes=True))

@@ -1,8 +1,10 @@
 """The built-in model types, each registered once (`bert_tf.serving.registry`).
 
-Importing `bert_tf.serving` runs this module. The google-research and Hugging Face
-names of each head are its model class's (`google_head_entries`, `hf_head_names`); the
-pre-training model loads itself (`ModelType.load`: the heads its checkpoint holds).
+A registry's first lookup runs this module (`bert_tf.serving.formats.load_built_ins`);
+the names it registers are declared in `bert_tf.serving.catalog`. The google-research
+and Hugging Face names of each head are its model class's (`google_head_entries`,
+`hf_head_names`); the pre-training model loads itself (`ModelType.load`: the heads its
+checkpoint holds).
 """
 
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer,

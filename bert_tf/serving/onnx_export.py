@@ -42,7 +42,8 @@ from absl import logging
 from bert_tf import extras
 from bert_tf.layers import activations
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf.serving import export, formats, litert, onnx_graph, output_folder, registry
+from bert_tf.serving import catalog, export, formats
+from bert_tf.serving import litert, onnx_graph, output_folder, registry
 
 MODEL_FILE, CONFIG_FILE, VOCAB_FILE = "model.onnx", "onnx_config.json", "vocab.txt"
 QUANTIZATIONS = litert.QUANTIZATIONS  # ("none", "int8"), one --quantize for both
@@ -217,7 +218,6 @@ def _check(model_cls, request):
 
 
 formats.register(formats.ExportFormat(
-    "onnx", "an ONNX model of the ids signature (int32 token ids [batch, sequence] in, "
-    "any batch and length; needs the onnx extra) with vocab.txt and onnx_config.json",
+    "onnx", catalog.EXPORT_FORMATS["onnx"],
     check=_check, write=litert.write_ids_model(export_onnx), quantizes=True,
     derived_from="saved_model"))

@@ -28,7 +28,7 @@ from safetensors.numpy import save_file
 
 from bert_tf.layers.dense import Projection
 from bert_tf.models import encoder_of
-from bert_tf.serving import formats, huggingface, output_folder, registry
+from bert_tf.serving import catalog, formats, huggingface, output_folder, registry
 from bert_tf.train import lora
 
 FORMAT = "peft"
@@ -162,11 +162,7 @@ def export_peft(model, export_dir, overwrite=False):
 
 
 formats.register(formats.ExportFormat(
-    FORMAT, "the adapters of a LoRA run (--lora_rank) and its task head as a Hugging Face "
-    "PEFT folder (adapter_config.json, adapter_model.safetensors) that "
-    "PeftModel.from_pretrained loads onto the transformers model of the run's base (the "
-    "huggingface export of its --init_checkpoint); every other format merges a LoRA "
-    "run's adapters into the weights",
+    FORMAT, catalog.EXPORT_FORMATS[FORMAT],
     check=lambda model_cls, request: (check_model_class(model_cls),
                                       check_source(request.source, request.run)),
     write=lambda model, preprocessor, export_dir, request: export_peft(

@@ -9,8 +9,9 @@ A `ModelType` says, for one Keras model class: its `--model_type` name and alias
 its SavedModel exporter (the serving signatures), the export formats it supports and
 why each other one is refused, and what those formats need of it (the outputs its ids
 signatures serve, its transformers class, its LiteRT row layout, whether its head has
-one output per label). The built-in types register in `bert_tf.serving.model_types`
-(importing `bert_tf.serving` registers them).
+one output per label). The built-in types register in `bert_tf.serving.model_types`,
+loaded when the registry is first asked (`types`, `names`, `get`); their names are
+declared without TensorFlow in `bert_tf.serving.catalog`.
 
 Why here, in serving, and not in `bert_tf.models`: a record holds its SavedModel
 exporter, and the signature builders are serving code, which the models package must
@@ -74,6 +75,10 @@ class ModelType:
             `hub_outputs(model, features, training)` -> dict `pooled_output` [B, H],
             `sequence_output` [B, S, H], `encoder_outputs` (L x [B, S, H]); None: the
             model's own outputs of those names (a BertEncoder's).
+        read_folder: Reads a folder another library wrote that holds this type (a
+            sentence-transformers folder), as `read_folder(path)` -> what a run's config
+            would say to bert-export-model (`model_type`, `max_seq_length`,
+            `do_lower_case`) and "path" (the file that says so); {} for other folders.
     """
 
     name: str
@@ -92,6 +97,7 @@ class ModelType:
     litert_layout: Optional[str] = None
     load: Optional[Callable] = None
     hub_outputs: Optional[Callable] = None
+    read_folder: Optional[Callable] = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -174,11 +180,13 @@ def unregister(name):
 
 def types():
     """Every ModelType, in registration order."""
+    export_formats.load_built_ins()
     return tuple(_TYPES.values())
 
 
 def names():
     """Every spelling of --model_type: the names in registration order, then aliases."""
+    export_formats.load_built_ins()
     return tuple(_TYPES) + tuple(_ALIASES)
 
 
@@ -188,11 +196,22 @@ def get(name):
     Raises:
         ValueError: for an unknown one, listing the known ones and how to register.
     """
+    export_formats.load_built_ins()
     model_type = _TYPES.get(_ALIASES.get(name, name))
     if model_type is None:
         raise ValueError(f"unknown model_type {name!r}; expected one of "
                          f"{', '.join(names())} (a model of your own: {HOW_TO_REGISTER})")
     return model_type
+
+
+def folder_values(path):
+    """What the first model type that knows the folder at `path` reads from it
+    (`ModelType.read_folder`); {} when none does."""
+    for entry in types():
+        values = entry.read_folder(path) if entry.read_folder else {}
+        if values:
+            return values
+    return {}
 
 
 def _exact(model_cls):

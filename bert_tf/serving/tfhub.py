@@ -50,7 +50,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.models.encoder import INPUT_NAMES, check_input_shapes
-from bert_tf.serving import export, formats, output_folder, registry
+from bert_tf.serving import catalog, export, formats, output_folder, registry
 from bert_tf.serving import signatures as sig
 from bert_tf.text import input_layout_graph
 
@@ -250,8 +250,7 @@ def export_tfhub(model, preprocessor, export_dir, overwrite=False):
 
 
 formats.register(formats.ExportFormat(
-    "tfhub", "TF Hub's BERT preprocessor and encoder SavedModels "
-    "(export_dir/preprocessor, export_dir/encoder) of an encoder",
+    "tfhub", catalog.EXPORT_FORMATS["tfhub"],
     check=lambda model_cls, request: check_model_class(model_cls),
     write=lambda model, preprocessor, export_dir, request: export_tfhub(
         model, preprocessor, export_dir, overwrite=request.overwrite)))

@@ -188,7 +188,7 @@ def folder_settings(path) -> dict:
         return {**settings, **saved}
     run = fileio.read_json_if_present(os.path.join(path, "config.json"),
                                       "the model's config")
-    if "options" in run or "vocab" in run:  # a bert_tf run (bert_tf.tasks.run_config)
+    if "options" in run or "vocab" in run:  # a bert_tf run (bert_tf.runs.run_config)
         lower = (run.get("vocab") or {}).get("do_lower_case")
         length = (run.get("options") or {}).get("max_seq_length")
     else:

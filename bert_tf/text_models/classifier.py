@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.models import BertClassifier
-from bert_tf.tasks import run_config
+from bert_tf.runs import run_config
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text_models import inputs, run_folder
 from bert_tf.text_models.training import TextModel, given

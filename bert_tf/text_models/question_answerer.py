@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.models import BertSpanLabeler
-from bert_tf.tasks import option_groups, run_config
+from bert_tf.runs import option_groups, run_config
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad import postprocess as squad_postprocess

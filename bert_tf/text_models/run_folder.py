@@ -1,7 +1,7 @@
 """A text model's folder is a run folder, as the commands write it.
 
 `write` puts into it what a fine-tuning command's output_dir holds for its model:
-`config.json` (`bert_tf.tasks.run_config`'s format, "command": "python"), `bert_config.json`,
+`config.json` (`bert_tf.runs.run_config`'s format, "command": "python"), `bert_config.json`,
 `vocab.txt`, `label_list.txt`, `preprocessor.json` and a training checkpoint `ckpt-<step>`
 of the task model, so that `bert-export-model --init_checkpoint=<folder>`, evaluation and
 prediction read it with no flag. `trained_model` reads such a folder, or a command's.
@@ -14,7 +14,7 @@ from absl import logging
 
 from bert_tf.io import fileio
 from bert_tf.io import write_errors
-from bert_tf.tasks import run_config, run_context
+from bert_tf.runs import run_config, run_context
 from bert_tf.train import loop
 from bert_tf.weights import checkpoints
 

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.models import BertTokenClassifier
-from bert_tf.tasks import run_config
+from bert_tf.runs import run_config
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.text import input_layout_graph
 from bert_tf.text.preprocessor import Preprocessor

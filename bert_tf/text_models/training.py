@@ -5,7 +5,7 @@ Text in (see `bert_tf.text_models.inputs`) is checked, batched, preprocessed in 
 and cut per batch to its longest row; token dicts, or datasets of them, go to Keras's own
 methods unchanged. A model `compile`d by its user keeps that compilation; otherwise
 `fit` compiles the commands' optimizer (`bert_tf.train.optimization.create_optimizer`,
-defaults of `bert_tf.tasks.options`) sized to the run.
+defaults of `bert_tf.runs.options`) sized to the run.
 """
 
 import dataclasses
@@ -18,8 +18,8 @@ from absl import logging
 
 from bert_tf import library_logs
 from bert_tf import options as options_lib
-from bert_tf.tasks import export_checkpoint, run_context
-from bert_tf.tasks import options as task_options
+from bert_tf.runs import export_checkpoint, run_context
+from bert_tf.runs import options as task_options
 from bert_tf.text_models import inputs, run_folder
 from bert_tf.train import optimization
 from bert_tf.weights import checkpoints

@@ -1,5 +1,5 @@
 """The choices and checks of the training options, without TensorFlow: the command
-line's `--help` and the options' checks (`bert_tf.tasks.options`) read them; the modules
+line's `--help` and the options' checks (`bert_tf.runs.options`) read them; the modules
 that train import them from here (`optimization`, `distribute`, `loop`,
 `sequence_packing`).
 """

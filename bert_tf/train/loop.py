@@ -1,6 +1,6 @@
 """A reusable, resumable training loop (pre-training and fine-tuning) and eval helpers.
 
-API (the driver in `bert_tf.tasks.driver` calls it with each task's model, loss and
+API (the driver in `bert_tf.runs.driver` calls it with each task's model, loss and
 data)::
 
     result = loop.train(
@@ -114,7 +114,7 @@ class LoopSettings:
     @classmethod
     def from_options(cls, options, num_train_steps, global_batch_size,
                      examples_per_row=1.0):
-        """The settings of a runner's options (`bert_tf.tasks.options.TrainingOptions`)."""
+        """The settings of a runner's options (`bert_tf.runs.options.TrainingOptions`)."""
         return cls(output_dir=options.output_dir, num_train_steps=num_train_steps,
                    global_batch_size=global_batch_size, examples_per_row=examples_per_row,
                    progress_every_seconds=options.progress_every_seconds,
@@ -127,7 +127,7 @@ class LoopSettings:
     def check(self, strategy):
         """Raises ValueError for settings that cannot work, naming the setting (the
         loop's own guard for callers of `train`; a command's options were refused
-        earlier, by the same rule, in their groups: `bert_tf.tasks.options`)."""
+        earlier, by the same rule, in their groups: `bert_tf.runs.options`)."""
         for name in ("num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max",
                      "steps_per_loop", "gradient_accumulation_steps"):
             options_lib.check_integer(self, name)

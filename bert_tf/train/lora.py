@@ -15,7 +15,7 @@ Exports merge the adapters first, so every format writes an ordinary model.
 A LoRA model's training checkpoints hold what trains alone (`checkpointed`): the
 adapters, the encoder variables --lora_train trains, the task head, and the optimizer's
 moments of those; the frozen encoder is the base checkpoint's, loaded before a
-checkpoint is restored (`bert_tf.tasks.lora_run` names and checks the base).
+checkpoint is restored (`bert_tf.runs.lora_run` names and checks the base).
 """
 
 import dataclasses

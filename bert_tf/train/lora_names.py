@@ -1,5 +1,5 @@
 """The names of LoRA's options and their parsing, without TensorFlow: the command
-line's `--help` and the options' checks (`bert_tf.tasks.options.Lora`) read them;
+line's `--help` and the options' checks (`bert_tf.runs.options.Lora`) read them;
 `bert_tf.train.lora` builds the adapters.
 """
 

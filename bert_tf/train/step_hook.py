@@ -1,5 +1,5 @@
 """What `bert_tf.train.loop.train` calls between loops of steps: evaluation while
-training, the best checkpoint and early stopping (`bert_tf.tasks.best_checkpoint`) are
+training, the best checkpoint and early stopping (`bert_tf.runs.best_checkpoint`) are
 one such hook; the loop knows nothing of tasks or metrics.
 
     class MyHook(StepHook):

@@ -20,12 +20,12 @@ import numpy as np
 from bert_tf.cli import train
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import registry
+from bert_tf.runs import registry
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification.task import classifier_loss_fn
-from bert_tf.tasks.options import FinetuneOptions
-from bert_tf.tasks.task import Task, TrainData, cached_features
-from bert_tf.tasks.text_files import InputExample
+from bert_tf.runs.options import FinetuneOptions
+from bert_tf.runs.task import Task, TrainData, cached_features
+from bert_tf.runs.text_files import InputExample
 
 LABELS = ["no", "yes"]
 

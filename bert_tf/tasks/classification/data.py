@@ -27,10 +27,10 @@ from bert_tf.text import input_layout, input_layout_graph
 from bert_tf.text.windows import window_segments
 from bert_tf.train import finetune_packing
 from bert_tf.train import records
-from bert_tf.tasks import text_files
+from bert_tf.runs import text_files
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.classification.options import TASK_NAMES  # noqa: F401 (data.TASK_NAMES)
-from bert_tf.tasks.text_files import InputExample, check_label  # noqa: F401 (re-exported)
+from bert_tf.runs.text_files import InputExample, check_label  # noqa: F401 (re-exported)
 
 
 @dataclasses.dataclass(frozen=True)

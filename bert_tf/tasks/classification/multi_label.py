@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.io import fileio
-from bert_tf.tasks import text_files
+from bert_tf.runs import text_files
 from bert_tf.train import finetune_packing
 
 NAME = "generic-multi-label"

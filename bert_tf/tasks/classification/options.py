@@ -7,9 +7,9 @@ import dataclasses
 from typing import Optional
 
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import column_roles
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.runs import column_roles
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.options import FinetuneOptions
 
 # The --task_name values: the GLUE tasks of `data.GLUE_TASKS`, xnli and generic
 # (tests/test_help.py checks that they agree).

@@ -11,7 +11,7 @@ GLUE-submission file (e.g. `MRPC.tsv`). With `multi_label` (your own files): sig
 outputs and binary cross-entropy, eval_results with micro / macro F1, subset accuracy
 and each label's precision / recall / F1, `predictions.tsv` with each example's predicted
 label set and label probabilities (see `bert_tf.tasks.classification.multi_label`).
-`class_weights` weighs the loss (`bert_tf.tasks.class_weights`).
+`class_weights` weighs the loss (`bert_tf.runs.class_weights`).
 """
 
 import collections
@@ -24,14 +24,14 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.models import BertClassifier, BertEncoder
-from bert_tf.tasks import class_weights as weights_lib
-from bert_tf.tasks import driver, run_config, run_context
+from bert_tf.runs import class_weights as weights_lib
+from bert_tf.runs import driver, run_config, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
 from bert_tf.tasks.classification import metrics, multi_label, user_processors
 from bert_tf.tasks.classification.options import (  # noqa: F401  (task.ClassifierOptions)
     ClassifierData, ClassifierOptions)
-from bert_tf.tasks.task import Task, TrainData, cached_features, plan_packing
+from bert_tf.runs.task import Task, TrainData, cached_features, plan_packing
 from bert_tf.train import finetune_packing
 
 

@@ -35,9 +35,9 @@ import os
 import sys
 
 from bert_tf.io import fileio
-from bert_tf.tasks import text_files
+from bert_tf.runs import text_files
 from bert_tf.tasks.classification import data as classification_data
-from bert_tf.tasks.text_files import InputExample
+from bert_tf.runs.text_files import InputExample
 
 # What the run's predictions are written as (no GLUE submission file).
 PREDICTIONS_FILE = "predictions.tsv"

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.io import fileio
-from bert_tf.tasks.text_files import InputExample
+from bert_tf.runs.text_files import InputExample
 from bert_tf.text import input_layout_graph
 from bert_tf.train import progress, records
 

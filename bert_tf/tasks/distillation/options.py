@@ -12,8 +12,8 @@ import dataclasses
 from typing import Optional
 
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.options import FinetuneOptions
 
 HIDDEN_LOSSES = ("mse", "cosine")
 ATTENTION_LOSSES = ("tinybert", "minilm")

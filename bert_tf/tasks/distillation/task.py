@@ -20,7 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.io import fileio
-from bert_tf.tasks import task as task_lib
+from bert_tf.runs import task as task_lib
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.distillation import data as distill_data
 from bert_tf.tasks.distillation import objective as objective_lib

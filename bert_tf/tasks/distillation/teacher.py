@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf import options as options_lib
 from bert_tf.configs import BertConfig
-from bert_tf.tasks import run_config, run_groups
+from bert_tf.runs import run_config, run_groups
 from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
 from bert_tf.tasks.distillation.options import parse_indices
 from bert_tf.tasks.ner.task import NerOptions, NerTask

@@ -8,7 +8,7 @@ import math
 from typing import Optional
 
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks.pretraining_options import PretrainingOptions
+from bert_tf.tasks.pretraining.options import PretrainingOptions
 
 # Where the generator goes in output_dir, and the whole model in electra's names.
 GENERATOR_DIR = "generator"

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.io import fileio
-from bert_tf.tasks import text_files
+from bert_tf.runs import text_files
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.text import input_layout, input_layout_graph
 from bert_tf.train import records

@@ -4,8 +4,8 @@ task (`bert_tf.tasks.multiple_choice.task`) loads when it runs.
 """
 
 from bert_tf.options import compose
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, EvalStep, HeadDropout,
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.options import (FINETUNING, RUN, TRAINING_LOOP, EvalStep, HeadDropout,
                                   TrainStep, check_micro_batches)
 
 

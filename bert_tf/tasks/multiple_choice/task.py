@@ -27,14 +27,14 @@ from absl import logging
 
 from bert_tf.io import fileio
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import driver
+from bert_tf.runs import driver
 from bert_tf.tasks.classification.metrics import accuracy
 from bert_tf.tasks.classification.task import softmax
 from bert_tf.tasks.multiple_choice import data as choice_data
 from bert_tf.tasks.multiple_choice import serving  # noqa: F401  (registers the model type)
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
 from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions  # noqa: F401
-from bert_tf.tasks.task import Task, TrainData, cached_features
+from bert_tf.runs.task import Task, TrainData, cached_features
 
 SPLITS = ("train", "eval", "predict")
 DEFAULT_FILES = {"train": ("train.csv", "train.jsonl"),

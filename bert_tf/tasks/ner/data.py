@@ -22,7 +22,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.io import fileio
-from bert_tf.tasks import column_roles
+from bert_tf.runs import column_roles
 from bert_tf.text import input_layout
 from bert_tf.train import progress
 

@@ -7,9 +7,9 @@ import dataclasses
 
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import column_roles
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import FinetuneOptions
+from bert_tf.runs import column_roles
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.options import FinetuneOptions
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -11,7 +11,7 @@ eval and predict runs read it back), checkpoints (a rerun resumes), `eval_result
 (conlleval's figures), `eval_predictions.txt` and
 `test_predictions.txt` (`word gold predicted` lines, conlleval's input, predicted tags in
 the gold file's IOB scheme) and, when the predict file has gold tags, `test_results.txt`.
-`class_weights` weighs each scored token's loss by its tag (`bert_tf.tasks.class_weights`;
+`class_weights` weighs each scored token's loss by its tag (`bert_tf.runs.class_weights`;
 balanced: counted over the train file's words, IOB2 tags).
 """
 
@@ -26,12 +26,12 @@ from absl import logging
 from bert_tf.io import fileio
 from bert_tf.models import BertTokenClassifier, BertEncoder
 from bert_tf.models.encoder import INPUT_NAMES
-from bert_tf.tasks import class_weights as weights_lib
-from bert_tf.tasks import column_roles, driver, run_context
+from bert_tf.runs import class_weights as weights_lib
+from bert_tf.runs import column_roles, driver, run_context
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner.options import NerData, NerOptions  # noqa: F401  (task.NerOptions)
-from bert_tf.tasks.task import Task, TrainData, plan_packing
+from bert_tf.runs.task import Task, TrainData, plan_packing
 from bert_tf.text import input_layout_graph
 from bert_tf.train import finetune_packing
 

@@ -2,5 +2,5 @@
 exported as text-to-vector models (`bert-train --task=sentence_embeddings`).
 
 One folder: the model (`model.py`) and, as they land, the data, losses, evaluation,
-task, encoding and exports; registered in `bert_tf.tasks.registry`.
+task, encoding and exports; registered in `bert_tf.runs.registry`.
 """

@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks import text_files
+from bert_tf.runs import text_files
 from bert_tf.text import input_layout, input_layout_graph
 from bert_tf.train import sequence_packing
 

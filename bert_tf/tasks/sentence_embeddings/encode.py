@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.io import fileio
-from bert_tf.tasks import run_context, text_files
+from bert_tf.runs import run_context, text_files
 from bert_tf.tasks.sentence_embeddings import serving
 from bert_tf.tasks.sentence_embeddings.model import pool_tokens
 from bert_tf.tasks.sentence_embeddings.options import LONG_TEXT_MODES, EncodeOptions

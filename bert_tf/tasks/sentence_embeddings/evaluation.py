@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from bert_tf.io import fileio
-from bert_tf.tasks import text_files
+from bert_tf.runs import text_files
 
 RECALL_KS = (1, 5, 10, 100)
 MRR_K = NDCG_K = 10

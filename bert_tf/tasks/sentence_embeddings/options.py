@@ -8,9 +8,9 @@ import math
 from typing import Optional
 
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import column_roles
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import (RUN, TRAINING_LOOP, EpochSchedule, EvalStep, Packing,
+from bert_tf.runs import column_roles
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.options import (RUN, TRAINING_LOOP, EpochSchedule, EvalStep, Packing,
                                   PredictStep, TrainingEvaluation, TrainStep, TrimPadding,
                                   check_micro_batches)
 

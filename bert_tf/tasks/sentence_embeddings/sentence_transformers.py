@@ -35,7 +35,8 @@ from typing import Optional
 from absl import logging
 
 from bert_tf.io import fileio
-from bert_tf.serving import export, formats, huggingface, output_folder, registry
+from bert_tf.serving import catalog, export, formats
+from bert_tf.serving import huggingface, output_folder, registry
 from bert_tf.tasks.sentence_embeddings.model import POOLING_MODES, SentenceEncoder
 
 MODULES_FILE = "modules.json"
@@ -237,8 +238,7 @@ __all__ = ["POOLING_MODES", "SentenceTransformersFolder", "check_model_class",
 
 
 formats.register(formats.ExportFormat(
-    FORMAT, "a sentence encoder as a sentence-transformers folder (modules.json, "
-    "1_Pooling/, the transformers BertModel at its root)",
+    FORMAT, catalog.EXPORT_FORMATS[FORMAT],
     check=lambda model_cls, request: check_model_class(model_cls),
     write=lambda model, preprocessor, export_dir, request: export_sentence_transformers(
         model, preprocessor, export_dir, overwrite=request.overwrite)))

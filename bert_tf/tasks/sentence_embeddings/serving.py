@@ -26,7 +26,7 @@ from absl import logging
 
 from bert_tf.serving import export, registry
 from bert_tf.serving import signatures as sig
-from bert_tf.tasks import run_config
+from bert_tf.runs import run_config
 from bert_tf.tasks.sentence_embeddings import sentence_transformers as st_folder
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder, pool_tokens
 from bert_tf.text import input_layout_graph
@@ -138,6 +138,20 @@ def export_sentence_encoder(model, preprocessor, export_dir, overwrite=False,
                                     overwrite=overwrite, versioned=versioned)
 
 
+def folder_values(path) -> dict:
+    """What a sentence-transformers folder at `path` says as a run's config would ({}
+    for any other folder): a sentence encoder, its max_seq_length and case, and "path"
+    (the file that says so). The model type's `read_folder`: bert-export-model reads
+    such a folder as a run."""
+    if not st_folder.is_folder(path):
+        return {}
+    settings = model_settings(path)
+    values = {"model_type": registry_name(), "max_seq_length": settings.max_seq_length,
+              "do_lower_case": settings.do_lower_case}
+    return dict({name: value for name, value in values.items() if value is not None},
+                path=settings.source)
+
+
 MODEL_TYPE = registry.register(registry.ModelType(
     name="sentence_encoder", model_class=SentenceEncoder,
     formats=("saved_model", "litert", "tfhub", st_folder.FORMAT),
@@ -149,7 +163,7 @@ MODEL_TYPE = registry.register(registry.ModelType(
                      "(model_type=encoder) and pool its sequence output"},
     saved_model=export_sentence_encoder, outputs=("embedding",),
     litert_layout="[CLS] text [SEP]; `embedding` is the pooled (and normalized) vector",
-    load=_load, hub_outputs=hub_outputs))
+    load=_load, hub_outputs=hub_outputs, read_folder=folder_values))
 
 
 def registry_name():

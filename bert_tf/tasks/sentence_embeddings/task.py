@@ -29,15 +29,15 @@ import numpy as np
 from absl import logging
 
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import driver
-from bert_tf.tasks import text_files
+from bert_tf.runs import driver
+from bert_tf.runs import text_files
 from bert_tf.tasks.sentence_embeddings import data as pair_data
 from bert_tf.tasks.sentence_embeddings import evaluation, losses, serving
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
 from bert_tf.tasks.sentence_embeddings.options import (  # noqa: F401  (re-exported)
     IN_BATCH_LOSSES, SentenceEmbeddingOptions, SentenceLoss, SentencePairData,
     check_in_batch_negatives)
-from bert_tf.tasks.task import Task, TrainData
+from bert_tf.runs.task import Task, TrainData
 
 def resolve_model(options):
     """`options` with `pooling` and `normalize` set: where not given, as the run being

@@ -9,8 +9,8 @@ from absl import logging
 
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import (FINETUNING, RUN, TRAINING_LOOP, TrainStep,
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.options import (FINETUNING, RUN, TRAINING_LOOP, TrainStep,
                                   check_micro_batches)
 from bert_tf.tasks.squad import data as squad_data
 

@@ -1,5 +1,5 @@
 """What `bert-export-model` takes from the run it exports: the run's config.json
-(`bert_tf.tasks.run_config`) gives the model type, labels, pairs, long-document
+(`bert_tf.runs.run_config`) gives the model type, labels, pairs, long-document
 windows and pooling, the multi-label threshold, max_seq_length and case, so exporting a
 run needs no task flag.
 
@@ -16,8 +16,9 @@ import dataclasses
 
 from absl import logging
 
-from bert_tf.tasks import run_config
-from bert_tf.tasks.sentence_embeddings import serving as sentence_serving
+from bert_tf.runs import registry as task_registry
+from bert_tf.runs import run_config
+from bert_tf.serving import registry as model_registry
 
 # Used when neither the flag nor the run sets them (released or HF weights, old runs).
 PLAIN_DEFAULTS = {"max_seq_length": 128, "do_lower_case": True, "is_regression": False,
@@ -55,20 +56,6 @@ def run_values(saved: dict) -> dict:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def sentence_transformers_values(path) -> dict:
-    """What a sentence-transformers folder at `path` says as a run's config would ({}
-    for any other folder): a sentence encoder, its max_seq_length and case, and "path"
-    (the file that says so)."""
-    if not sentence_serving.st_folder.is_folder(path):
-        return {}
-    settings = sentence_serving.model_settings(path)
-    values = {"model_type": sentence_serving.registry_name(),
-              "max_seq_length": settings.max_seq_length,
-              "do_lower_case": settings.do_lower_case}
-    return dict({name: value for name, value in values.items() if value is not None},
-                path=settings.source)
-
-
 def from_run(options):
     """`options` (an `ExportOptions`) with what the run at `init_checkpoint` trained.
 
@@ -79,7 +66,8 @@ def from_run(options):
     saved = run_config.read(options.init_checkpoint)
     trained = run_values(saved)
     if not saved:  # a sentence-transformers folder says as much as a run
-        trained = sentence_transformers_values(options.init_checkpoint)
+        task_registry.model_types()  # the task folders' types, which read such folders
+        trained = dict(model_registry.folder_values(options.init_checkpoint))
         saved = {"path": trained.pop("path")} if trained else saved
     if options.export_format != "saved_model":
         trained = {name: value for name, value in trained.items()

@@ -26,8 +26,8 @@ from absl import logging
 
 from bert_tf import extras
 from bert_tf.io import fileio
-from bert_tf.tasks import best_checkpoint, driver, registry
-from bert_tf.tasks.search import report, space, trial as trial_lib
+from bert_tf.runs import best_checkpoint, driver, registry
+from bert_tf.runs.search import report, space, trial as trial_lib
 from bert_tf.train import preemption
 
 STORAGE_FILE = "search.db"

@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.io import fileio
-from bert_tf.tasks import best_checkpoint, run_groups
+from bert_tf.runs import best_checkpoint, run_groups
 from bert_tf.train import loop_runner
 
 RESULTS_FILE = "seeds_results.json"

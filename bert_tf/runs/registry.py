@@ -7,25 +7,19 @@ names as its "command" (so `bert-train --config=<output_dir>/config.json` needs 
 
 A new task is one folder (its options, data, task class) plus one `TaskEntry` in
 `TASKS` below; the driver, the loop, the run config and the command line need no change.
-This module imports no TensorFlow: it imports each task's options module, and its task
-class by name when the task is used (`TaskEntry.task_class`).
+This module imports no TensorFlow, nor any task: each entry names its task's options
+class and task class as "module:Class", imported when asked for (`TaskEntry.options_class`:
+a module without TensorFlow, what `--help` reads; `TaskEntry.task_class`: when the task
+is used).
 """
 
 import dataclasses
 import importlib
 from typing import Union
 
-from bert_tf.tasks.classification.options import ClassifierOptions
-from bert_tf.tasks.distillation.options import DistillationOptions
-from bert_tf.tasks.electra.options import ElectraOptions
-from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions
-from bert_tf.tasks.ner.options import NerOptions
-from bert_tf.tasks.pretraining_options import PretrainingOptions
-from bert_tf.tasks.sentence_embeddings.options import SentenceEmbeddingOptions
-from bert_tf.tasks.squad.options import SquadOptions
+from bert_tf.serving import registry as model_registry
 
-DRIVER = "bert_tf.tasks.driver"  # loaded when a task runs (`run`)
-SERVING_REGISTRY = "bert_tf.serving.registry"  # the model types (`model_types`)
+DRIVER = "bert_tf.runs.driver"  # loaded when a task runs (`run`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +28,9 @@ class TaskEntry:
 
     Attributes:
       name: Its `--task` name, equal to the task class's `command`.
-      options_class: The options dataclass its flags come from (a module without
-        TensorFlow: `--help` reads it alone).
+      options: The options dataclass its flags come from, or its dotted name
+        "package.module:Class" (a module without TensorFlow: `--help` reads it alone),
+        imported when first asked for (`options_class`).
       task: The `Task` subclass, built from those options, or its dotted name
         "package.module:Class", imported when the task is first used
         (`task_class`).
@@ -43,53 +38,69 @@ class TaskEntry:
       summary: One line for `bert-train --help`.
     """
     name: str
-    options_class: type
+    options: Union[type, str]
     task: Union[type, str]
     required: tuple
     summary: str
 
     @property
+    def options_class(self) -> type:
+        """The options dataclass, imported now when `options` names it."""
+        return _load(self.options)
+
+    @property
     def task_class(self) -> type:
         """The `Task` subclass, imported now when `task` names it.
 
-        The plugin pattern: the registry lists the tasks and their options without
-        importing TensorFlow (a command's `--help`); a task's module, which does, loads
-        by its dotted name through importlib when the task is used.
+        The plugin pattern: the registry lists the tasks without importing them; a
+        task's options module (no TensorFlow: a command's `--help`) and its task module
+        (which imports TensorFlow, when the task is used) load by their dotted names
+        through importlib.
         """
-        if not isinstance(self.task, str):
-            return self.task  # `register` refuses what is not a class
-        module_name, _, class_name = self.task.partition(":")
-        return getattr(importlib.import_module(module_name), class_name)
+        return _load(self.task)
+
+
+def _load(target):
+    """`target` itself, or the attribute its "package.module:Name" names."""
+    if not isinstance(target, str):
+        return target  # `register` refuses what is not a class
+    module_name, _, name = target.partition(":")
+    return getattr(importlib.import_module(module_name), name)
 
 
 TASKS = {entry.name: entry for entry in (
-    TaskEntry("pretraining", PretrainingOptions, "bert_tf.tasks.pretraining:PretrainingTask",
+    TaskEntry("pretraining", "bert_tf.tasks.pretraining.options:PretrainingOptions",
+              "bert_tf.tasks.pretraining.task:PretrainingTask",
               ("input_file", "output_dir"),
               "masked LM (+ next-sentence prediction) on create_pretraining_data's "
               "records (bert-run-pretraining)"),
-    TaskEntry("electra", ElectraOptions, "bert_tf.tasks.electra.task:ElectraTask",
+    TaskEntry("electra", "bert_tf.tasks.electra.options:ElectraOptions",
+              "bert_tf.tasks.electra.task:ElectraTask",
               ("input_file", "output_dir"),
               "ELECTRA pre-training: a generator's replacements, detected by the "
               "discriminator (a BERT encoder) on create_pretraining_data's records"),
-    TaskEntry("classification", ClassifierOptions,
+    TaskEntry("classification", "bert_tf.tasks.classification.options:ClassifierOptions",
               "bert_tf.tasks.classification.task:ClassificationTask",
               ("task_name", "data_dir", "output_dir"),
               "sentence(-pair) classification: GLUE, XNLI or your own files "
               "(bert-run-classifier)"),
-    TaskEntry("ner", NerOptions, "bert_tf.tasks.ner.task:NerTask", ("output_dir",),
+    TaskEntry("ner", "bert_tf.tasks.ner.options:NerOptions", "bert_tf.tasks.ner.task:NerTask",
+              ("output_dir",),
               "named-entity recognition on CoNLL-style files (bert-run-ner)"),
-    TaskEntry("squad", SquadOptions, "bert_tf.tasks.squad.task:SquadTask", ("output_dir",),
+    TaskEntry("squad", "bert_tf.tasks.squad.options:SquadOptions",
+              "bert_tf.tasks.squad.task:SquadTask", ("output_dir",),
               "SQuAD v1.1 / v2.0 question answering (bert-run-squad)"),
-    TaskEntry("multiple_choice", MultipleChoiceOptions,
+    TaskEntry("multiple_choice", "bert_tf.tasks.multiple_choice.options:MultipleChoiceOptions",
               "bert_tf.tasks.multiple_choice.task:MultipleChoiceTask", ("output_dir",),
               "SWAG or your questions with choices (bert-run-multiple-choice)"),
-    TaskEntry("sentence_embeddings", SentenceEmbeddingOptions,
+    TaskEntry("sentence_embeddings",
+              "bert_tf.tasks.sentence_embeddings.options:SentenceEmbeddingOptions",
               "bert_tf.tasks.sentence_embeddings.task:SentenceEmbeddingTask",
               ("output_dir",),
               "sentence vectors (a bi-encoder): CoSENT / cosine MSE on scored pairs (GLUE "
               "STS-B), in-batch negatives on pairs or triplets; Spearman and retrieval "
               "scores"),
-    TaskEntry("distillation", DistillationOptions,
+    TaskEntry("distillation", "bert_tf.tasks.distillation.options:DistillationOptions",
               "bert_tf.tasks.distillation.task:DistillationTask",
               ("teacher", "output_dir"),
               "a smaller student of a fine-tuned classification, NER or SQuAD run "
@@ -127,7 +138,7 @@ def model_types() -> list:
     register (each task's module registers its own as it loads: all load here)."""
     for entry in TASKS.values():
         _ = entry.task_class
-    return importlib.import_module(SERVING_REGISTRY).names()
+    return model_registry.names()
 
 
 def names() -> list:

@@ -21,10 +21,10 @@ from absl import logging
 
 from bert_tf.io import fileio
 from bert_tf.models import BertEncoder
-from bert_tf.tasks import run_config, run_context
+from bert_tf.runs import run_config, run_context
 from bert_tf.text import input_layout, tokenization
 from bert_tf.text.vocab import VocabFile
-from bert_tf.tasks.feature_extraction_options import ExtractOptions
+from bert_tf.runs.feature_extraction_options import ExtractOptions
 from bert_tf.weights import from_pretrained
 
 

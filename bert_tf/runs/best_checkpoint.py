@@ -1,6 +1,6 @@
 """Evaluation while training, the best checkpoint and early stopping, for every task
 (`eval_every_steps`, `best_metric`, `early_stopping_patience` of
-`bert_tf.tasks.options.FinetuneOptions`), through the one driver:
+`bert_tf.runs.options.FinetuneOptions`), through the one driver:
 
     hook = best_checkpoint.training_evaluation(task, runner)  # None: not asked for
     loop.train(..., hook=hook)                                # a step_hook.StepHook
@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.tasks import task as task_lib
+from bert_tf.runs import task as task_lib
 from bert_tf.train import distribute, lora, loop, preemption, step_hook
 from bert_tf.weights import checkpoints
 

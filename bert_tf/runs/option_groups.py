@@ -251,7 +251,7 @@ MODEL_SOURCE = (InitCheckpoint, EncoderSource)
 TOKENIZER = (Vocab, Case, CaseCheck)
 
 
-# --class_weights=balanced (`bert_tf.tasks.class_weights` counts the train file).
+# --class_weights=balanced (`bert_tf.runs.class_weights` counts the train file).
 BALANCED = "balanced"
 
 @dataclasses.dataclass(kw_only=True)

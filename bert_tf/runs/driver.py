@@ -1,18 +1,18 @@
-"""The one driver: train / eval / predict / export for every task (`bert_tf.tasks.task`).
+"""The one driver: train / eval / predict / export for every task (`bert_tf.runs.task`).
 
     results = driver.run(ClassificationTask(options))   # what bert-run-classifier runs
 
 Order: the task checks its inputs, the run context is made once (config, vocab,
-strategy: `bert_tf.tasks.run_context`), the output_dir's run settings are checked, then
+strategy: `bert_tf.runs.run_context`), the output_dir's run settings are checked, then
 `do_train` (resuming from output_dir), `do_eval` and `do_predict` (each scored split
 writes `<name>_results.txt` and `.json`), then the export when `export_dir` is set.
 With `eval_every_steps` the dev data is also scored while training, and with
 `best_metric` the best model is kept in `output_dir/best/`, which evaluation, prediction
-and export then use (`bert_tf.tasks.best_checkpoint`).
-With `seeds` (or `num_seeds`) the run is one run per seed (`bert_tf.tasks.seeds`).
+and export then use (`bert_tf.runs.best_checkpoint`).
+With `seeds` (or `num_seeds`) the run is one run per seed (`bert_tf.runs.seeds`).
 With `lora_rank` the model gets LoRA adapters as it is built (`ModelRunner._model_fn`,
 after the base's pre-trained weights are loaded: a LoRA run's checkpoints hold its
-trained parts alone, `bert_tf.tasks.lora_run`), and the export merges them.
+trained parts alone, `bert_tf.runs.lora_run`), and the export merges them.
 """
 
 import contextlib
@@ -29,11 +29,11 @@ from bert_tf.io import fileio
 from bert_tf import library_logs
 from bert_tf.options import option_specs
 from bert_tf.serving import export
-from bert_tf.tasks import best_checkpoint, lora_run, run_config, run_context
-from bert_tf.tasks import task as task_lib
-from bert_tf.tasks.run_context import RunContext
-from bert_tf.tasks.seeds import options as seeds_options
-from bert_tf.tasks.seeds import runs as seed_runs
+from bert_tf.runs import best_checkpoint, lora_run, run_config, run_context
+from bert_tf.runs import task as task_lib
+from bert_tf.runs.run_context import RunContext
+from bert_tf.runs.seeds import options as seeds_options
+from bert_tf.runs.seeds import runs as seed_runs
 from bert_tf.train import (distribute, lora, loop, optimization, preemption,
                            reinit_layers, step_hook)
 from bert_tf.weights import checkpoints

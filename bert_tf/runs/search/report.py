@@ -8,7 +8,7 @@ import os
 from absl import logging
 
 from bert_tf.io import fileio
-from bert_tf.tasks import run_groups
+from bert_tf.runs import run_groups
 
 RESULTS_FILE = "search_results.json"
 

@@ -1,6 +1,6 @@
 """The options of pre-training (bert-run-pretraining, bert-train --task=pretraining; ELECTRA
 composes them), without TensorFlow: a command's `--help` reads them alone; the task
-(`bert_tf.tasks.pretraining`) loads when it runs.
+(`bert_tf.tasks.pretraining.task`) loads when it runs.
 """
 
 import dataclasses
@@ -9,8 +9,8 @@ from typing import Optional
 from bert_tf import options as options_lib
 from bert_tf.configs import BertConfig
 from bert_tf.options import OptionGroup, check_integer, compose, option
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks.options import Packing, TrainingOptions
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.options import Packing, TrainingOptions
 from bert_tf.train import choices
 
 

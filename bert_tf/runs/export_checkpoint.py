@@ -7,7 +7,7 @@
 `init_checkpoint`: a fine-tuning output_dir or `ckpt-<step>` prefix (object-based, as
 `bert_tf.train.loop` writes them; needs `bert_config_file` unless one lies beside it), a
 google-research checkpoint (folder or prefix) or a Hugging Face folder. The config and
-the vocab are resolved once, as a run's (`bert_tf.tasks.run_context`).
+the vocab are resolved once, as a run's (`bert_tf.runs.run_context`).
 
 `export_format`: a registered format (`bert_tf.serving.formats`): "saved_model" (TF
 Serving), "huggingface", "keras_hub", "tfhub", "litert", "onnx", "peft" (a LoRA run's
@@ -17,106 +17,30 @@ takes. Every format but "peft" merges a LoRA run's adapters into its weights.
 
 import dataclasses
 import os
-from typing import Optional
 
 from absl import logging
 
 from bert_tf.io import fileio
 from bert_tf import options as options_lib
 from bert_tf.models import EncoderHeadModel
-from bert_tf.options import OptionGroup, compose, option
-from bert_tf.serving import export, formats, litert, output_folder
+from bert_tf.serving import export, formats, output_folder
 from bert_tf.serving import registry as model_registry
-from bert_tf.tasks import export_settings, lora_run, run_config, run_context, run_groups
-from bert_tf.tasks import registry as task_registry
-from bert_tf.tasks.classification import multi_label
-from bert_tf.tasks import option_groups as groups
+from bert_tf.runs import export_settings, lora_run, run_config, run_context, run_groups
+from bert_tf.runs import registry as task_registry
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs.export_options import ExportOptions
 from bert_tf.text import tokenization
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import lora, loop
 from bert_tf.weights import checkpoints
 
-# Spellings of --model_type: the registered model types and their aliases (squad, ner).
+# Every task's model type registered (each task's module registers its own as it loads).
 MODEL_TYPES = task_registry.model_types()
 ENCODER = "encoder"  # the model type every run holds
-
-
-@dataclasses.dataclass(kw_only=True)
-class ExportModel(OptionGroup):
-    """What is exported, in which format, with which labels, into which folder."""
-    model_type: Optional[str] = option(
-        None, "What to export (squad = span_labeler, ner = token_classifier; pretrainer: "
-        "the masked-LM and next-sentence heads, --export_format=huggingface only). "
-        "Default: the model type of the bert_tf run at init_checkpoint (its config.json); "
-        "required for other checkpoints.", choices=MODEL_TYPES)
-    export_format: str = option(
-        "saved_model", formats.help_text() + " Every format but peft merges a LoRA run's "
-        "adapters into the weights (bert_tf.serving.formats: a format of your own is one "
-        "registration).")
-    quantize: str = option(
-        "none", "--export_format=litert or onnx: int8 is dynamic-range quantization (int8 "
-        "weights, float32 inputs and outputs), about a quarter of the float32 model's size.",
-        choices=litert.QUANTIZATIONS)
-    label_names: Optional[list] = option(
-        None, "Class / tag names in label-id order (default: the label list of a "
-        "fine-tuning output_dir; other names for its ids are fine, its labels in another "
-        "order are refused).")
-    labels_file: Optional[str] = option(None, "Class / tag names, one per line, in id order.")
-    text_pair: Optional[bool] = option(
-        None, "classifier: serving_default takes text_a and text_b (default: as the run "
-        "at init_checkpoint was trained; else false). Must match the run.")
-    versioned: bool = option(False, "Write export_dir/<next version number>.")
-
-
-ExportOptions = compose(
-    "ExportOptions", ExportModel, groups.MODEL_SOURCE, groups.TOKENIZER,
-    groups.SequenceLength, groups.Regression, groups.DocStride, groups.WindowPooling,
-    groups.MultiLabelThreshold, groups.QuestionLengths, groups.ExportDir, groups.Overwrite,
-    # None: the run's value (its config.json), else export_settings.PLAIN_DEFAULTS.
-    defaults={"max_seq_length": None, "do_lower_case": None, "is_regression": None,
-              "window_pooling": None, "multi_label_threshold": None,
-              "max_query_length": None, "max_answer_length": None},
-    helps={
-        "init_checkpoint": "Fine-tuning output_dir / training checkpoint, google-research "
-                           "checkpoint (folder or prefix) or Hugging Face folder.",
-        "bert_config_file": "bert_config.json (default: the one in or beside "
-                            "init_checkpoint).",
-        "vocab_file": "vocab.txt the model was trained with (default: in init_checkpoint).",
-        "allow_case_mismatch": "Export even when do_lower_case does not fit the vocab or "
-                               "the released folder name (uncased / cased).",
-        "allow_random_encoder": "Export a model whose encoder weights do not all load from "
-                                "init_checkpoint (another model, another "
-                                "num_hidden_layers): the missing ones start random. "
-                                "Refused by default.",
-        "do_lower_case": "Lower-case the input and strip accents (default: as the run at "
-                         "init_checkpoint was trained; else true). Must match the run.",
-        "max_seq_length": "Sequence length of the signatures (tfhub: the preprocessor's "
-                          "default; litert: the model's one row). Default: the run's "
-                          "max_seq_length; else 128. A serving choice: may differ from "
-                          "the run's.",
-        "is_regression": "classifier: one output `score` (default: as the run; else "
-                         "false). Must match the run.",
-        "doc_stride": "classifier: judge a long text on all of it, in windows this many "
-                      "tokens apart with their logits pooled, as a run with "
-                      "--long_document=windows and this --doc_stride (default: the run's "
-                      "windows; else cut to max_seq_length). A serving choice.",
-        "window_pooling": "classifier with --doc_stride: how the windows' logits combine "
-                          "(default: the run's --window_pooling; else mean). A serving "
-                          "choice.",
-        "multi_label_threshold": "classifier of a --multi_label run, SavedModel: a label "
-                                 "is predicted when its probability is at least this "
-                                 "(default: the run's --multi_label_threshold). A serving "
-                                 "choice.",
-        "max_query_length": "squad: question tokens kept (default: the run's; else 64). "
-                            "A serving choice.",
-        "max_answer_length": "squad: longest answer in tokens (default: the run's; else "
-                             "30). A serving choice.",
-        "export_dir": "SavedModel folder or TF Serving model base path (other formats: "
-                      "the folder to write).",
-        "overwrite": "Replace an existing SavedModel at export_dir (other formats: a "
-                     "folder that is not empty)."},
-    doc="What bert-export-model exports (see each field's help).")
+# The task a multi-label classification run of an earlier version named in its
+# run_settings.json (its config.json says "multi_label" in its serving settings).
+EARLIER_MULTI_LABEL_TASK = "classification/generic-multi-label"
 
 
 def read_label_names(label_names, labels_file):
@@ -279,7 +203,7 @@ def _problem_type(model_type, options, saved):
     # A run's config says it in its serving settings; run_settings.json of a folder of
     # an earlier version, by the multi-label task's name.
     if (saved.get("export") or {}).get("multi_label") or \
-            saved.get("task") == f"classification/{multi_label.NAME}":
+            saved.get("task") == EARLIER_MULTI_LABEL_TASK:
         return "multi_label_classification"
     return None
 

@@ -1,6 +1,6 @@
 """The task shape every runner's task has (as tensorflow/models' `base_task`): how to
 build its model, its data per split, its loss, how to score and what to write and
-export. `bert_tf.tasks.driver.run` runs train / eval / predict / export for any task.
+export. `bert_tf.runs.driver.run` runs train / eval / predict / export for any task.
 
     class MyTask(Task):
         name, command, model_type = "my_task", "my_task", "classifier"
@@ -20,7 +20,7 @@ import keras
 from absl import logging
 
 from bert_tf.io import fileio
-from bert_tf.tasks import run_config, run_context
+from bert_tf.runs import run_config, run_context
 from bert_tf.train import finetune_packing, loop
 from bert_tf.weights import checkpoints
 

@@ -1,5 +1,5 @@
 """The options of a run of several seeds, one group that every fine-tuning command
-composes (`bert_tf.tasks.options.FINETUNING`)."""
+composes (`bert_tf.runs.options.FINETUNING`)."""
 
 import dataclasses
 

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.tasks.option_groups import (  # noqa: F401  (re-exported)
+from bert_tf.runs.option_groups import (  # noqa: F401  (re-exported)
     BALANCED, ClassWeightOptions, parse_class_weights)
 
 

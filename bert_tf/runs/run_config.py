@@ -34,7 +34,7 @@ from absl import logging
 
 from bert_tf.io import fileio
 from bert_tf import options as options_lib
-from bert_tf.tasks import run_context
+from bert_tf.runs import run_context
 from bert_tf.weights import digest
 from bert_tf.weights.digest import data_files
 

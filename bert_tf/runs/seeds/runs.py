@@ -18,10 +18,10 @@ from absl import logging
 
 from bert_tf.io import fileio
 from bert_tf import options as options_lib
-from bert_tf.tasks import best_checkpoint
-from bert_tf.tasks import task as task_lib
-from bert_tf.tasks.seeds import options as seeds_options
-from bert_tf.tasks.seeds import summary as summary_lib
+from bert_tf.runs import best_checkpoint
+from bert_tf.runs import task as task_lib
+from bert_tf.runs.seeds import options as seeds_options
+from bert_tf.runs.seeds import summary as summary_lib
 from bert_tf.train import distribute, preemption, step_hook
 
 # What a seed's own options leave out: the group's flags (a seed is one run).

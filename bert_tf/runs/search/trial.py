@@ -10,8 +10,8 @@ import math
 
 from absl import logging
 
-from bert_tf.tasks import best_checkpoint
-from bert_tf.tasks import task as task_lib
+from bert_tf.runs import best_checkpoint
+from bert_tf.runs import task as task_lib
 from bert_tf.train import step_hook
 
 

@@ -1,12 +1,12 @@
 """The options of bert-extract-features, without TensorFlow: the command's `--help` reads
-them alone; the extraction (`bert_tf.tasks.feature_extraction`) loads when it runs.
+them alone; the extraction (`bert_tf.runs.feature_extraction`) loads when it runs.
 """
 
 import dataclasses
 
 from bert_tf.options import OptionGroup, compose, option
-from bert_tf.tasks import option_groups as groups
-from bert_tf.tasks import options as task_options
+from bert_tf.runs import option_groups as groups
+from bert_tf.runs import options as task_options
 
 
 @dataclasses.dataclass(kw_only=True)
