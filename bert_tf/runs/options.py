@@ -28,8 +28,7 @@ from bert_tf.options import OptionGroup, check_integer, compose, option, option_
 from bert_tf.runs import option_groups as groups
 from bert_tf.runs.seeds.options import Seeds
 from bert_tf.train import choices
-from bert_tf.train import lora_names as lora
-from bert_tf.train.choices import MIXED_PRECISION
+from bert_tf.train import lora_names
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -159,7 +158,7 @@ class Runtime(OptionGroup):
     """How the model runs: precision, XLA, seed."""
     mixed_precision: str = option(
         "none", "none, bfloat16 or float16 (with loss scaling).",
-        choices=[name for name in MIXED_PRECISION if name])
+        choices=[name for name in choices.MIXED_PRECISION if name])
     use_xla: bool = option(False, "XLA-compile the training step (static shapes).")
     seed: Optional[int] = option(
         None, "Random seed (weights of new layers, dropout, shuffling). Unset: a new "
@@ -290,7 +289,7 @@ class Lora(OptionGroup):
     lora_dropout: float = option(
         0.0, "Dropout on the adapters' input while training (PEFT's lora_dropout).")
     lora_targets: list = option(
-        list(lora.DEFAULT_TARGETS), "Projections that get adapters, comma-separated: "
+        list(lora_names.DEFAULT_TARGETS), "Projections that get adapters, comma-separated: "
         "query, key, value (attention/self/*), attention_output (attention/output/dense), "
         "intermediate (intermediate/dense), output (output/dense). Default query,value "
         "(as PEFT and keras-hub).")
@@ -304,11 +303,11 @@ class Lora(OptionGroup):
             raise ValueError(f"--lora_alpha must be > 0, got {self.lora_alpha}")
         if not 0 <= self.lora_dropout < 1:
             raise ValueError(f"--lora_dropout must be in [0, 1), got {self.lora_dropout}")
-        lora.parse_targets(self.lora_targets)
-        lora.parse_train(self.lora_train)
+        lora_names.parse_targets(self.lora_targets)
+        lora_names.parse_train(self.lora_train)
         if not self.lora_rank:
             defaults = {spec.name: spec.default for spec in option_specs(Lora)}
-            given = [name for name in lora.FLAGS[1:]
+            given = [name for name in lora_names.FLAGS[1:]
                      if getattr(self, name) != defaults[name]]
             if given:
                 raise ValueError(f"--{given[0]} is set but --lora_rank is 0 (LoRA off): "
