@@ -98,6 +98,38 @@ def test_attention_losses_match_tinybert_and_minilm_formulas():
                                rtol=1e-5)
 
 
+def test_each_model_types_soft_targets_follow_its_declared_outputs():
+    """The head's soft targets come from its model type's record: a span head's start
+    and end are a softmax over the real positions, a token classifier's a softmax over
+    tags at each real token, a classifier's over its classes."""
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.float32)
+    features = {"input_mask": mask}
+    s, t = RNG.normal(size=(2, 5)), RNG.normal(size=(2, 5)) * 2
+    span = objective.Head.of_model_type("squad")
+    assert (span.outputs, span.over_positions, span.per_token) == (
+        ("start_logits", "end_logits"), ("start_logits", "end_logits"), ())
+    # Padded positions are left out: the softmax runs over the real ones only.
+    expected = np.mean([np_kl_rows(s[i, :n] / 2, t[i, :n] / 2) * 4
+                        for i, n in enumerate((3, 5))])
+    got = objective.soft_loss(span, features, {"start_logits": s, "end_logits": s},
+                              {"start_logits": t, "end_logits": t}, 2.0)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+    tokens = objective.Head.of_model_type("ner")
+    assert (tokens.outputs, tokens.over_positions, tokens.per_token) == (
+        ("logits",), (), ("logits",))
+    s, t = RNG.normal(size=(2, 5, 4)), RNG.normal(size=(2, 5, 4))
+    rows = np_kl_rows(s, t)  # [B, S]
+    np.testing.assert_allclose(
+        objective.soft_loss(tokens, features, {"logits": s}, {"logits": t}, 1.0).numpy(),
+        (rows * mask).sum() / mask.sum(), rtol=1e-5)
+    classes = objective.Head.of_model_type("classifier")
+    assert (classes.over_positions, classes.per_token) == ((), ())
+    s, t = RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3))
+    np.testing.assert_allclose(
+        objective.soft_loss(classes, features, {"logits": s}, {"logits": t}, 1.0).numpy(),
+        np_kl_rows(s, t).mean(), rtol=1e-5)
+
+
 def test_layer_choice_and_mapping():
     assert teacher.student_layers("0,2,4", 6) == [0, 2, 4]
     assert teacher.student_layers("3", 6) == [0, 2, 4]

@@ -1,7 +1,7 @@
 """The student's training loss: the weighted sum of the distillation losses
 (`bert_tf.tasks.distillation.losses`) on one batch.
 
-    objective = Objective(settings, head=Head("classifier"), mapping=[0, 2, 4, 6])
+    objective = Objective(settings, Head.of_model_type("classifier"), mapping=[0, 2, 4, 6])
     losses = objective(features, student_outputs, teacher_outputs, hard_loss)
     losses["total_loss"], losses["soft_loss"], ...
 """
@@ -11,6 +11,7 @@ import dataclasses
 import tensorflow as tf
 
 from bert_tf.layers.attention import attention_bias_from_mask
+from bert_tf.serving import registry
 from bert_tf.tasks.distillation import losses as losses_lib
 
 # A span head's logits at padded positions are left out of its softmax.
@@ -20,24 +21,34 @@ LOSS_NAMES = ("soft_loss", "hard_loss", "hidden_loss", "attention_loss")
 
 @dataclasses.dataclass(frozen=True)
 class Head:
-    """What the soft targets of a head are.
+    """What the soft targets of a head are, from its model type's declared outputs.
 
     Attributes:
-      model_type: "classifier", "token_classifier" (per token) or "span_labeler" (per
-        start and end position).
+      outputs: The head's logits outputs (a `ModelType`'s `outputs`).
+      over_positions: Those of `outputs` that are a softmax over the sequence's
+        positions (a span head's start and end), not over labels.
+      per_token: Those of `outputs` that are a softmax over labels at each position
+        (a token classifier's tags).
       is_regression: A classifier of one score (soft target: the teacher's score, MSE).
       multi_label: Per-label sigmoid outputs (soft targets per label).
     """
-    model_type: str
+    outputs: tuple = ("logits",)
+    over_positions: tuple = ()
+    per_token: tuple = ()
     is_regression: bool = False
     multi_label: bool = False
 
-    @property
-    def outputs(self) -> tuple:
-        """The head's logits outputs."""
-        if self.model_type == "span_labeler":
-            return ("start_logits", "end_logits")
-        return ("logits",)
+    @classmethod
+    def of_model_type(cls, name, is_regression=False, multi_label=False) -> "Head":
+        """The head of the registered model type `name`: its outputs with a position
+        axis are per token when the head is labelled (one logit per label), else a
+        softmax over the positions."""
+        entry = registry.get(name)
+        sequence = tuple(o for o in entry.outputs if o in entry.sequence_outputs)
+        return cls(outputs=tuple(entry.outputs),
+                   over_positions=() if entry.labelled else sequence,
+                   per_token=sequence if entry.labelled else (),
+                   is_regression=is_regression, multi_label=multi_label)
 
 
 def soft_loss(head: Head, features, student, teacher, temperature):
@@ -48,11 +59,11 @@ def soft_loss(head: Head, features, student, teacher, temperature):
         student_logits = tf.cast(student[name], tf.float32)
         teacher_logits = tf.reshape(tf.cast(teacher[name], tf.float32),
                                     tf.shape(student_logits))
-        if head.model_type == "span_labeler":  # a softmax over the real positions
+        if name in head.over_positions:  # a softmax over the real positions
             padding = (1.0 - mask) * _PADDING_LOGIT
             values.append(losses_lib.soft_target_loss(
                 student_logits + padding, teacher_logits + padding, temperature))
-        elif head.model_type == "token_classifier":
+        elif name in head.per_token:
             values.append(losses_lib.soft_target_loss(student_logits, teacher_logits,
                                                       temperature, weights=mask))
         elif head.is_regression:

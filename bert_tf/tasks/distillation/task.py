@@ -85,9 +85,9 @@ class DistillationTask(task_lib.Task):
             distill_data.RECORD_NAME, distill_data.TRANSFER_RECORD_NAME)
         self.objective = objective_lib.Objective(
             options,  # its DistillationLosses fields
-            objective_lib.Head(self.model_type,
-                               is_regression=bool(teacher.options.get("is_regression")),
-                               multi_label=bool(teacher.options.get("multi_label"))),
+            objective_lib.Head.of_model_type(
+                self.model_type, is_regression=bool(teacher.options.get("is_regression")),
+                multi_label=bool(teacher.options.get("multi_label"))),
             self.mapping)
 
     @property
