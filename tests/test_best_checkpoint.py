@@ -23,7 +23,7 @@ from bert_tf.tasks.classification.task import ClassificationTask
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.train import optimization
-from bert_tf.weights import checkpoints
+from bert_tf.weights import training_checkpoints
 
 # 64 examples / 16 a batch * 6 epochs: 24 steps planned.
 PLANNED = 24
@@ -99,7 +99,8 @@ def test_best_checkpoint_is_the_best_evaluation_and_what_eval_predict_and_export
     assert again["global_step"] == best_step
     assert again["eval_loss"] == pytest.approx(kept["eval_loss"], rel=1e-5)
     assert again["eval_accuracy"] == kept["eval_accuracy"]
-    assert checkpoints.training_checkpoint(str(out)) == str(out / "best" / f"ckpt-{best_step}")
+    assert (training_checkpoints.training_checkpoint(str(out))
+            == str(out / "best" / f"ckpt-{best_step}"))
     assert "using its best checkpoint" in caplog.text
 
 

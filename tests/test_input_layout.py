@@ -128,6 +128,7 @@ def test_pair_lengths_equal_truncate_seq_pair():
 
 def test_python_side_does_not_import_tensorflow():
     # The SQuAD data side (and so the SQuAD evaluator command) stays TensorFlow-free.
-    code = ("import sys, bert_tf.text.input_layout, bert_tf.tasks.squad.data; "
+    code = ("import sys, bert_tf.text.input_layout, bert_tf.tasks.squad.data, "
+            "bert_tf.tasks.squad.features; "
             "sys.exit('tensorflow' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

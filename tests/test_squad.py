@@ -11,6 +11,7 @@ from absl import logging as absl_logging
 from bert_tf.text import tokenization
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
+from bert_tf.tasks.squad import features as squad_features
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from harness import write_squad_json
 
@@ -51,7 +52,7 @@ def test_answers_projected_and_tightened(tmp_path, tokenizer):
                                       "in", "Paris."]
     assert [(e.start_position, e.end_position) for e in examples] == [
         (3, 3), (6, 6), (1, 2)]
-    features = squad_data.convert_examples_to_features(examples, tokenizer, 32, 128, 16, True)
+    features = squad_features.convert_examples_to_features(examples, tokenizer, 32, 128, 16, True)
     assert len(features) == 3
     first = features[0]
     assert first.tokens == [
@@ -83,7 +84,7 @@ def _x_example(answer_words, qid="qx"):
 
 def test_windows_max_context_and_answers_across_borders(tokenizer):
     # 16 tokens - 3 question tokens - 3 = 10 context tokens per window, stride 4.
-    features = squad_data.convert_examples_to_features(
+    features = squad_features.convert_examples_to_features(
         [_x_example(["x8", "x9", "x10", "x11"]), _x_example(["x17", "x18"])],
         tokenizer, max_seq_length=16, doc_stride=4, max_query_length=8,
         is_training=True)
@@ -110,11 +111,11 @@ def test_windows_max_context_and_answers_across_borders(tokenizer):
 def test_question_truncated_and_lengths_checked(tokenizer):
     example = _x_example(["x1"])
     example.question_text = "what is the cafe ?"
-    feature = squad_data.convert_examples_to_features([example], tokenizer, 32, 8, 2, False)[0]
+    feature = squad_features.convert_examples_to_features([example], tokenizer, 32, 8, 2, False)[0]
     assert feature.tokens[:4] == ["[CLS]", "what", "is", "[SEP]"]
     assert feature.start_position is None
     with pytest.raises(ValueError, match="max_query_length"):
-        squad_data.convert_examples_to_features([example], tokenizer, 10, 8, 7, False)
+        squad_features.convert_examples_to_features([example], tokenizer, 10, 8, 7, False)
 
 
 def test_building_features_says_it_started_and_finished(tokenizer, caplog):
@@ -122,7 +123,7 @@ def test_building_features_says_it_started_and_finished(tokenizer, caplog):
     (tokenizing a dev set takes tens of seconds), another when they are done."""
     absl_logging.set_verbosity(absl_logging.INFO)
     caplog.set_level(logging.INFO, logger="absl")
-    squad_data.convert_examples_to_features([_x_example(["x1"])] * 3, tokenizer, 32, 8, 2,
+    squad_features.convert_examples_to_features([_x_example(["x1"])] * 3, tokenizer, 32, 8, 2,
                                             False)
     assert "Building prediction features: 3 questions ..." in caplog.text
     assert "Building prediction features: 3 questions in " in caplog.text
@@ -137,7 +138,7 @@ def test_version_2_impossible_points_at_cls(tmp_path, tokenizer):
     with pytest.raises(squad_data.SquadFormatError,
                        match=r'qas\[0\]: "answers" is empty.*version_2_with_negative'):
         squad_data.read_squad_examples(path, True, version_2_with_negative=False)
-    feature = squad_data.convert_examples_to_features(examples, tokenizer, 32, 8, 8, True)[0]
+    feature = squad_features.convert_examples_to_features(examples, tokenizer, 32, 8, 8, True)[0]
     assert (feature.start_position, feature.end_position, feature.is_impossible) == (
         0, 0, True)
 
@@ -212,7 +213,7 @@ def test_compute_softmax():
 
 def _x_windows(tokenizer):
     example = _x_example(["x9"])
-    features = squad_data.convert_examples_to_features([example], tokenizer, 16, 4, 8, False)
+    features = squad_features.convert_examples_to_features([example], tokenizer, 16, 4, 8, False)
     logits = [(np.full(16, -10.0, np.float32), np.full(16, -10.0, np.float32))
               for _ in features]
     return [example], features, logits
@@ -292,7 +293,7 @@ def test_end_to_end_hand_made_gold_logits(tmp_path, tokenizer):
 def _gold_predictions(path, tokenizer, max_seq_length, doc_stride):
     """Features of a file, logits peaked at the gold sub-tokens, decoded predictions."""
     examples = squad_data.read_squad_examples(path, is_training=True)
-    features = squad_data.convert_examples_to_features(examples, tokenizer, max_seq_length,
+    features = squad_features.convert_examples_to_features(examples, tokenizer, max_seq_length,
                                                        doc_stride, 16, is_training=True)
     results = []
     for feature in features:

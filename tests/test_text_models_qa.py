@@ -11,6 +11,7 @@ import bert_tf
 from bert_tf.models import BertEncoder
 from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import features as squad_features
 from bert_tf.tasks.squad import task as squad_task
 from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, tiny_config, tiny_model,
                      write_released_checkpoint)
@@ -87,7 +88,7 @@ def test_a_long_context_is_answered_from_its_second_window(fitted):
     [example] = squad_data.squad_examples(
         [{"paragraphs": [{"context": context, "qas": [{"id": "q", "question": "Where?"}]}]}],
         "test", is_training=False)
-    windows = squad_data.convert_examples_to_features(
+    windows = squad_features.convert_examples_to_features(
         [example], model.tokenizer, 16, 4, 4, is_training=False)
     [piece] = model.tokenizer.tokenize("Café")  # "cafe": uncased rules strip accents
     assert len(windows) == 2 and piece not in windows[0].tokens and piece in windows[1].tokens

@@ -28,7 +28,7 @@ from absl import logging
 
 from bert_tf.runs import task as task_lib
 from bert_tf.train import distribute, lora, loop, preemption, step_hook
-from bert_tf.weights import checkpoints
+from bert_tf.weights import training_checkpoints
 
 _VALUE = "{}/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -84,7 +84,7 @@ def training_evaluation(task, runner) -> Optional["TrainingEvaluation"]:
 def read_best(output_dir: str) -> Optional[tuple]:
     """(metric, value, global_step) of the best checkpoint kept in `output_dir/best/`,
     or None when there is none."""
-    prefix = checkpoints.best_checkpoint(output_dir)
+    prefix = training_checkpoints.best_checkpoint(output_dir)
     if prefix is None:
         return None
     metric = tf.train.load_variable(prefix, _VALUE.format("best_metric"))
@@ -124,8 +124,8 @@ class TrainingEvaluation(step_hook.StepHook):
         metric, value, best_step = kept
         if metric != self.metric:
             logging.warning("%s holds the best checkpoint of %s; this run keeps the best "
-                            "%s: its first evaluation replaces it", checkpoints.BEST_DIR,
-                            metric, self.metric)
+                            "%s: its first evaluation replaces it",
+                            training_checkpoints.BEST_DIR, metric, self.metric)
             return False
         self.best_value, self.best_step = value, best_step
         self.evals_since_best = max(0, step // self.every_steps - best_step // self.every_steps)
@@ -158,7 +158,7 @@ class TrainingEvaluation(step_hook.StepHook):
         if self._is_better(value):
             self.best_value, self.best_step, self.evals_since_best = value, step, 0
             self._save(model, step, value, dict(scores, best_metric=self.metric))
-            verdict = "a new best, saved to " + checkpoints.BEST_DIR + "/"
+            verdict = "a new best, saved to " + training_checkpoints.BEST_DIR + "/"
         else:
             self.evals_since_best += 1
             verdict = (f"not better than {self.best_value:.6g} at global_step "
@@ -185,7 +185,7 @@ class TrainingEvaluation(step_hook.StepHook):
     def _save(self, model, step, value, scores):
         """`best/ckpt-<step>` (older ones removed) and its eval_results.txt / .json."""
         strategy = self.runner.context.strategy
-        best_dir = os.path.join(self.output_dir, checkpoints.BEST_DIR)
+        best_dir = os.path.join(self.output_dir, training_checkpoints.BEST_DIR)
         directory = distribute.worker_checkpoint_dir(strategy, best_dir)
         tf.io.gfile.makedirs(directory)
         checkpoint = tf.train.Checkpoint(

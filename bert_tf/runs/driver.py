@@ -36,7 +36,7 @@ from bert_tf.runs.seeds import options as seeds_options
 from bert_tf.runs.seeds import runs as seed_runs
 from bert_tf.train import (distribute, lora, loop, optimization, preemption,
                            reinit_layers, step_hook)
-from bert_tf.weights import checkpoints
+from bert_tf.weights import training_checkpoints
 from bert_tf.weights.load_report import name_list
 
 
@@ -316,7 +316,7 @@ class ModelRunner:
             raise
         self.model, self.global_step, self.train_result = (result.model, result.global_step,
                                                            result)
-        self.best = checkpoints.best_checkpoint(options.output_dir)
+        self.best = training_checkpoints.best_checkpoint(options.output_dir)
         if self.best:
             self.global_step = loop.restore_model(self.model, self.best)
             logging.info("Evaluation, prediction and export use the best checkpoint %s "
@@ -350,7 +350,7 @@ class ModelRunner:
         if self.model is not None:
             return self.model
         options = self.context.options
-        self.best = checkpoints.best_checkpoint(options.output_dir)
+        self.best = training_checkpoints.best_checkpoint(options.output_dir)
         latest = self.best or self.context.latest_checkpoint()
         if latest is None and not options.init_checkpoint:
             raise ValueError(f"no training checkpoint in output_dir {options.output_dir} "

@@ -33,7 +33,7 @@ from bert_tf.text import tokenization
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import lora, loop
-from bert_tf.weights import checkpoints
+from bert_tf.weights import checkpoints, training_checkpoints
 
 # Every task's model type registered (each task's module registers its own as it loads).
 MODEL_TYPES = task_registry.model_types()
@@ -75,7 +75,7 @@ def load_model(model_type, options, head_kwargs=None):
     run_context.check_init_checkpoint(init_checkpoint)
     config_file = run_context.resolve_config_file(bert_config_file, init_checkpoint)
     entry = model_registry.get(model_type)
-    prefix = checkpoints.training_checkpoint(init_checkpoint)
+    prefix = training_checkpoints.training_checkpoint(init_checkpoint)
     saved = run_config.read(init_checkpoint) if prefix else {}
     adapters = lora.settings_from_options(saved.get("options") or {})
     if adapters:

@@ -22,7 +22,7 @@ from absl import logging
 from bert_tf.io import fileio
 from bert_tf.runs import run_config, run_context
 from bert_tf.train import finetune_packing, loop
-from bert_tf.weights import checkpoints
+from bert_tf.weights import checkpoints, training_checkpoints
 
 
 MAX_STEPS = 2 ** 31 - 1  # the schedules count steps in int32
@@ -133,7 +133,7 @@ class Task:
         if not options.init_checkpoint:
             return None
         saved = run_config.read(options.init_checkpoint)
-        prefix = checkpoints.training_checkpoint(options.init_checkpoint)
+        prefix = training_checkpoints.training_checkpoint(options.init_checkpoint)
         if prefix and run_config.same_model(saved, self.model_type, self.name, self.labels):
             step = loop.restore_model(model, prefix)
             logging.info("Started from %s (global_step %d), a run of this task: its %s "

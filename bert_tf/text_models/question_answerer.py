@@ -9,7 +9,7 @@
     TextQuestionAnswerer.from_pretrained("squad_run")   # or any bert-run-squad output_dir
 
 Rows go through the runner's own code: its reader (`bert_tf.tasks.squad.data.squad_examples`:
-words, answer_start to a word span), its windows (`convert_examples_to_features`:
+words, answer_start to a word span), its windows (`features.convert_examples_to_features`:
 `[CLS] question [SEP] context [SEP]`, a long context in windows `doc_stride` apart, each
 padded to `max_seq_length`), its loss (`bert_tf.tasks.squad.task.span_loss`) and its
 decoding (`bert_tf.tasks.squad.postprocess.best_answers`: the n-best spans over all the
@@ -26,6 +26,7 @@ from bert_tf.models import BertSpanLabeler
 from bert_tf.runs import option_groups, run_config
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
+from bert_tf.tasks.squad import features as squad_features
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.text.preprocessor import Preprocessor
@@ -89,7 +90,7 @@ class TextQuestionAnswerer(TextModel):
         option_groups.QuestionLengths(max_query_length=max_query_length,
                                       max_answer_length=max_answer_length).check()
         squad_task.SquadData(n_best_size=n_best_size).check()
-        squad_data.check_lengths(preprocessor.max_seq_length, max_query_length)
+        squad_features.check_lengths(preprocessor.max_seq_length, max_query_length)
         self.doc_stride, self.max_query_length = int(doc_stride), int(max_query_length)
         self.max_answer_length, self.n_best_size = int(max_answer_length), int(n_best_size)
         self.version_2_with_negative = bool(version_2_with_negative)
@@ -280,7 +281,7 @@ class TextQuestionAnswerer(TextModel):
         return examples
 
     def _features(self, examples, is_training):
-        return squad_data.convert_examples_to_features(
+        return squad_features.convert_examples_to_features(
             examples, self.tokenizer, self.preprocessor.max_seq_length, self.doc_stride,
             self.max_query_length, is_training=is_training)
 

@@ -16,7 +16,7 @@ from bert_tf.io import fileio
 from bert_tf.io import write_errors
 from bert_tf.runs import run_config, run_context
 from bert_tf.train import loop
-from bert_tf.weights import checkpoints
+from bert_tf.weights import training_checkpoints
 
 COMMAND = "python"
 
@@ -63,7 +63,7 @@ def write(folder, model, preprocessor, *, model_type, task, labels, export, opti
 def restore_trained(model, path) -> int:
     """Restores the whole task model (encoder and head) of the run at `path`, from its
     best checkpoint when it kept one, else its latest; returns its step."""
-    prefix = checkpoints.training_checkpoint(path)
+    prefix = training_checkpoints.training_checkpoint(path)
     if prefix is None:
         raise ValueError(f"{path}: no training checkpoint (ckpt-N) of a bert_tf run found")
     step = loop.restore_model(model, prefix)

@@ -31,7 +31,7 @@ from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.train import optimization
-from bert_tf.weights import checkpoints
+from bert_tf.weights import checkpoints, training_checkpoints
 from bert_tf.weights.load_report import name_list
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -46,7 +46,7 @@ def optimizer_state_checkpoint(init_checkpoint) -> str:
       ValueError: naming `init_checkpoint`, when it holds no optimizer state (a
         released model, a `bert_model.ckpt`, Hugging Face weights).
     """
-    prefix = checkpoints.training_checkpoint(init_checkpoint)
+    prefix = training_checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None or not any(name.startswith("optimizer/")
                                  for name, _ in tf.train.list_variables(prefix)):
         raise ValueError(
@@ -63,7 +63,7 @@ def start_from(model, optimizer, init_checkpoint, restore_optimizer_state=False)
     Args:
       model: The built model of the run.
       optimizer: Its built optimizer (a `LossScaleOptimizer` is unwrapped).
-      init_checkpoint: See `training_checkpoint` and the module docstring.
+      init_checkpoint: See `training_checkpoints.training_checkpoint` and the module docstring.
       restore_optimizer_state: Also copy the optimizer moments (not the step counter).
 
     Returns:
@@ -74,7 +74,7 @@ def start_from(model, optimizer, init_checkpoint, restore_optimizer_state=False)
     """
     # The loader's report would be of the encoder alone (its heads are read below):
     # what the whole load did is logged once, by `describe`.
-    prefix = checkpoints.training_checkpoint(init_checkpoint)
+    prefix = training_checkpoints.training_checkpoint(init_checkpoint)
     if prefix is None:
         report = checkpoints.load_pretrained_weights(model, init_checkpoint,
                                                      log_report=False)

@@ -12,12 +12,13 @@ Public API:
     save_google_checkpoint(model, prefix, write_config=False)
     load_hf_weights(model, path) -> LoadReport   (BERT or ELECTRA folders)
     load_training_checkpoint(model, prefix) -> LoadReport   (a bert_tf run's encoder)
-    training_checkpoint(path), best_checkpoint(folder) -> prefix or None   (a run's
-        best/ checkpoint, kept by --best_metric, is preferred to its latest)
     load_pretrained_weights(model, path) -> LoadReport   (any of the formats)
     load_config(path) -> BertConfig   (bert_config.json or a Hugging Face config.json)
     from_pretrained(model_cls, path, config=None, ...) -> model
     build_model(model_cls, config, **head_kwargs) -> model   (weights fresh)
+
+Which checkpoint a run folder names (its best/ one, kept by --best_metric, before its
+latest) is `training_checkpoints`' (`training_checkpoint`, `best_checkpoint`).
 
 `load_pretrained_weights` and `from_pretrained` refuse an encoder that would start
 partly random (`load_report.check_encoder`) unless `allow_random_encoder`.
@@ -41,10 +42,9 @@ from bert_tf.models import BertEncoder, encoder_of
 from bert_tf.models.checkpoint_names import encoder_entries
 from bert_tf.weights.hugging_face import (hf_config_to_bert_dict, hf_parts,
                                           hf_to_google_name, read_safetensors)
+from bert_tf.weights import training_checkpoints
 from bert_tf.weights.load_report import LoadReport, check_encoder, name_list
 
-# The folder of a fine-tuning output_dir that holds its best checkpoint (--best_metric).
-BEST_DIR = "best"
 # Checkpoint entries that are not model weights: optimizer slots and counters.
 _SKIPPED_PATTERN = re.compile(
     r"(^|/)(global_step|_CHECKPOINTABLE_OBJECT_GRAPH|good_steps|loss_scale)$"
@@ -246,77 +246,6 @@ def _add_part_report(report, model, part, part_report, subfolder):
     report.unmatched.extend(f"{subfolder}/{name}" for name in part_report.unmatched)
 
 
-def is_training_checkpoint(prefix):
-    """Whether `prefix` is an object-based (TF2) checkpoint: a bert_tf run's, not a
-    google-research name-based one."""
-    names = [name for name, _ in tf.train.list_variables(prefix)]
-    return ("_CHECKPOINTABLE_OBJECT_GRAPH" in names
-            and not any(name.startswith(("bert/", "cls/")) for name in names))
-
-
-def best_checkpoint(folder):
-    """The prefix of the best checkpoint a fine-tuning run kept in `folder/best/`
-    (`--best_metric`), or None (no such folder, or `folder` is not a folder)."""
-    best = os.path.join(os.fspath(folder), BEST_DIR)
-    return tf.train.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
-
-
-def _latest_or_best(folder):
-    """A run folder's best checkpoint when it kept one (logged), else its latest."""
-    best = best_checkpoint(folder)
-    if best:
-        logging.info("%s: using its best checkpoint %s (kept by --best_metric; see %s)",
-                     folder, best, os.path.join(os.path.dirname(best), "eval_results.txt"))
-        return best
-    return tf.train.latest_checkpoint(folder)
-
-
-def training_checkpoint(path):
-    """The bert_tf training checkpoint `path` names, or None.
-
-    Args:
-      path: An init_checkpoint: a folder (a run's output_dir, a released folder) or a
-        checkpoint prefix.
-
-    Returns:
-      The prefix of the best checkpoint of a run's output_dir when it kept one
-      (`best/`), else of its latest `ckpt-N`, or `path` itself when it is an
-      object-based (bert_tf) checkpoint prefix; None for a google-research or Hugging
-      Face checkpoint.
-    """
-    path = os.fspath(path)
-    if tf.io.gfile.isdir(path):
-        prefix = _latest_or_best(path)
-    else:
-        prefix = path if tf.io.gfile.exists(path + ".index") else None
-    if prefix and is_training_checkpoint(prefix):
-        return prefix
-    return None
-
-
-def read_training_encoder(encoder, prefix, fits="this config"):
-    """Restores `encoder` from the encoder of training checkpoint `prefix` (a run's
-    `model/encoder`); its head and optimizer are not read.
-
-    Raises:
-        ValueError: when an encoder variable's shape differs or it is missing (the
-            checkpoint does not fit `fits`).
-    """
-    status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(prefix)
-    try:
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as error:
-        if any("lora_a" in name for name, _ in tf.train.list_variables(prefix)):
-            raise ValueError(f"training checkpoint {prefix} is a LoRA run's: it holds the "
-                             "adapters and the head alone (its base checkpoint is named in "
-                             "the run's config.json); export it merged first "
-                             "(bert-export-model)") from None
-        raise ValueError(f"training checkpoint {prefix}: its encoder does not fit {fits}: "
-                         f"{str(error)[:300]}") from None
-    finally:
-        status.expect_partial()  # the other task's head and the optimizer are not read
-
-
 def load_training_checkpoint(model, prefix, log_report=True):
     """Loads the encoder of a bert_tf training checkpoint (a fine-tuning or pre-training
     output_dir) into `model`; its head, another task's, is not read.
@@ -329,7 +258,7 @@ def load_training_checkpoint(model, prefix, log_report=True):
         ValueError: when an encoder variable's shape differs or it is missing.
     """
     encoder = encoder_of(model)
-    read_training_encoder(encoder, prefix)
+    training_checkpoints.read_training_encoder(encoder, prefix)
     report = LoadReport(source=str(prefix))
     encoder_ids = {id(variable) for variable in encoder.weights}
     for name, (variable, _) in google_variable_map(model).items():
@@ -355,16 +284,16 @@ def resolve_location(path):
             return "hf", path, os.path.join(path, "config.json")
         prefix = os.path.join(path, "bert_model.ckpt")
         if not tf.io.gfile.exists(prefix + ".index"):
-            prefix = _latest_or_best(path)
+            prefix = training_checkpoints.latest_or_best(path)
         if prefix is None:
             raise FileNotFoundError(
                 f"{path}: no bert_model.ckpt.index, TF `checkpoint` file or "
                 "model.safetensors found; expected a google-research or Hugging Face "
                 "BERT folder, or a bert_tf output_dir.")
-        kind = "training" if is_training_checkpoint(prefix) else "google"
+        kind = "training" if training_checkpoints.is_training_checkpoint(prefix) else "google"
         return kind, prefix, os.path.join(path, "bert_config.json")
     if tf.io.gfile.exists(path + ".index"):
-        kind = "training" if is_training_checkpoint(path) else "google"
+        kind = "training" if training_checkpoints.is_training_checkpoint(path) else "google"
         return kind, path, os.path.join(os.path.dirname(path), "bert_config.json")
     if path.endswith(".safetensors") and os.path.isfile(path):
         return "hf", path, os.path.join(os.path.dirname(path), "config.json")

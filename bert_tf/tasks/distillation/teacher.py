@@ -19,7 +19,7 @@ from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOpti
 from bert_tf.tasks.distillation.options import parse_indices
 from bert_tf.tasks.ner.task import NerOptions, NerTask
 from bert_tf.tasks.squad.task import SquadOptions, SquadTask
-from bert_tf.weights import checkpoints
+from bert_tf.weights import checkpoints, training_checkpoints
 
 # The fine-tuned runs a student can learn from, by their config.json "command".
 TEACHER_TASKS = {"classification": (ClassifierOptions, ClassificationTask),
@@ -90,7 +90,7 @@ def read_teacher(folder: Optional[str]) -> TeacherRun:
             f"--teacher={folder} is a {command or 'older'} run (model type "
             f"{saved.get('model_type')}), not a fine-tuned {', '.join(TEACHER_TASKS)} "
             "run: a student learns a task's outputs from a model fine-tuned on it")
-    prefix = checkpoints.best_checkpoint(folder) or tf.train.latest_checkpoint(folder)
+    prefix = training_checkpoints.best_checkpoint(folder) or tf.train.latest_checkpoint(folder)
     if not prefix:
         raise ValueError(f"--teacher={folder} holds no training checkpoint: train the "
                          "teacher first")

@@ -12,7 +12,7 @@ from bert_tf.options import OptionGroup, compose, option
 from bert_tf.runs import option_groups as groups
 from bert_tf.runs.options import (FINETUNING, RUN, TRAINING_LOOP, TrainStep,
                                   check_micro_batches)
-from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import features as squad_features
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -40,7 +40,7 @@ def check_squad_flags(options) -> None:
         raise ValueError("do_train needs train_file")
     if options.do_predict and not options.predict_file:
         raise ValueError("do_predict needs predict_file")
-    squad_data.check_lengths(options.max_seq_length, options.max_query_length)
+    squad_features.check_lengths(options.max_seq_length, options.max_query_length)
     room = options.max_seq_length - options.max_query_length - 3
     if options.doc_stride > room:
         logging.warning("doc_stride %d exceeds the context room of a window (%d): "

@@ -34,6 +34,7 @@ from bert_tf.models import BertSpanLabeler, BertEncoder
 from bert_tf.runs import driver, run_context
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
+from bert_tf.tasks.squad import features as squad_features
 from bert_tf.tasks.squad.options import SquadData, SquadOptions  # noqa: F401  (re-exported)
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.runs.task import Task, TrainData, cached_features
@@ -130,7 +131,7 @@ def prepare_train_record(options, tokenizer, examples=None, stats=None):
     started = time.time()
 
     def write_fn(record_path):
-        features = squad_data.convert_examples_to_features(
+        features = squad_features.convert_examples_to_features(
             examples, tokenizer, options.max_seq_length, options.doc_stride,
             options.max_query_length, is_training=True)
         write_train_record(features, record_path)
@@ -293,7 +294,7 @@ class SquadTask(Task):
         answers (else {})."""
         options = self.options
         examples = self.predict_examples
-        features = squad_data.convert_examples_to_features(
+        features = squad_features.convert_examples_to_features(
             examples, self.context.tokenizer, options.max_seq_length, options.doc_stride,
             options.max_query_length, is_training=False)
         logging.info("predict_file: %d questions, %d features", len(examples), len(features))
