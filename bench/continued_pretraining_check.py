@@ -47,6 +47,7 @@ import seed_summary  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
 from bert_tf.serving import huggingface  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
+from bert_tf.tasks.pretraining.options import PretrainingOptions  # noqa: E402
 from bert_tf.text.tokenization import FullTokenizer  # noqa: E402
 from bert_tf.train import distribute, records  # noqa: E402
 from bert_tf.weights import checkpoints  # noqa: E402
@@ -205,10 +206,10 @@ def run_ours(args, seed, seed_dir, train_records, heldout_records):
     common = dict(max_seq_length=128, max_predictions_per_seq=20, seed=seed,
                   train_batch_size=args.batch_size, eval_batch_size=64,
                   max_eval_steps=100000, steps_per_loop=50)
-    before = pretraining.run_pretraining(pretraining.PretrainingOptions(
+    before = pretraining.run_pretraining(PretrainingOptions(
         init_checkpoint=start, input_file=heldout_records, do_eval=True,
         output_dir=str(seed_dir / "before"), **common), distribute.get_strategy())["eval"]
-    training = pretraining.PretrainingOptions(
+    training = PretrainingOptions(
         init_checkpoint=start, input_file=train_records, do_train=True,
         output_dir=str(seed_dir / "ours"), learning_rate=args.learning_rate,
         num_train_steps=args.num_train_steps,
@@ -218,7 +219,7 @@ def run_ours(args, seed, seed_dir, train_records, heldout_records):
         np.save(seed_dir / "order.npy", batch_order(training, args.num_train_steps,
                                                     seed_dir.parent / "train.npz"))
     after = pretraining.run_pretraining(training, distribute.get_strategy())
-    evaluation = pretraining.run_pretraining(pretraining.PretrainingOptions(
+    evaluation = pretraining.run_pretraining(PretrainingOptions(
         input_file=heldout_records, do_eval=True, output_dir=str(seed_dir / "ours"),
         bert_config_file=str(pathlib.Path(start) / "bert_config.json"), **common),
         distribute.get_strategy())["eval"]

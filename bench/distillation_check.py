@@ -36,8 +36,10 @@ import machine
 import seed_summary
 from bert_tf.runs import registry
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.tasks.distillation.options import DistillationOptions
 from bert_tf.tasks.ner import task as ner_task
+from bert_tf.tasks.ner.options import NerOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
@@ -93,9 +95,9 @@ def train_teacher(data_dir, work_dir):
                                                "uncased_L-6_H-384_A-12"),
                   **recipe(output_dir, FLAGS.teacher_seed))
     if FLAGS.task == "CoNLL":
-        return output_dir, timed(ner_task.run, ner_task.NerOptions(
+        return output_dir, timed(ner_task.run, NerOptions(
             doc_stride=64, predict_batch_size=64, **common))
-    return output_dir, timed(classification_task.run, classification_task.ClassifierOptions(
+    return output_dir, timed(classification_task.run, ClassifierOptions(
         task_name=FLAGS.task, **common))
 
 

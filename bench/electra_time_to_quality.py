@@ -72,7 +72,9 @@ import seed_summary  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 from bert_tf.runs import driver  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
+from bert_tf.tasks.pretraining.options import PretrainingOptions  # noqa: E402
 from bert_tf.tasks.electra import task as electra_task  # noqa: E402
+from bert_tf.tasks.electra.options import ElectraOptions  # noqa: E402
 from bert_tf.train import distribute, step_hook  # noqa: E402
 from bert_tf.weights import checkpoints  # noqa: E402
 
@@ -210,8 +212,8 @@ def side_options(side, records, output_dir, num_steps, do_eval=False):
         save_checkpoints_steps=num_steps, keep_checkpoint_max=1,
         steps_per_loop=FLAGS.steps_per_loop, max_eval_steps=FLAGS.eval_batches, seed=1)
     if side == "mlm":
-        return pretraining.PretrainingOptions(**common)
-    return electra_task.ElectraOptions(
+        return PretrainingOptions(**common)
+    return ElectraOptions(
         **common, generator_hidden_size=FLAGS.generator_hidden_size,
         disc_weight=FLAGS.disc_weight, temperature=FLAGS.temperature)
 

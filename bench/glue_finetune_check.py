@@ -46,6 +46,7 @@ import seed_summary
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.classification.options import ClassifierOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
@@ -66,7 +67,7 @@ FLAGS = flags.FLAGS
 
 
 def run_seed(seed, data_dir, work_dir, checkpoint):
-    options = classification_task.ClassifierOptions(
+    options = ClassifierOptions(
         task_name=FLAGS.task, data_dir=data_dir, init_checkpoint=checkpoint,
         output_dir=os.path.join(work_dir, f"seed{seed}"), do_lower_case=True, do_train=True,
         do_eval=True, max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.batch_size,

@@ -31,6 +31,7 @@ import machine
 from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.text.tokenization import FullTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,7 +87,7 @@ def subset_data_dir(count, work_dir):
 def fine_tune(work_dir):
     """Fine-tunes MRPC with the library; returns (output_dir, the run's dev accuracy)."""
     data_dir = subset_data_dir(FLAGS.train_examples, work_dir) if FLAGS.train_examples else MRPC
-    options = classification_task.ClassifierOptions(
+    options = ClassifierOptions(
         task_name="MRPC", data_dir=data_dir, init_checkpoint=CHECKPOINT,
         output_dir=os.path.join(work_dir, "mrpc"), do_lower_case=True, do_train=True,
         do_eval=True, max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.batch_size,

@@ -41,6 +41,7 @@ from bert_tf.serving import peft
 from bert_tf.runs import export_checkpoint
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.train import lora, optimization
+from bert_tf.train.lora_names import TARGETS
 from bert_tf.weights import checkpoints
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,7 +109,7 @@ def model_side(work, rng):
         if variable.path.endswith("classifier/dense/kernel"):
             variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
     base = model(inputs, training=False)["logits"].numpy()
-    lora.apply_lora(model, lora.LoraSettings(rank=RANK, alpha=ALPHA, targets=lora.TARGETS))
+    lora.apply_lora(model, lora.LoraSettings(rank=RANK, alpha=ALPHA, targets=TARGETS))
     for variable in model.weights:
         if variable.path.endswith("/lora_b"):
             variable.assign(rng.normal(0, 0.05, variable.shape).astype(np.float32))
@@ -151,7 +152,7 @@ def main(argv):
         print(f"{key}: max |ours - PEFT| / max |PEFT| = {relative:.2e}")
         within.append(relative <= 1e-6)
     print(f"(b) BertClassifier of {os.path.basename(CHECKPOINT)}, adapters on "
-          f"{', '.join(lora.TARGETS)} (rank {RANK}), {len(TEXTS)} rows")
+          f"{', '.join(TARGETS)} (rank {RANK}), {len(TEXTS)} rows")
     print(f"adapters move the logits by up to {np.abs(unmerged - base).max():.3g}; merged "
           f"vs unmerged {np.abs(merged - unmerged).max():.2e}")
     within.append(report("logits (PEFT folder on the transformers base)", unmerged,

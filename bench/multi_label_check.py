@@ -45,7 +45,9 @@ import seed_summary
 from bert_tf.models import BertClassifier
 from bert_tf.serving import huggingface
 from bert_tf.tasks.classification import data as classification_data
+from bert_tf.runs.text_files import InputExample
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.weights import checkpoints
@@ -87,7 +89,7 @@ def write_data(work, tokenizer):
         (data_dir / f"{split}.jsonl").write_text(
             "".join(json.dumps({"text": text, "label": labels}) + "\n"
                     for text, labels in rows), encoding="utf-8")
-        examples = [classification_data.InputExample(str(i), text, None, tuple(labels))
+        examples = [InputExample(str(i), text, None, tuple(labels))
                     for i, (text, labels) in enumerate(rows)]
         features = classification_data.convert_examples_to_features(
             examples, LABELS, FLAGS.max_seq_length, tokenizer)
@@ -132,7 +134,7 @@ def check_same_ids(output_dir, work):
 
 
 def run_ours(seed, seed_dir, data_dir, start):
-    options = classification_task.ClassifierOptions(
+    options = ClassifierOptions(
         task_name="generic", multi_label=True, labels=LABELS, data_dir=str(data_dir),
         init_checkpoint=start, output_dir=str(seed_dir / "ours"), do_lower_case=True,
         do_train=True, do_eval=True, max_seq_length=FLAGS.max_seq_length,

@@ -27,6 +27,7 @@ import seed_summary
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner import task as ner_task
+from bert_tf.tasks.ner.options import NerOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
@@ -43,7 +44,7 @@ FLAGS = flags.FLAGS
 
 
 def run_seed(seed, data_dir, work_dir, checkpoint):
-    options = ner_task.NerOptions(
+    options = NerOptions(
         data_dir=data_dir, init_checkpoint=checkpoint,
         output_dir=os.path.join(work_dir, f"seed{seed}"), do_lower_case=True, do_train=True,
         do_eval=True, do_predict=FLAGS.predict_test, max_seq_length=FLAGS.max_seq_length,

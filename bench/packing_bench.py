@@ -39,6 +39,7 @@ import machine  # noqa: E402
 import pretraining_data_bench  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
+from bert_tf.tasks.pretraining.options import PretrainingOptions  # noqa: E402
 from bert_tf.text import tokenization  # noqa: E402
 from bert_tf.text.vocab import VocabFile  # noqa: E402
 from bert_tf.train import distribute, loop, records  # noqa: E402
@@ -72,7 +73,7 @@ def make_config():
 
 
 def _options(train_files, vocab_file, workdir, batch, steps, steps_per_loop, mode, seed):
-    return pretraining.PretrainingOptions(
+    return PretrainingOptions(
         do_train=True, bert_config=make_config(), input_file=",".join(train_files),
         output_dir=tempfile.mkdtemp(dir=workdir), max_seq_length=SEQ,
         max_predictions_per_seq=PREDICTIONS, train_batch_size=batch, learning_rate=1e-3,

@@ -36,6 +36,7 @@ import tensorflow as tf  # noqa: E402
 import machine  # noqa: E402
 import model_bench  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
+from bert_tf.tasks.pretraining.options import PretrainingOptions  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
 from bert_tf.train import optimization  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
@@ -111,7 +112,7 @@ def bare_step_rate(args, config, steps):
 def runner_rate(args, config, input_file, steps, workdir):
     """Sequences/s of run_pretraining's train loops after the first (compiling) one."""
     loops = 1 + max(1, steps // args.iterations_per_loop)
-    options = pretraining.PretrainingOptions(
+    options = PretrainingOptions(
         do_train=True, bert_config=config, input_file=input_file,
         output_dir=tempfile.mkdtemp(dir=workdir), max_seq_length=SEQ,
         max_predictions_per_seq=PREDICTIONS, train_batch_size=BATCH, learning_rate=1e-4,

@@ -28,6 +28,7 @@ from absl import logging  # noqa: E402
 
 import pretraining_data_bench  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining  # noqa: E402
+from bert_tf.tasks.pretraining.options import PretrainingOptions  # noqa: E402
 import seed_summary  # noqa: E402
 from bert_tf.train import distribute  # noqa: E402
 from bert_tf.configs import BertConfig  # noqa: E402
@@ -84,7 +85,7 @@ def make_records(args, work):
 def run_seed(args, records, seed, work):
     config = BertConfig(vocab_size=30522, hidden_size=128, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=512)
-    options = pretraining.PretrainingOptions(
+    options = PretrainingOptions(
         bert_config=config, input_file=records, output_dir=str(work / f"seed{seed}"),
         do_train=True, do_eval=True, max_seq_length=128, max_predictions_per_seq=20,
         train_batch_size=32, eval_batch_size=32, learning_rate=1e-3,

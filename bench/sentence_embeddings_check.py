@@ -64,6 +64,7 @@ import seed_summary
 from bert_tf.runs import text_files
 from bert_tf.tasks.sentence_embeddings import data as pair_data
 from bert_tf.tasks.sentence_embeddings import task as se_task
+from bert_tf.tasks.sentence_embeddings.options import SentenceEmbeddingOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_TF_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
@@ -184,7 +185,7 @@ def run_ours(work, files, name, seed=None, loss=None):
     """Our side: {spearman, pearson, retrieval metrics, seconds, steps, cosines}."""
     output_dir = os.path.join(work, f"ours_{name}")
     train_file = {"cosent": files["stsb_train"], "mnrl": files["mnrl_train"]}.get(loss)
-    options = se_task.SentenceEmbeddingOptions(
+    options = SentenceEmbeddingOptions(
         init_checkpoint=CHECKPOINT, output_dir=output_dir, data_dir=STSB,
         do_train=loss is not None, do_eval=True, do_lower_case=True,
         train_file=train_file,

@@ -34,6 +34,7 @@ from absl import logging  # noqa: E402  (after the TF log level)
 import seed_summary  # noqa: E402
 from bert_tf.runs import driver  # noqa: E402
 from bert_tf.tasks.squad import task as squad_task  # noqa: E402
+from bert_tf.tasks.squad.options import SquadOptions  # noqa: E402
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -101,7 +102,7 @@ def write_split(args, folder):
 
 def run_seed(args, seed, folder, train_file, heldout_file):
     """Trains and predicts with one seed; returns the official metrics and timings."""
-    options = squad_task.SquadOptions(
+    options = SquadOptions(
         output_dir=os.path.join(folder, f"seed{seed}"), init_checkpoint=args.checkpoint,
         train_file=train_file, predict_file=heldout_file, do_train=True, do_predict=True,
         max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,

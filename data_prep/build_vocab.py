@@ -6,7 +6,7 @@ Example:
 
 Inputs: one-sentence-per-line text (blank lines between documents), WikiExtractor
 output, or a MediaWiki XML dump (see data_prep/wikipedia.py). Words are split with the
-original BERT rules (`bert_tf.text.tokenization.BasicTokenizer`, cased or uncased), so the
+original BERT rules (`bert_tf.text.rules.BasicTokenizer`, cased or uncased), so the
 vocab fits the tokenizer that will use it. The file starts with
 `[PAD] [UNK] [CLS] [SEP] [MASK]` and `[unused0]` ... `[unused<N-1>]`, then the learned
 single characters and word pieces; when the learner stops short of --vocab_size (it
@@ -27,7 +27,7 @@ from bert_tf.commands import command_line
 from bert_tf.io import fileio
 from bert_tf.options import OptionGroup, compose, option
 from bert_tf.runs import option_groups
-from bert_tf.text import tokenization
+from bert_tf.text.rules import BasicTokenizer
 from data_prep import tool_options
 from data_prep import wikipedia
 
@@ -102,7 +102,7 @@ def check_vocab_size(vocab_size, num_unused):
 
 def count_words(sentences, do_lower_case=True, max_sentences=0):
     """Counts the words (BERT basic tokenization) of an iterable of sentence strings."""
-    basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     counts = collections.Counter()
     start = time.time()
     num_sentences = num_chars = 0

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.configs import BertConfig
-from bert_tf.text import tokenization
+from bert_tf.text.rules import BasicTokenizer, WordpieceTokenizer
 from bert_tf.text import vocab as vocab_lib
 from data_prep.extend_vocab import MODES
 
@@ -118,8 +118,8 @@ def rank_words(counts: Dict[str, int], vocab: Dict[str, int], do_lower_case: boo
       do_lower_case: the model's case (words must already be in it).
       min_frequency: fewest occurrences of a word that can be added.
     """
-    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-    wordpiece = tokenization.WordpieceTokenizer(vocab=vocab)
+    basic = BasicTokenizer(do_lower_case=do_lower_case)
+    wordpiece = WordpieceTokenizer(vocab=vocab)
     ranked = []
     for word, frequency in counts.items():
         if frequency < min_frequency or word in vocab:
@@ -136,7 +136,7 @@ def rank_words(counts: Dict[str, int], vocab: Dict[str, int], do_lower_case: boo
 
 def corpus_tokens(counts: Dict[str, int], vocab: Dict[str, int]) -> int:
     """WordPiece tokens of a corpus whose words are `counts`, under `vocab`."""
-    wordpiece = tokenization.WordpieceTokenizer(vocab=vocab)
+    wordpiece = WordpieceTokenizer(vocab=vocab)
     return sum(frequency * len(wordpiece.tokenize_word_spans(word))
                for word, frequency in counts.items())
 

@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _tiny_bert_options(record_dir, out_dir, **overrides):
-    from bert_tf.tasks.pretraining import task as pretraining  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks.pretraining.options import (  # pylint: disable=import-outside-toplevel
+        PretrainingOptions)
     from harness import RUNNER_OVERRIDES, tiny_config  # pylint: disable=import-outside-toplevel
     config = tiny_config(num_hidden_layers=1, **RUNNER_OVERRIDES)
     values = dict(do_train=True, bert_config=config, input_file=os.path.join(record_dir, "*"),
@@ -32,7 +33,7 @@ def _tiny_bert_options(record_dir, out_dir, **overrides):
                   num_warmup_steps=1, save_checkpoints_steps=12, steps_per_loop=1,
                   seed=3)
     values.update(overrides)
-    return pretraining.PretrainingOptions(**values)
+    return PretrainingOptions(**values)
 
 
 def run_mirrored(record_dir, out_dir, result_path):

@@ -7,6 +7,7 @@ import pytest
 from absl import flags
 
 from bert_tf.text import tokenization
+from bert_tf.text.vocab import load_vocab
 from data_prep import build_vocab
 from flag_contract import check_every_flag_reaches_options
 
@@ -70,7 +71,7 @@ def test_build_vocab_cli_and_errors(corpus, tmp_path):
         "--vocab_size=200", "--num_unused=3", "--lower_thresh=2", "--nodo_lower_case"])
     summary = build_vocab.run(flag_values)
     assert summary["vocab_size"] == 200
-    assert len(tokenization.load_vocab(str(output))) == 200
+    assert len(load_vocab(str(output))) == 200
     flag_values.input_file = str(tmp_path / "missing*.txt")
     with pytest.raises(Exception, match="missing"):
         build_vocab.run(flag_values)
@@ -88,7 +89,7 @@ def test_build_vocab_wikiextractor_input(tmp_path):
     summary = build_vocab.build_vocab(build_vocab.BuildVocabOptions(
         input_file=str(path), output_file=str(output), vocab_size=120, num_unused=2,
         input_format="wikiextractor", lower_thresh=2))
-    vocab = tokenization.load_vocab(str(output))
+    vocab = load_vocab(str(output))
     assert summary["vocab_size"] == len(vocab) == 120 and "running" in vocab
 
 
@@ -132,7 +133,7 @@ def test_smallest_accepted_vocab_size_builds(corpus, tmp_path):
     build_vocab.build_vocab(build_vocab.BuildVocabOptions(
         input_file=str(corpus), output_file=str(tmp_path / "vocab.txt"),
         vocab_size=5 + 3 + build_vocab.MIN_LEARNED_TOKENS, num_unused=3, lower_thresh=2))
-    assert len(tokenization.load_vocab(str(tmp_path / "vocab.txt"))) == 108
+    assert len(load_vocab(str(tmp_path / "vocab.txt"))) == 108
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -20,6 +20,7 @@ import pytest
 import reference_tokenizer
 from bert_tf.text import cached_tokenizer
 from bert_tf.text import tokenization
+from bert_tf.text.vocab import load_vocab
 from test_tokenization import GOLDEN, REAL_VOCAB, VOCAB, wikipedia_lines  # noqa: F401
 
 
@@ -30,7 +31,7 @@ def _reference_ids(texts, vocab, lower):
 
 @pytest.fixture(scope="module")
 def vocab(vocab_file):
-    return tokenization.load_vocab(vocab_file)
+    return load_vocab(vocab_file)
 
 
 @pytest.mark.parametrize("lower", [True, False])
@@ -146,7 +147,7 @@ def test_imports_no_tensorflow():
 
 @pytest.mark.parametrize("lower", [True, False])
 def test_wikipedia_sample(shared_data_dir, lower):
-    vocab = tokenization.load_vocab(str(shared_data_dir / REAL_VOCAB))
+    vocab = load_vocab(str(shared_data_dir / REAL_VOCAB))
     lines = wikipedia_lines(shared_data_dir, max_bytes=30_000)
     tokenizer = cached_tokenizer.CachedTokenizer(vocab, lower)
     assert tokenizer.convert_texts_to_ids(lines) == _reference_ids(lines, vocab, lower)

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.runs import class_weights
+from bert_tf.runs.option_groups import parse_class_weights
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.ner import task as ner_task
 import test_multi_label
@@ -29,10 +30,10 @@ def independent_weighted_ce(logits, labels, weights, mask):
 
 
 def test_parse_balanced_and_pairs():
-    assert class_weights.parse_class_weights(None) is None
-    assert class_weights.parse_class_weights(" Balanced ") == "balanced"
-    assert class_weights.parse_class_weights("pos:3, neg:1.5") == {"pos": 3.0, "neg": 1.5}
-    assert class_weights.parse_class_weights("a:b:2") == {"a:b": 2.0}  # last colon splits
+    assert parse_class_weights(None) is None
+    assert parse_class_weights(" Balanced ") == "balanced"
+    assert parse_class_weights("pos:3, neg:1.5") == {"pos": 3.0, "neg": 1.5}
+    assert parse_class_weights("a:b:2") == {"a:b": 2.0}  # last colon splits
 
 
 @pytest.mark.parametrize("text, message", [
@@ -47,7 +48,7 @@ def test_parse_balanced_and_pairs():
 ])
 def test_malformed_values_are_refused(text, message):
     with pytest.raises(ValueError, match=message):
-        class_weights.parse_class_weights(text)
+        parse_class_weights(text)
 
 
 def test_resolved_weights():

@@ -9,6 +9,7 @@ import pytest
 from bert_tf.runs import text_files
 from bert_tf.runs.task import cached_features
 from bert_tf.tasks.classification import data as classification_data
+from bert_tf.runs.text_files import InputExample
 from harness import write_tsv
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran",
@@ -165,7 +166,7 @@ def test_bad_input_names_file_line_and_label(tmp_path):
 
 def test_features_pair_and_single(tokenizer):
     ids = {token: index for index, token in enumerate(VOCAB)}
-    example = classification_data.InputExample
+    example = InputExample
     examples = [example("dev-0", "The cats sat on the mat.", "A dog.", "1"),
                 example("dev-1", "big dog", None, "0")]
     pair, single = classification_data.convert_examples_to_features(examples, ["0", "1"], 12,
@@ -178,7 +179,7 @@ def test_features_pair_and_single(tokenizer):
     assert pair.label_id == 1
     assert single.input_ids == [ids[t] for t in ["[CLS]", "big", "dog", "[SEP]"]] + [0] * 8
     assert single.input_mask == [1] * 4 + [0] * 8 and single.label_id == 0
-    bad = [classification_data.InputExample("x", "a", None, "2", "f.tsv:9")]
+    bad = [InputExample("x", "a", None, "2", "f.tsv:9")]
     with pytest.raises(ValueError, match="f.tsv:9: label '2'"):
         classification_data.convert_examples_to_features(bad, ["0", "1"], 8, tokenizer)
 
@@ -186,7 +187,7 @@ def test_features_pair_and_single(tokenizer):
 def test_cache_features_round_trip(tmp_path, tokenizer):
     data_file = tmp_path / "dev.tsv"
     data_file.write_text("x\n")
-    examples = [classification_data.InputExample(f"dev-{i}", "the cat sat", "a dog", 0.5 * i)
+    examples = [InputExample(f"dev-{i}", "the cat sat", "a dog", 0.5 * i)
                 for i in range(3)]
     record = str(tmp_path / "dev.tf_record")
 
@@ -213,8 +214,8 @@ def test_cache_features_round_trip(tmp_path, tokenizer):
 
 
 def test_prediction_files(tmp_path):
-    examples = [classification_data.InputExample("test-7", "a"),
-                classification_data.InputExample("test-9", "b")]
+    examples = [InputExample("test-7", "a"),
+                InputExample("test-9", "b")]
     probabilities = np.array([[0.9, 0.1], [0.25, 0.75]])
     classification_data.write_test_results(str(tmp_path / "test_results.tsv"), probabilities, False)
     assert (tmp_path / "test_results.tsv").read_text() == (
@@ -232,7 +233,7 @@ def test_trim_padding_cuts_each_batch_to_its_longest(tmp_path, tokenizer):
     data_file = tmp_path / "train.tsv"
     data_file.write_text("x\n")
     texts = ["the cat", "the cat sat on the mat", "a dog", "dog"]
-    examples = [classification_data.InputExample(f"dev-{i}", text, None, "0")
+    examples = [InputExample(f"dev-{i}", text, None, "0")
                 for i, text in enumerate(texts)]
     record = str(tmp_path / "dev.tf_record")
     classification_data.write_example_features(examples, ["0", "1"], 12, tokenizer, record)

@@ -297,8 +297,8 @@ def test_an_eval_run_reads_a_run_folder_written_before_newer_options(tmp_path):
     from absl import flags
     from bert_tf.commands import command_line
     from bert_tf import options as options_lib
-    from bert_tf.tasks.classification.task import ClassifierOptions
-    from bert_tf.tasks.ner.task import NerOptions
+    from bert_tf.tasks.classification.options import ClassifierOptions
+    from bert_tf.tasks.ner.options import NerOptions
     saved = options_lib.options_to_dict(ClassifierOptions(
         task_name="mrpc", data_dir="glue/MRPC", max_seq_length=96))
     del saved["progress_every_seconds"]

@@ -25,6 +25,7 @@ from bert_tf.compat import modeling, optimization, run_classifier, tokenization
 from bert_tf.models import BertEncoder
 from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.tasks.classification import user_processors
 from bert_tf.train import optimization as our_optimization
 from bert_tf.weights import from_pretrained
@@ -431,7 +432,7 @@ def pair_task(tmp_path, monkeypatch):
 
 def test_a_processor_module_adds_its_task_names(pair_task, tmp_path):
     module, data_dir, vocab_file, config_file = pair_task
-    options = classification_task.ClassifierOptions(
+    options = ClassifierOptions(
         task_name="PAIRS", processor_module=module, data_dir=str(data_dir),
         output_dir=str(tmp_path / "out"), vocab_file=vocab_file,
         bert_config_file=config_file, do_train=True, do_predict=True)
@@ -510,7 +511,7 @@ def test_an_original_style_processor_runs_bert_run_classifier(pair_task, tmp_pat
 def test_a_run_of_an_original_style_processor_exports_with_no_task_flag(pair_task, tmp_path):
     module, data_dir, vocab_file, config_file = pair_task
     out = tmp_path / "out"
-    classification_task.run(classification_task.ClassifierOptions(
+    classification_task.run(ClassifierOptions(
         task_name="pairs", processor_module=module, data_dir=str(data_dir),
         output_dir=str(out), vocab_file=vocab_file, bert_config_file=config_file,
         do_train=True, do_predict=True, max_seq_length=16, train_batch_size=16,

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.tasks.pretraining import task as pretraining
+from bert_tf.tasks.pretraining.options import PretrainingOptions
 from bert_tf.train import distribute, optimization, warm_start
 from bert_tf.weights import checkpoints
 from harness import (RUNNER_OVERRIDES, SPECIAL_TOKENS, tiny_config, tiny_model,
@@ -33,7 +34,7 @@ def _options(tmp_path, output="out", **overrides):
                   num_train_steps=1, num_warmup_steps=1, save_checkpoints_steps=50,
                   steps_per_loop=25, seed=1)
     values.update(overrides)
-    return pretraining.PretrainingOptions(**values)
+    return PretrainingOptions(**values)
 
 
 def _run(options):

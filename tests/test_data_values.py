@@ -13,11 +13,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.tasks.ner import task as ner_task
-from bert_tf.tasks.ner.task import NerOptions
+from bert_tf.tasks.ner.options import NerOptions
 from bert_tf.tasks.squad import task as squad_task
-from bert_tf.tasks.squad.task import SquadOptions
+from bert_tf.tasks.squad.options import SquadOptions
 from harness import write_squad_json, write_tiny_model_files, write_tsv
 
 WORDS = ["good", "bad", "movie", "plot", "john", "paris", "went", "to", "where", "?",

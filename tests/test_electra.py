@@ -12,7 +12,7 @@ import tensorflow as tf
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer
 from bert_tf.runs import registry
-from bert_tf.tasks.electra import task as electra_task
+from bert_tf.tasks.electra.options import ElectraOptions
 from bert_tf.tasks.electra.model import (ElectraPretrainer, electra_losses,
                                          generator_config)
 from bert_tf.train import warm_start
@@ -56,7 +56,7 @@ def _options(tmp_path, **overrides):
                   save_checkpoints_steps=30, steps_per_loop=10, seed=1,
                   generator_hidden_size=0.5)
     values.update(overrides)
-    return electra_task.ElectraOptions(**values)
+    return ElectraOptions(**values)
 
 
 def write_tiny_inputs(tmp_path):

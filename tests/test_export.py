@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.serving import export
+from bert_tf.serving.text_signatures import (
+    classifier_text_signature, span_text_signature, tagger_text_signature)
 from bert_tf.serving import signatures as sig
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.text import input_layout_graph
@@ -221,8 +223,8 @@ def test_classifier_runs_a_batch_at_its_longest_row(files, doc_stride):
     tokenizer = files["tokenizer"]
     classifier = tiny_model(BertClassifier, files["config"], 1, num_classes=3)
     module = ShapeRecordingModule(classifier, Preprocessor(files["vocab"], True, SEQ))
-    serve = export.classifier_text_signature(module, LABELS, False, text_pair=False,
-                                             doc_stride=doc_stride)
+    serve = classifier_text_signature(module, LABELS, False, text_pair=False,
+                                      doc_stride=doc_stride)
     texts = ["hello world", "the red house ."]  # [CLS] the red house . [SEP]: 6 tokens
     out = serve(text_a=tf.constant(texts))
     assert int(module.last_length.numpy()) == 6
@@ -234,7 +236,7 @@ def test_tagger_tags_whitespace_words_in_graph(files):
     """serving_default of the NER export, traced in-process, against per-word golden."""
     tagger = tiny_model(BertTokenClassifier, files["config"], 2, num_classes=len(TAGS))
     module = export.ServingModule(tagger, Preprocessor(files["vocab"], True, SEQ))
-    serve = export.tagger_text_signature(module, TAGS)
+    serve = tagger_text_signature(module, TAGS)
     out = {key: value.numpy() for key, value in serve(text=tf.constant(SENTENCES)).items()}
     for row, sentence in enumerate(SENTENCES):
         expected = tagger_golden(tagger, files["tokenizer"], sentence)
@@ -252,7 +254,7 @@ def test_span_labeler_decodes_best_span_in_graph(files):
     tokenizer = files["tokenizer"]
     model = tiny_model(BertSpanLabeler, files["config"], 3)
     module = export.ServingModule(model, Preprocessor(files["vocab"], True, SEQ))
-    serve = export.span_text_signature(module, max_query_length=4, max_answer_length=3)
+    serve = span_text_signature(module, max_query_length=4, max_answer_length=3)
     questions = ["where is the red house?", "", "中国?", "hello"]
     contexts = ["Café, the red house, blue tree!", "a b", "", LONG_TEXT]
     out = {key: value.numpy() for key, value in serve(

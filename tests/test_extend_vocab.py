@@ -14,6 +14,7 @@ from absl import flags
 
 from bert_tf.models import BertPretrainer
 from bert_tf.text import tokenization
+from bert_tf.text.rules import BasicTokenizer, WordpieceTokenizer
 from bert_tf.weights import checkpoints
 from data_prep import extend_vocab, extend_vocab_run
 from data_prep import vocab_extension
@@ -79,7 +80,7 @@ def tensors(folder):
 def piece_mean(table, word):
     """The mean of the rows of the pieces the original vocab gives `word`."""
     vocab = {token: index for index, token in enumerate(VOCAB)}
-    pieces = tokenization.WordpieceTokenizer(vocab).tokenize(word)
+    pieces = WordpieceTokenizer(vocab).tokenize(word)
     return np.mean([table[vocab[piece]] for piece in pieces], axis=0)
 
 
@@ -159,8 +160,8 @@ def test_ties_go_to_frequency_then_the_word():
 
 
 def test_case_rules_of_the_words():
-    basic_uncased = tokenization.BasicTokenizer(do_lower_case=True)
-    basic_cased = tokenization.BasicTokenizer(do_lower_case=False)
+    basic_uncased = BasicTokenizer(do_lower_case=True)
+    basic_cased = BasicTokenizer(do_lower_case=False)
     assert vocab_extension.is_single_word("hemoglobin", basic_uncased)
     assert not vocab_extension.is_single_word("Hemoglobin", basic_uncased)
     assert vocab_extension.is_single_word("Hemoglobin", basic_cased)

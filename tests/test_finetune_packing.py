@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from bert_tf.models import BertClassifier, BertTokenClassifier
 from bert_tf.tasks.classification import data as classification_data
+from bert_tf.runs.text_files import InputExample
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.train import finetune_packing, sequence_packing
@@ -136,8 +137,8 @@ def test_packed_token_classifier_logits_and_loss_equal_the_unpacked_ones():
 
 def test_packed_classifier_dataset_keeps_every_example_with_less_padding(tmp_path,
                                                                           tokenizer):
-    examples = [classification_data.InputExample(f"train-{i}", "good " * (1 + i % 4),
-                                                 None, str(i % 2)) for i in range(40)]
+    examples = [InputExample(f"train-{i}", "good " * (1 + i % 4),
+                             None, str(i % 2)) for i in range(40)]
     path = str(tmp_path / "train.tf_record")
     classification_data.write_example_features(examples, ["0", "1"], 16, tokenizer, path)
     lengths = classification_data.record_lengths(path, 16, is_regression=False)

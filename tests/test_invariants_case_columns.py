@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 import harness
 from bert_tf.runs import column_roles
-from bert_tf.text import tokenization
 from bert_tf.text import vocab as vocab_lib
 from test_invariants_files import REPO, console_scripts
 
@@ -177,7 +176,6 @@ def spy(monkeypatch):
         real(*args, **kwargs)
         raise PastTheCheck()
     monkeypatch.setattr(vocab_lib, "check_case_matches", check)
-    monkeypatch.setattr(tokenization, "check_case_matches", check)
 
 
 ENTRY_POINTS = sorted([name for name, rule in CASE_RULE.items() if callable(rule)]
@@ -313,6 +311,7 @@ def test_a_tag_column_that_is_the_word_column_of_a_line_names_file_and_line(tmp_
 
 def test_ner_refuses_a_column_of_words_as_tags_before_training(tmp_path, folders):
     from bert_tf.tasks.ner import task as ner_task  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks.ner.options import NerOptions
     rows = []
     for sentence in range(12):  # word, its lemma (words again), the tag
         rows += [(f"w{sentence * 3 + i}", f"w{sentence * 3 + i}x",
@@ -321,11 +320,11 @@ def test_ner_refuses_a_column_of_words_as_tags_before_training(tmp_path, folders
     out = tmp_path / "out"
     with pytest.raises(ValueError, match=r"train.txt: --tag_column=1 reads 36 different "
                                          "labels for 36 different words"):
-        ner_task.run(ner_task.NerOptions(
+        ner_task.run(NerOptions(
             train_file=train, tag_column=1, init_checkpoint=folders["uncased"],
             output_dir=str(out), do_train=True, max_seq_length=16, num_train_epochs=1.0))
     assert not out.exists() or not any(p.name.startswith("ckpt") for p in out.iterdir())
-    ner_task.NerOptions(train_file=train, tag_column=2, output_dir=str(out)).check()
+    NerOptions(train_file=train, tag_column=2, output_dir=str(out)).check()
 
 
 def test_run_ner_tag_column_zero_is_one_line(tmp_path):

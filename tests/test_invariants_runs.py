@@ -22,6 +22,7 @@ import harness
 from bert_tf import options as options_lib
 from bert_tf.configs import BertConfig
 from bert_tf.tasks.pretraining import task as pretraining
+from bert_tf.tasks.pretraining.options import PretrainingOptions
 from bert_tf.runs import run_config
 from bert_tf.train import distribute
 
@@ -125,7 +126,7 @@ def _options(tmp_path, **overrides):
                   learning_rate=1e-3, num_train_steps=2, num_warmup_steps=1,
                   save_checkpoints_steps=2, steps_per_loop=1, seed=1)
     values.update(overrides)
-    return pretraining.PretrainingOptions(**values)
+    return PretrainingOptions(**values)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from bert_tf.runs import driver, export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.runs.text_files import InputExample
 from bert_tf.text import windows, windows_graph
 from bert_tf.text.tokenization import FullTokenizer

@@ -16,15 +16,16 @@ from bert_tf.layers import MultiHeadSelfAttention, Projection
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.runs import driver, export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.train import lora, loop, optimization
+from bert_tf.train.lora_names import TARGETS, parse_train
 from bert_tf.weights import checkpoints, digest
 from contract import encoder_features
 from harness import tiny_config, tiny_model, write_released_checkpoint
 from test_run_classifier import options, write_sst2
 
 H, I, LAYERS = 32, 37, 2
-ALL = lora.TARGETS
+ALL = TARGETS
 
 
 def _random_adapters(model, seed=0):
@@ -130,7 +131,7 @@ def test_all_targets_count_against_the_formula(train, extra):
     model = tiny_model(BertClassifier, tiny_config(), 0, num_classes=3)
     rank = 3
     lora.apply_lora(model, lora.LoraSettings(rank=rank, targets=ALL,
-                                             train=lora.parse_train(train)))
+                                             train=parse_train(train)))
     widths = [lora.target_widths(t, H, I) for t in ALL]
     adapters = LAYERS * sum(rank * (a + b) for a, b in widths)
     assert sum(int(np.prod(v.shape)) for v in model.trainable_variables) == \

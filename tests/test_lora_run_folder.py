@@ -16,7 +16,7 @@ import tensorflow as tf
 from bert_tf.models import BertEncoder
 from bert_tf.runs import driver, export_checkpoint
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.weights import checkpoints, digest
 from harness import tiny_config, tiny_model, write_released_checkpoint
 from test_lora import H, I, LAYERS, _checkpoint_weights, _lora_settings, _released

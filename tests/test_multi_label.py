@@ -10,9 +10,10 @@ import tensorflow as tf
 
 from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.classification import data as classification_data
+from bert_tf.runs.text_files import InputExample
 from bert_tf.tasks.classification import metrics, multi_label
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.text.tokenization import FullTokenizer
 from harness import write_tiny_model_files, write_tsv
 
@@ -232,7 +233,7 @@ def test_packed_rows_keep_each_example_with_its_labels(tmp_path):
     # in its slot (the packing moves one value per example: a column per label).
     vocab_file, _ = write_tiny_model_files(tmp_path, WORDS)
     tokenizer = FullTokenizer(vocab_file)
-    examples = [classification_data.InputExample(
+    examples = [InputExample(
         str(i), word, None, tuple(LABELS[bit] for bit in range(3) if i >> bit & 1))
         for i, word in enumerate(WORDS)]
     path = str(tmp_path / "train.tf_record")

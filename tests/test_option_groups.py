@@ -19,16 +19,18 @@ import bert_tf
 import data_prep
 from bert_tf import options as options_lib
 from bert_tf.options import OptionGroup, compose, option, option_specs
-from bert_tf.tasks.pretraining import task as pretraining
-from bert_tf.runs import class_weights, feature_extraction, option_groups, options
-from bert_tf.tasks.classification import task as classification_task
+from bert_tf.tasks.pretraining.options import (
+    DynamicMasking, PretrainingData, PretrainingOptions)
+from bert_tf.runs import feature_extraction, option_groups, options
+from bert_tf.runs.option_groups import ClassWeightOptions
+from bert_tf.tasks.classification.options import ClassifierData, ClassifierOptions
 from bert_tf.tasks.distillation import options as distillation_options
 from bert_tf.runs.search import options as search_options
 from bert_tf.runs.seeds import options as seeds_options
-from bert_tf.tasks.electra import task as electra_task
-from bert_tf.tasks.ner import task as ner_task
-from bert_tf.tasks.sentence_embeddings import task as sentence_task
-from bert_tf.tasks.squad import task as squad_task
+from bert_tf.tasks.electra.options import ElectraObjective
+from bert_tf.tasks.ner.options import NerData, NerOptions
+from bert_tf.tasks.sentence_embeddings.options import SentenceLoss, SentencePairData
+from bert_tf.tasks.squad.options import SquadData, SquadOptions
 from data_prep import (beam_vocab, build_vocab, create_pretraining_data, extend_vocab,
                        pretraining_instances, tool_options, word_segmentation)
 
@@ -124,17 +126,17 @@ def test_compositions_declare_no_field_and_hide_none(modules):
 
 
 def test_commands_compose_groups_and_keep_their_own_defaults():
-    assert squad_task.SquadOptions().max_seq_length == 384
-    assert squad_task.SquadOptions().doc_stride == 128
-    assert ner_task.NerOptions().doc_stride == 64
-    assert classification_task.ClassifierOptions().doc_stride is None
-    assert classification_task.ClassifierOptions().data_dir == ""
+    assert SquadOptions().max_seq_length == 384
+    assert SquadOptions().doc_stride == 128
+    assert NerOptions().doc_stride == 64
+    assert ClassifierOptions().doc_stride is None
+    assert ClassifierOptions().data_dir == ""
     assert extend_vocab.ExtendVocabOptions().do_lower_case is None
-    assert pretraining.PretrainingOptions().steps_per_loop == 1000
-    specs = {spec.name: spec for spec in option_specs(squad_task.SquadOptions)}
+    assert PretrainingOptions().steps_per_loop == 1000
+    specs = {spec.name: spec for spec in option_specs(SquadOptions)}
     assert specs["max_seq_length"].default == 384 and not specs["max_seq_length"].optional
     assert specs["max_seq_length"].help.startswith("Sub-tokens per window")
-    fields = {field.name for field in dataclasses.fields(squad_task.SquadOptions)}
+    fields = {field.name for field in dataclasses.fields(SquadOptions)}
     assert not fields & {"do_eval", "eval_batch_size", "dropout_rate", "pack_sequences"}
     assert options.FinetuneOptions(trim_padding=None, use_xla=True).use_trim_padding is False
 
@@ -229,7 +231,7 @@ BAD_VALUES = {
         ("early_stopping_patience", _ints_below(0), {}),
         ("best_metric", st.sampled_from(["eval_accuracy", "f1"]), {"eval_every_steps": 0}),
         ("early_stopping_patience", st.integers(1, 9), {"eval_every_steps": 10})],
-    electra_task.ElectraObjective: [
+    ElectraObjective: [
         ("generator_hidden_size", _OUTSIDE_FRACTION, {}),
         ("generator_layers", _OUTSIDE_FRACTION, {}),
         ("disc_weight", st.floats(max_value=0, exclude_max=True) | st.just(math.nan), {}),
@@ -258,23 +260,23 @@ BAD_VALUES = {
         ("lora_dropout", st.floats(0.01, 0.9), {}),
         ("lora_targets", st.just(["key"]), {}),
         ("lora_train", st.just("bias"), {})],
-    class_weights.ClassWeightOptions: [
+    ClassWeightOptions: [
         ("class_weights", st.sampled_from(["", "pos", "pos:x", "pos:0", "a:1,a:2", ":3"]),
          {})],
-    classification_task.ClassifierData: [("label_separator", st.just(""), {})],
-    ner_task.NerData: [("tag_column", st.floats(0.1, 0.9), {}),
-                       ("word_column", st.floats(0.1, 0.9), {})],
-    squad_task.SquadData: [("n_best_size", _ints_below(1), {})],
-    sentence_task.SentenceLoss: [
+    ClassifierData: [("label_separator", st.just(""), {})],
+    NerData: [("tag_column", st.floats(0.1, 0.9), {}),
+              ("word_column", st.floats(0.1, 0.9), {})],
+    SquadData: [("n_best_size", _ints_below(1), {})],
+    SentenceLoss: [
         ("similarity_scale", st.floats(max_value=0) | st.sampled_from([math.nan, math.inf]),
          {})],
-    sentence_task.SentencePairData: [
+    SentencePairData: [
         ("max_score", st.floats(max_value=0) | st.just(math.nan), {}),
         ("min_score", st.floats(min_value=5) | st.just(math.nan), {}),
         ("sentence1_column", st.just(""), {}), ("score_column", st.just(""), {})],
-    pretraining.PretrainingData: [("max_eval_steps", _ints_below(1), {}),
-                                  ("packing_window", _ints_below(1), {})],
-    pretraining.DynamicMasking: [("max_ngram_size", _ints_below(1), {})],
+    PretrainingData: [("max_eval_steps", _ints_below(1), {}),
+                      ("packing_window", _ints_below(1), {})],
+    DynamicMasking: [("max_ngram_size", _ints_below(1), {})],
     option_groups.ModelBatch: [("batch_size", _ints_below(1), {})],
     tool_options.SplitOptions: [("streams_per_split", _ints_below(1), {}),
                                 ("split_bytes", _ints_below(0), {})],

@@ -15,7 +15,7 @@ from bert_tf.weights import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from harness import (SPECIAL_TOKENS, tiny_model, write_released_checkpoint,
                      write_tiny_model_files, write_tsv, write_vocab)
 

@@ -84,7 +84,8 @@ def test_flags_on_the_command_line_override_the_file(options_class, tmp_path):
 
 
 def test_a_file_without_a_flag_keeps_the_commands_defaults(tmp_path):
-    from bert_tf.tasks.squad.task import SquadOptions  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks.squad.options import (  # pylint: disable=import-outside-toplevel
+        SquadOptions)
     path = write(tmp_path / "config.json", {"learning_rate": 3e-5, "iterations_per_loop": 7,
                                             "use_tpu": True})
     parsed = parse(SquadOptions, [f"--config={path}"])

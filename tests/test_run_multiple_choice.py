@@ -28,7 +28,7 @@ from bert_tf.models import BertEncoder
 from bert_tf.runs import export_checkpoint
 from bert_tf.tasks.multiple_choice import data as choice_data
 from bert_tf.tasks.multiple_choice import task as choice_task
-from bert_tf.tasks.multiple_choice.task import MultipleChoiceOptions
+from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions
 from bert_tf.text import tokenization
 from bert_tf.weights import checkpoints
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice

@@ -11,7 +11,7 @@ import pytest
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner import task as ner_task
-from bert_tf.tasks.ner.task import NerOptions
+from bert_tf.tasks.ner.options import NerOptions
 from harness import write_tiny_model_files
 
 FILLER = ["the", "a", "went", "to", "from", "saw", "met", "and", "."]

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.tasks.pretraining import task as pretraining
+from bert_tf.tasks.pretraining.options import PretrainingOptions
 from bert_tf.weights import checkpoints
 from bert_tf.train import distribute
 from bert_tf.train import records
@@ -36,7 +37,7 @@ def _options(tmp_path, **overrides):
                   learning_rate=1e-2, num_train_steps=100, num_warmup_steps=10,
                   save_checkpoints_steps=50, steps_per_loop=25, seed=1)
     values.update(overrides)
-    return pretraining.PretrainingOptions(**values)
+    return PretrainingOptions(**values)
 
 
 def test_tiny_bert_learns_and_eval_results_are_written(tmp_path):
@@ -278,7 +279,7 @@ def test_real_checkpoint_continues_pretraining_on_records_from_our_tool(tmp_path
     record_files = [str(p) for p in tmp_path.glob("wiki.tfrecord*")
                     if not p.name.endswith(".json")]  # the tool's stats file
     assert record_files
-    options = pretraining.PretrainingOptions(
+    options = PretrainingOptions(
         do_train=True, bert_config=BertConfig.from_json_file(str(released / "bert_config.json")),
         input_file=",".join(record_files), output_dir=str(tmp_path / "out"),
         init_checkpoint=str(released), do_eval=True, max_seq_length=64,

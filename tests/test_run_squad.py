@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.tasks.squad import task as squad_task
-from bert_tf.tasks.squad.task import SquadOptions
+from bert_tf.tasks.squad.options import SquadOptions
 from harness import write_squad_json, write_tiny_model_files
 
 WORDS = ["red", "green", "blue", "house", "tree", "river", "stone", "bird", "road", "hill"]

@@ -13,7 +13,7 @@ import pytest
 import test_run_classifier
 from bert_tf import options as options_lib
 from bert_tf.runs import best_checkpoint
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.runs.search import options as search_options
 from bert_tf.runs.search import space, trial as trial_lib
 

@@ -16,7 +16,7 @@ import test_run_classifier
 from bert_tf.runs import driver, export_checkpoint, run_groups
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.distillation import teacher as teacher_lib
-from bert_tf.tasks.electra.task import ElectraOptions
+from bert_tf.tasks.electra.options import ElectraOptions
 from bert_tf.tasks.pretraining.options import PretrainingOptions
 from bert_tf.runs.seeds import options as seeds_options
 from bert_tf.runs.seeds import runs, summary as summary_lib

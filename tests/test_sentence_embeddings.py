@@ -26,8 +26,8 @@ from bert_tf.runs import driver, registry
 from bert_tf.tasks.sentence_embeddings import data as pair_data
 from bert_tf.tasks.sentence_embeddings import evaluation, losses
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
-from bert_tf.tasks.sentence_embeddings.task import (SentenceEmbeddingOptions,
-                                                    SentenceEmbeddingTask)
+from bert_tf.tasks.sentence_embeddings.task import SentenceEmbeddingTask
+from bert_tf.tasks.sentence_embeddings.options import SentenceEmbeddingOptions
 from flag_contract import check_every_flag_reaches_options
 from harness import tiny_config, tiny_model, write_released_checkpoint, write_tiny_model_files
 

@@ -13,7 +13,7 @@ from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.options import options_from_dict
 from bert_tf.runs import driver
 from bert_tf.tasks.classification import task as classification_task
-from bert_tf.tasks.classification.task import ClassifierOptions
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.train import optimization, reinit_layers
 from harness import tiny_config, tiny_model, write_released_checkpoint
 from test_run_classifier import options, write_sst2

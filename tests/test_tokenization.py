@@ -12,6 +12,8 @@ import unicodedata
 import pytest
 
 from bert_tf.text import tokenization
+from bert_tf.text.rules import convert_to_unicode, printable_text
+from bert_tf.text.vocab import load_vocab
 from bert_tf.text import vocab as vocab_files
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
@@ -128,7 +130,7 @@ def test_ids_round_trip(tokenizers):
 def test_load_vocab_strips_and_indexes(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_bytes(b"[PAD]\r\n[UNK]\n  hello \nworld")
-    assert list(tokenization.load_vocab(str(path)).items()) == [
+    assert list(load_vocab(str(path)).items()) == [
         ("[PAD]", 0), ("[UNK]", 1), ("hello", 2), ("world", 3)]
 
 
@@ -159,8 +161,8 @@ def test_non_utf8_text(tokenizers):
     assert tokenizers[True].tokenize("café".encode("utf-8")) == ["cafe"]
     with pytest.raises(ValueError, match="text 1 of the batch"):
         tokenizers[True].tokenize_batch(["fine", b"caf\xe9"])
-    assert tokenization.printable_text(b"caf\xc3\xa9") == "café"
-    assert tokenization.convert_to_unicode(b"x") == "x"
+    assert printable_text(b"caf\xc3\xa9") == "café"
+    assert convert_to_unicode(b"x") == "x"
 
 
 def test_code_point_sample_agrees(tokenizers):

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.train import loop
+from bert_tf.train.inference import predict
 from bert_tf.train import optimization
 from bert_tf.train import preemption
 from bert_tf.train import steps
@@ -130,7 +131,7 @@ def test_evaluate_and_predict_match_numpy(tmp_path):
     assert got["weighted"] == pytest.approx(float(error[x[:, 0] > 0].mean()), rel=1e-4)
     capped = loop.evaluate(strategy, model, eval_fn, metrics_fn, num_steps=2)
     assert capped["eval_steps"] == 2
-    batches = list(loop.predict(strategy, model, eval_fn, passthrough_keys=("target",)))
+    batches = list(predict(strategy, model, eval_fn, passthrough_keys=("target",)))
     np.testing.assert_allclose(np.concatenate([b["y"] for b in batches]), predictions,
                                rtol=1e-5)
     np.testing.assert_array_equal(np.concatenate([b["target"] for b in batches]), target)
@@ -156,7 +157,7 @@ def test_repeated_evaluation_and_prediction_trace_once_per_model():
 
     for _ in range(4):
         loop.evaluate(strategy, model, eval_fn, metrics_fn)
-        list(loop.predict(strategy, model, eval_fn, passthrough_keys=("target",)))
+        list(predict(strategy, model, eval_fn, passthrough_keys=("target",)))
     eval_step = steps.make_eval_step(strategy, model, metrics_fn)
     predict_step = steps.make_predict_step(strategy, model, ("target",))
     assert 1 <= eval_step.experimental_get_tracing_count() <= 2

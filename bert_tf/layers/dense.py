@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from bert_tf.configs import KERNEL_DISTRIBUTIONS  # noqa: F401  (dense.KERNEL_DISTRIBUTIONS)
+from bert_tf.configs import KERNEL_DISTRIBUTIONS
 from bert_tf.layers import activations
 from bert_tf.layers.dropout import Dropout
 

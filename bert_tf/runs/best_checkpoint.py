@@ -27,7 +27,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.runs import task as task_lib
-from bert_tf.train import distribute, lora, loop, preemption, step_hook
+from bert_tf.train import distribute, lora, preemption, step_hook
+from bert_tf.train.loop_runner import write_scalar_summary
 from bert_tf.weights import training_checkpoints
 
 _VALUE = "{}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -208,5 +209,5 @@ class TrainingEvaluation(step_hook.StepHook):
         with self._writer.as_default(step=step):
             for name, value in scores.items():
                 if _is_number(value) and name != "global_step":
-                    loop.write_scalar_summary(name, float(value))
+                    write_scalar_summary(name, float(value))
         self._writer.flush()

@@ -21,8 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.runs.option_groups import (  # noqa: F401  (re-exported)
-    BALANCED, ClassWeightOptions, parse_class_weights)
+from bert_tf.runs.option_groups import BALANCED, parse_class_weights
 
 
 def resolve_class_weights(spec, labels: Sequence[str], counts=None,

@@ -34,8 +34,8 @@ from bert_tf.runs import task as task_lib
 from bert_tf.runs.run_context import RunContext
 from bert_tf.runs.seeds import options as seeds_options
 from bert_tf.runs.seeds import runs as seed_runs
-from bert_tf.train import (distribute, lora, loop, optimization, preemption,
-                           reinit_layers, step_hook)
+from bert_tf.train import (distribute, inference, lora, loop, loop_runner, optimization,
+                           preemption, reinit_layers, step_hook)
 from bert_tf.weights import training_checkpoints
 from bert_tf.weights.load_report import name_list
 
@@ -236,17 +236,17 @@ def check_lora(options, context) -> None:
 
 
 def with_useful_tokens(loss_fn):
-    """`loss_fn` that also returns the real tokens of its batch (`loop.USEFUL_TOKENS`,
-    the sum of its input_mask) and its examples (`loop.USEFUL_EXAMPLES`, each row's
+    """`loss_fn` that also returns the real tokens of its batch (`loop_runner.USEFUL_TOKENS`,
+    the sum of its input_mask) and its examples (`loop_runner.USEFUL_EXAMPLES`, each row's
     highest sequence id), so that a packed run reports useful tokens/s and examples/s."""
     def loss(features, outputs):
         losses = loss_fn(features, outputs)
         losses = dict(losses) if isinstance(losses, dict) else {"total_loss": losses}
         if "input_mask" in features:
-            losses[loop.USEFUL_TOKENS] = tf.reduce_sum(
+            losses[loop_runner.USEFUL_TOKENS] = tf.reduce_sum(
                 tf.cast(features["input_mask"], tf.float32))
         if "sequence_ids" in features:
-            losses[loop.USEFUL_EXAMPLES] = tf.reduce_sum(tf.cast(
+            losses[loop_runner.USEFUL_EXAMPLES] = tf.reduce_sum(tf.cast(
                 tf.reduce_max(features["sequence_ids"], axis=-1), tf.float32))
         return losses
     return loss
@@ -384,8 +384,9 @@ class ModelRunner:
         """Yields numpy dicts of the outputs (+ passthrough features) per batch; progress
         (of `num_examples` when given, counted as `unit`) is logged every 30 seconds."""
         model = self.ensure_model(dataset_fn)
-        yield from loop.predict(self.context.strategy, model, dataset_fn, passthrough_keys,
-                                num_examples, name=self.phase, unit=unit)
+        yield from inference.predict(self.context.strategy, model, dataset_fn,
+                                     passthrough_keys, num_examples, name=self.phase,
+                                     unit=unit)
 
     def predict(self, dataset_fn, output_key="logits", keys=(), num_examples=None,
                 unit="examples"):

@@ -29,7 +29,7 @@ from bert_tf.runs import export_settings, lora_run, run_config, run_context, run
 from bert_tf.runs import registry as task_registry
 from bert_tf.runs import option_groups as groups
 from bert_tf.runs.export_options import ExportOptions
-from bert_tf.text import tokenization
+from bert_tf.text import vocab as vocab_lib
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import lora, loop
@@ -247,8 +247,8 @@ def export_from_checkpoint(options: ExportOptions) -> str:
         raise ValueError("--export_dir is required")
     vocab = VocabFile.read(vocab_file)
     if not options.allow_case_mismatch:
-        tokenization.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
-                                        options.init_checkpoint)
+        vocab_lib.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
+                                     options.init_checkpoint)
     model_type = model_registry.get(options.model_type).name
     # --overwrite never removes what the export reads (a run folder, its vocab).
     fileio.check_outputs_apart(

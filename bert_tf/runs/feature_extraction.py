@@ -23,6 +23,7 @@ from bert_tf.io import fileio
 from bert_tf.models import BertEncoder
 from bert_tf.runs import run_config, run_context
 from bert_tf.text import input_layout, tokenization
+from bert_tf.text import vocab as vocab_lib
 from bert_tf.text.vocab import VocabFile
 from bert_tf.runs.feature_extraction_options import ExtractOptions
 from bert_tf.weights import from_pretrained
@@ -49,13 +50,13 @@ def run(options: ExtractOptions) -> int:
     vocab = VocabFile.read(vocab_file)
     do_lower_case = lower_case(options)
     if not options.allow_case_mismatch:  # the runners' rule, before the model loads
-        tokenization.check_case_matches(do_lower_case, vocab.tokens, vocab_file,
-                                        options.init_checkpoint)
+        vocab_lib.check_case_matches(do_lower_case, vocab.tokens, vocab_file,
+                                     options.init_checkpoint)
     tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=do_lower_case)
     encoder = from_pretrained(BertEncoder, options.init_checkpoint,
                               config=options.bert_config_file,
                               allow_random_encoder=options.allow_random_encoder)
-    tokenization.check_vocab_matches(len(vocab.tokens), vocab_file, encoder.config.vocab_size)
+    vocab_lib.check_vocab_matches(len(vocab.tokens), vocab_file, encoder.config.vocab_size)
     return extract_features(encoder, tokenizer, options.input_file, options.output_file,
                             options.layers, options.max_seq_length, options.batch_size)
 

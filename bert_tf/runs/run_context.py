@@ -21,6 +21,7 @@ from absl import logging
 from bert_tf.io import fileio
 from bert_tf.configs import BertConfig
 from bert_tf.text import tokenization
+from bert_tf.text import vocab as vocab_lib
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train import distribute
@@ -108,8 +109,8 @@ class RunContext:
             config = checkpoints.load_config(config_file)
         vocab = _read_vocab(options, needs_vocab)
         if vocab is not None:
-            tokenization.check_vocab_matches(len(vocab.tokens), vocab.path, config.vocab_size,
-                                             config_file or "the config")
+            vocab_lib.check_vocab_matches(len(vocab.tokens), vocab.path, config.vocab_size,
+                                          config_file or "the config")
         if options.max_seq_length > config.max_position_embeddings:
             raise ValueError(f"max_seq_length {options.max_seq_length} exceeds "
                              f"max_position_embeddings {config.max_position_embeddings} of "
@@ -192,8 +193,8 @@ def _read_vocab(options, needs_vocab) -> Optional[VocabFile]:
         raise FileNotFoundError(f"vocab_file not found: {vocab_file}")
     vocab = VocabFile.read(vocab_file)
     if hasattr(options, "do_lower_case") and not getattr(options, "allow_case_mismatch", False):
-        tokenization.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
-                                        options.init_checkpoint)
+        vocab_lib.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
+                                     options.init_checkpoint)
     return vocab
 
 

@@ -59,10 +59,11 @@ from absl import logging
 
 from bert_tf.serving import catalog, formats, output_folder, registry, signature_inputs
 from bert_tf.serving import signatures as sig
-from bert_tf.serving.text_signatures import (classifier_text_signature,  # noqa: F401
+from bert_tf.serving.text_signatures import (classifier_text_signature,
                                              encoder_text_signature, span_text_signature,
                                              tagger_text_signature)
-from bert_tf.text import tokenization, windows
+from bert_tf.text import windows
+from bert_tf.text.vocab import check_vocab_matches
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.configs import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertSpanLabeler,
@@ -91,8 +92,8 @@ def check_model_and_vocab(model, model_cls, preprocessor, min_seq_length=3):
     if not isinstance(preprocessor, Preprocessor):
         raise TypeError(f"preprocessor: expected a bert_tf.text.Preprocessor (the model's "
                         f"vocab, case and length), got {type(preprocessor).__name__}")
-    tokenization.check_vocab_matches(len(preprocessor.vocab.tokens), preprocessor.vocab_file,
-                                     config.vocab_size, "the model's config")
+    check_vocab_matches(len(preprocessor.vocab.tokens), preprocessor.vocab_file,
+                        config.vocab_size, "the model's config")
     max_seq_length = preprocessor.max_seq_length
     if min_seq_length is not None and not (
             min_seq_length <= max_seq_length <= config.max_position_embeddings):

@@ -30,6 +30,7 @@ from bert_tf.layers.dense import Projection
 from bert_tf.models import encoder_of
 from bert_tf.serving import catalog, formats, huggingface, output_folder, registry
 from bert_tf.train import lora
+from bert_tf.train.lora_names import TARGETS
 
 FORMAT = "peft"
 CONFIG_FILE = "adapter_config.json"
@@ -115,7 +116,7 @@ def adapter_files(model):
             value = variable.numpy()
             head[f"{PREFIX}{hf_name}"] = (value.T if transpose else value).copy()
     state.update(head)
-    modules = "|".join(MODULES[target] for target in lora.TARGETS if target in targets)
+    modules = "|".join(MODULES[target] for target in TARGETS if target in targets)
     config = {
         "peft_type": "LORA", "task_type": TASK_TYPES[name], "r": rank,
         "lora_alpha": float(rank if alpha is None else alpha),

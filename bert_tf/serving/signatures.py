@@ -22,11 +22,12 @@ import tensorflow_text as tf_text
 
 from bert_tf.models.encoder import assert_inputs_agree, check_input_shapes
 from bert_tf.serving.signature_inputs import check_text_rank
-from bert_tf.text import (input_layout_graph, tokenization, windows, windows_graph,
-                          wordpiece_graph)
+from bert_tf.text import input_layout_graph, windows, windows_graph, wordpiece_graph
+from bert_tf.text.rules import MAX_INPUT_CHARS_PER_WORD
+from bert_tf.text.vocab import load_vocab
 
 # Mirrors FullTokenizer's 200-character limit (counted in bytes in-graph: equal for ASCII).
-MAX_BYTES_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
+MAX_BYTES_PER_WORD = MAX_INPUT_CHARS_PER_WORD
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 ENGINES = ("fast_bert", "graph_wordpiece")
 DEFAULT_ENGINE = "graph_wordpiece"
@@ -57,7 +58,7 @@ class ServingTokenizer(tf.Module):
 
     def __init__(self, vocab_file, do_lower_case, engine=None, name="tokenizer"):
         super().__init__(name=name)
-        vocab = tokenization.load_vocab(vocab_file)
+        vocab = load_vocab(vocab_file)
         missing = [token for token in REQUIRED_TOKENS if token not in vocab]
         if missing:
             raise ValueError(f"vocab file {vocab_file} lacks {missing}; a BERT vocab needs "

@@ -8,7 +8,7 @@ of `bert_tf.runs`, loaded when asked for (this package imports nothing).
 
 import importlib
 
-# The modules of bert_tf.runs that earlier versions documented under bert_tf.tasks.
+# bert_tf.runs modules at their earlier bert_tf.tasks paths, which docs/library.md still names.
 MOVED_TO_RUNS = ("driver", "export_checkpoint", "export_settings", "option_groups",
                  "options", "registry", "run_config", "task")
 

@@ -18,17 +18,12 @@ import importlib
 import re
 
 from bert_tf.text import rules
-# The rules and vocab helpers are part of this module's public API, as in the original.
-from bert_tf.text.rules import (  # noqa: F401
-    MAX_INPUT_CHARS_PER_WORD, BasicTokenizer, WordpieceTokenizer, basic_words_with_offsets,
-    convert_to_unicode, is_chinese_char, is_control, is_punctuation, is_whitespace,
-    printable_text, strip_accents, whitespace_tokenize)
-from bert_tf.text.vocab import (  # noqa: F401
-    SPECIAL_TOKENS, UNK_TOKEN, VocabFile, check_case_matches, check_vocab_has_unk, check_vocab_matches,
-    convert_by_vocab, load_vocab)
+from bert_tf.text.rules import (
+    BasicTokenizer, WordpieceTokenizer, basic_words_with_offsets, convert_to_unicode)
+from bert_tf.text.vocab import SPECIAL_TOKENS, VocabFile, check_vocab_has_unk, convert_by_vocab
 
 # The TensorFlow graph of the same rules, imported on first use (`_graph`,
-# `BertTokenizerLayer`).
+# `BertTokenizerLayer`, which docs/library.md imports from this module).
 WORDPIECE_GRAPH = "bert_tf.text.wordpiece_graph"
 
 

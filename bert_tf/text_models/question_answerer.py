@@ -29,6 +29,7 @@ from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad import features as squad_features
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import task as squad_task
+from bert_tf.tasks.squad.options import SquadData, SquadOptions
 from bert_tf.text.preprocessor import Preprocessor
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.text_models import inputs, qa_inputs
@@ -36,7 +37,7 @@ from bert_tf.text_models.training import TextModel, given, is_text
 
 MODEL_TYPE = squad_task.SquadTask.model_type
 # bert-run-squad's defaults (its option groups').
-RUNNER = squad_task.SquadOptions()
+RUNNER = SquadOptions()
 # What decodes (and windows) a question, kept in a run's config.json "options".
 SETTINGS = ("doc_stride", "max_query_length", "max_answer_length", "n_best_size",
             "version_2_with_negative", "null_score_diff_threshold")
@@ -89,7 +90,7 @@ class TextQuestionAnswerer(TextModel):
         option_groups.DocStride(doc_stride=doc_stride).check()
         option_groups.QuestionLengths(max_query_length=max_query_length,
                                       max_answer_length=max_answer_length).check()
-        squad_task.SquadData(n_best_size=n_best_size).check()
+        SquadData(n_best_size=n_best_size).check()
         squad_features.check_lengths(preprocessor.max_seq_length, max_query_length)
         self.doc_stride, self.max_query_length = int(doc_stride), int(max_query_length)
         self.max_answer_length, self.n_best_size = int(max_answer_length), int(n_best_size)

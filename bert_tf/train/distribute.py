@@ -17,7 +17,7 @@ import os
 import tensorflow as tf
 
 from bert_tf.process import supervisor
-from bert_tf.train.choices import STRATEGIES  # noqa: F401  (distribute.STRATEGIES)
+from bert_tf.train.choices import STRATEGIES
 
 
 def tpu_cluster_resolver(tpu_name=None, tpu_zone=None, gcp_project=None):

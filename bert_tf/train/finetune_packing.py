@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.train import sequence_packing
+from bert_tf.train.choices import check_max_sequences_per_row
 
 PACKING_WINDOW = 1024  # examples packed together
 
@@ -65,7 +66,7 @@ def plan_packing(lengths, max_seq_length, max_sequences_per_row, train_batch_siz
 
     The batch is rounded to a multiple of `num_replicas` (each replica gets whole rows).
     """
-    sequence_packing.check_max_sequences_per_row(max_sequences_per_row)
+    check_max_sequences_per_row(max_sequences_per_row)
     lengths = np.asarray(lengths, np.int64)
     if not len(lengths):
         raise ValueError("plan_packing: no training examples to pack")

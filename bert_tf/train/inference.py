@@ -1,5 +1,5 @@
-"""Evaluation and prediction over a dataset, with progress every 30 seconds (what
-`bert_tf.train.loop.evaluate` and `loop.predict` are).
+"""Evaluation and prediction over a dataset, with progress every 30 seconds (`evaluate`
+is also `bert_tf.train.loop.evaluate`).
 
     metrics = evaluate(strategy, model, eval_dataset_fn, metrics_fn)  # {name: mean}
     for batch in predict(strategy, model, dataset_fn, passthrough_keys=("unique_ids",)):

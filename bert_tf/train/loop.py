@@ -21,7 +21,7 @@ data)::
 
     metrics = loop.evaluate(strategy, model, eval_dataset_fn, metrics_fn,
                             num_steps=None)      # {name: weighted mean}
-    for batch in loop.predict(strategy, model, dataset_fn, passthrough_keys=()): ...
+    for batch in inference.predict(strategy, model, dataset_fn, passthrough_keys=()): ...
     step = loop.restore_model(model, output_dir_or_checkpoint)
 
 The model is called with the whole feature dict (labels included) and `training=True`.
@@ -37,10 +37,11 @@ SIGINT and SIGTERM save a checkpoint at the step reached (within a progress peri
 and raise `preemption.TrainingInterrupted` (`bert_tf.train.preemption`); a non-finite
 loss stops the run with `preemption.NonFiniteLoss` and saves nothing. A progress line
 (step / total, losses, learning rate, examples/s, useful tokens/s when the loss function
-returns `USEFUL_TOKENS` (and `USEFUL_EXAMPLES`: packed rows), time left) comes every `progress_every_seconds`, whatever
-`steps_per_loop` is: the loop cuts its loops of steps into calls that end by the next
-line (`progress.TrainingProgress`); on TPU and several workers, whose calls run whole,
-once per loop. TensorBoard gets the same scalars at every loop's end and every line.
+returns `loop_runner.USEFUL_TOKENS` (and `USEFUL_EXAMPLES`: packed rows), time left) comes
+every `progress_every_seconds`, whatever `steps_per_loop` is: the loop cuts its loops of
+steps into calls that end by the next line (`progress.TrainingProgress`); on TPU and
+several workers, whose calls run whole, once per loop. TensorBoard gets the same scalars
+at every loop's end and every line.
 See `bert_tf.train.steps` for how gradients are reduced, clipped and accumulated.
 A `hook` (`bert_tf.train.step_hook`) is called between loops, which end at its
 `every_steps`; it may stop the run early (a checkpoint is saved at that step).
@@ -72,9 +73,8 @@ from bert_tf.train import preemption
 from bert_tf.train import step_hook as step_hook_lib
 from bert_tf.train import steps
 from bert_tf.train.choices import MIXED_PRECISION
-from bert_tf.train.inference import evaluate, predict  # pylint: disable=unused-import
-from bert_tf.train.loop_runner import (  # pylint: disable=unused-import
-    USEFUL_EXAMPLES, USEFUL_TOKENS, TrainResult, write_scalar_summary)
+# Re-exported: docs/pretraining.md ("As a library") calls `loop.evaluate`.
+from bert_tf.train.inference import evaluate  # noqa: F401
 
 
 

@@ -27,8 +27,7 @@ from absl import logging
 
 from bert_tf.layers.dense import Projection, check_lora_arguments, is_lora_variable
 from bert_tf.models.encoder import encoder_of
-from bert_tf.train.lora_names import (  # noqa: F401  (re-exported: lora.TARGETS, ...)
-    DEFAULT_TARGETS, TARGETS, parse_targets, parse_train)
+from bert_tf.train.lora_names import DEFAULT_TARGETS, TARGETS, parse_targets, parse_train
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ import re
 import keras
 from absl import logging
 
-from bert_tf.train.choices import (  # noqa: F401  (optimization.OPTIMIZER_TYPES, ...)
+from bert_tf.train.choices import (
     LR_SCHEDULES, OPTIMIZER_TYPES, check_layerwise_lr_decay, validate_schedule)
 
 # The original excludes ["LayerNorm", "layer_norm", "bias"] by (scoped) TF1 name. Keras 3

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from bert_tf.io import input_paths
 from bert_tf.train import masking, sequence_packing
-from bert_tf.train.choices import COMPRESSION_TYPES  # noqa: F401  (re-exported)
+from bert_tf.train.choices import COMPRESSION_TYPES
 
 # Bytes each TFRecord reader buffers (TensorFlow warns when it is left unset; 256 KiB
 # then): 1 MiB a file, so that an interleave over many files stays small.

@@ -22,7 +22,7 @@ max_predictions_per_seq + K - 1 masked-LM slots, a second limit of the bin packi
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.train.choices import check_max_sequences_per_row  # noqa: F401
+from bert_tf.train.choices import check_max_sequences_per_row
 
 ROW_FEATURES = ("input_ids", "input_mask", "segment_ids", "position_ids", "sequence_ids")
 PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")

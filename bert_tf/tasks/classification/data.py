@@ -29,8 +29,8 @@ from bert_tf.train import finetune_packing
 from bert_tf.train import records
 from bert_tf.runs import text_files
 from bert_tf.tasks.classification import multi_label
-from bert_tf.tasks.classification.options import TASK_NAMES  # noqa: F401 (data.TASK_NAMES)
-from bert_tf.runs.text_files import InputExample, check_label  # noqa: F401 (re-exported)
+from bert_tf.tasks.classification.options import TASK_NAMES
+from bert_tf.runs.text_files import InputExample, check_label
 
 
 @dataclasses.dataclass(frozen=True)

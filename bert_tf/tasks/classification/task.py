@@ -29,8 +29,8 @@ from bert_tf.runs import driver, run_config, run_context
 from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.classification import long_documents
 from bert_tf.tasks.classification import metrics, multi_label, user_processors
-from bert_tf.tasks.classification.options import (  # noqa: F401  (task.ClassifierOptions)
-    ClassifierData, ClassifierOptions)
+# ClassifierOptions is also imported from here by docs/experiment_configs.md ("From Python").
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.runs.task import Task, TrainData, cached_features, plan_packing
 from bert_tf.train import finetune_packing
 

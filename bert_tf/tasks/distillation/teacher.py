@@ -15,10 +15,13 @@ import tensorflow as tf
 from bert_tf import options as options_lib
 from bert_tf.configs import BertConfig
 from bert_tf.runs import run_config, run_groups
-from bert_tf.tasks.classification.task import ClassificationTask, ClassifierOptions
+from bert_tf.tasks.classification.task import ClassificationTask
+from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.tasks.distillation.options import parse_indices
-from bert_tf.tasks.ner.task import NerOptions, NerTask
-from bert_tf.tasks.squad.task import SquadOptions, SquadTask
+from bert_tf.tasks.ner.task import NerTask
+from bert_tf.tasks.ner.options import NerOptions
+from bert_tf.tasks.squad.task import SquadTask
+from bert_tf.tasks.squad.options import SquadOptions
 from bert_tf.weights import checkpoints, training_checkpoints
 
 # The fine-tuned runs a student can learn from, by their config.json "command".

@@ -26,8 +26,7 @@ from bert_tf.tasks.electra.model import (ElectraPretrainer, electra_losses,
                                          electra_metrics, generator_config,
                                          check_generator_config)
 from bert_tf.tasks.electra import serving  # noqa: F401  (registers the model type)
-from bert_tf.tasks.electra.options import (  # noqa: F401  (re-exported)
-    ELECTRA_CHECKPOINT, GENERATOR_DIR, ElectraObjective, ElectraOptions)
+from bert_tf.tasks.electra.options import ELECTRA_CHECKPOINT, GENERATOR_DIR
 from bert_tf.tasks.pretraining.task import PretrainingTask, dataset_fn_for
 from bert_tf.train import distribute, loop, step_hook
 from bert_tf.weights import checkpoints

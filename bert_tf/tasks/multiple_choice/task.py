@@ -33,7 +33,7 @@ from bert_tf.tasks.classification.task import softmax
 from bert_tf.tasks.multiple_choice import data as choice_data
 from bert_tf.tasks.multiple_choice import serving  # noqa: F401  (registers the model type)
 from bert_tf.tasks.multiple_choice.model import BertMultipleChoice
-from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions  # noqa: F401
+from bert_tf.tasks.multiple_choice.options import MultipleChoiceOptions
 from bert_tf.runs.task import Task, TrainData, cached_features
 
 SPLITS = ("train", "eval", "predict")

@@ -30,7 +30,7 @@ from bert_tf.runs import class_weights as weights_lib
 from bert_tf.runs import column_roles, driver, run_context
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner import data as ner_data
-from bert_tf.tasks.ner.options import NerData, NerOptions  # noqa: F401  (task.NerOptions)
+from bert_tf.tasks.ner.options import NerOptions
 from bert_tf.runs.task import Task, TrainData, plan_packing
 from bert_tf.text import input_layout_graph
 from bert_tf.train import finetune_packing

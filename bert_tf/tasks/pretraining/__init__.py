@@ -10,6 +10,7 @@ imports no TensorFlow.
 
 import importlib
 
+# Kept: docs/library.md ("Tasks and registries") names bert_tf.tasks.pretraining.run_pretraining
 _FROM_TASK = ("run_pretraining", "PretrainingTask")
 
 

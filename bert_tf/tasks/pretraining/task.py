@@ -23,8 +23,7 @@ from bert_tf.configs import BertConfig
 from bert_tf.models import (BertEncoder, BertPretrainer, next_sentence_weights,
                             pretraining_losses)
 from bert_tf.runs import driver, run_context
-from bert_tf.tasks.pretraining.options import (  # noqa: F401  (re-exported)
-    DynamicMasking, PretrainingData, PretrainingOptions)
+from bert_tf.tasks.pretraining.options import PretrainingOptions
 from bert_tf.runs.task import Task, TrainData
 from bert_tf.train import distribute, loop, masking, records, step_hook, warm_start
 from bert_tf.weights import checkpoints

@@ -45,6 +45,7 @@ from bert_tf.tasks.sentence_embeddings import serving
 from bert_tf.tasks.sentence_embeddings.model import pool_tokens
 from bert_tf.tasks.sentence_embeddings.options import LONG_TEXT_MODES, EncodeOptions
 from bert_tf.text import tokenization, windows
+from bert_tf.text import vocab as vocab_lib
 from bert_tf.text.vocab import VocabFile
 from bert_tf.train.progress import PhaseProgress
 
@@ -297,9 +298,9 @@ def load(options, settings, chosen_length=None):
         raise FileNotFoundError(f"no vocab.txt in {settings.weights}; pass --vocab_file")
     vocab = VocabFile.read(vocab_file)
     if not options.allow_case_mismatch:
-        tokenization.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
-                                        options.init_checkpoint)
-    tokenization.check_vocab_matches(len(vocab.tokens), vocab_file, config.vocab_size)
+        vocab_lib.check_case_matches(options.do_lower_case, vocab.tokens, vocab_file,
+                                     options.init_checkpoint)
+    vocab_lib.check_vocab_matches(len(vocab.tokens), vocab_file, config.vocab_size)
     if not (chosen_length or settings.max_seq_length):  # the default, within the model
         options = dataclasses.replace(options, max_seq_length=min(
             options.max_seq_length, config.max_position_embeddings))

@@ -34,9 +34,8 @@ from bert_tf.runs import text_files
 from bert_tf.tasks.sentence_embeddings import data as pair_data
 from bert_tf.tasks.sentence_embeddings import evaluation, losses, serving
 from bert_tf.tasks.sentence_embeddings.model import SentenceEncoder
-from bert_tf.tasks.sentence_embeddings.options import (  # noqa: F401  (re-exported)
-    IN_BATCH_LOSSES, SentenceEmbeddingOptions, SentenceLoss, SentencePairData,
-    check_in_batch_negatives)
+from bert_tf.tasks.sentence_embeddings.options import (
+    IN_BATCH_LOSSES, check_in_batch_negatives)
 from bert_tf.runs.task import Task, TrainData
 
 def resolve_model(options):

@@ -29,7 +29,7 @@ import os
 import numpy as np
 
 from bert_tf.io import fileio
-from bert_tf.text import tokenization
+from bert_tf.text.rules import BasicTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def final_text_span(pred_text, orig_text, do_lower_case, basic_tokenizer=None,
                     verbose_logging=False):
     """`get_final_text` as (first, last) character indices into `orig_text`."""
     if basic_tokenizer is None:
-        basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+        basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     tok_text = " ".join(basic_tokenizer.tokenize(orig_text))
     def give_up(reason):
         if verbose_logging:
@@ -293,7 +293,7 @@ def _decoded(all_examples, all_features, all_results, n_best_size, max_answer_le
                          f"result, e.g. unique_id {missing[0]}")
     settings = (n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
                 verbose_logging)
-    basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     for example_index, example in enumerate(all_examples):
         nbest, score_null = _example_nbest(
             example, example_index_to_features[example_index], results, settings,

@@ -35,7 +35,7 @@ from bert_tf.runs import driver, run_context
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad import features as squad_features
-from bert_tf.tasks.squad.options import SquadData, SquadOptions  # noqa: F401  (re-exported)
+from bert_tf.tasks.squad.options import SquadOptions
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.runs.task import Task, TrainData, cached_features
 from bert_tf.train import records
