@@ -122,6 +122,12 @@ def test_each_model_types_soft_targets_follow_its_declared_outputs():
     np.testing.assert_allclose(
         objective.soft_loss(tokens, features, {"logits": s}, {"logits": t}, 1.0).numpy(),
         (rows * mask).sum() / mask.sum(), rtol=1e-5)
+    # With the task's label weights (first pieces of words), only those positions count.
+    first_pieces = np.array([[0, 1, 0, 0, 0], [0, 1, 1, 0, 1]], np.int32)
+    np.testing.assert_allclose(
+        objective.soft_loss(tokens, dict(features, label_weights=first_pieces),
+                            {"logits": s}, {"logits": t}, 1.0).numpy(),
+        (rows * first_pieces).sum() / first_pieces.sum(), rtol=1e-5)
     classes = objective.Head.of_model_type("classifier")
     assert (classes.over_positions, classes.per_token) == ((), ())
     s, t = RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3))

@@ -16,6 +16,9 @@ from bert_tf.tasks.distillation import losses as losses_lib
 
 # A span head's logits at padded positions are left out of its softmax.
 _PADDING_LOGIT = -10000.0
+# The batch's per-token weights of the task's own loss (NER: each word's first piece in
+# its window); without them, every real token.
+TOKEN_WEIGHTS = "label_weights"
 LOSS_NAMES = ("soft_loss", "hard_loss", "hidden_loss", "attention_loss")
 
 
@@ -28,7 +31,9 @@ class Head:
       over_positions: Those of `outputs` that are a softmax over the sequence's
         positions (a span head's start and end), not over labels.
       per_token: Those of `outputs` that are a softmax over labels at each position
-        (a token classifier's tags).
+        (a token classifier's tags), scored where the task's loss is: the batch's
+        `label_weights` (a word's first piece), else every real token. The teacher's
+        outputs elsewhere (continuation pieces, [CLS], [SEP]) were never trained.
       is_regression: A classifier of one score (soft target: the teacher's score, MSE).
       multi_label: Per-label sigmoid outputs (soft targets per label).
     """
@@ -63,9 +68,10 @@ def soft_loss(head: Head, features, student, teacher, temperature):
             padding = (1.0 - mask) * _PADDING_LOGIT
             values.append(losses_lib.soft_target_loss(
                 student_logits + padding, teacher_logits + padding, temperature))
-        elif name in head.per_token:
+        elif name in head.per_token:  # at the positions the task's own loss scores
+            weights = tf.cast(features.get(TOKEN_WEIGHTS, mask), tf.float32)
             values.append(losses_lib.soft_target_loss(student_logits, teacher_logits,
-                                                      temperature, weights=mask))
+                                                      temperature, weights=weights))
         elif head.is_regression:
             values.append(losses_lib.regression_soft_loss(student_logits, teacher_logits))
         elif head.multi_label:
