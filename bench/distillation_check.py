@@ -152,6 +152,7 @@ def main(argv):
     print(machine.describe(), flush=True)
     seeds = seed_summary.parse_seeds(FLAGS.seeds)
     work_dir = FLAGS.output_dir or tempfile.mkdtemp(prefix=f"distil_{FLAGS.task}_")
+    os.makedirs(work_dir, exist_ok=True)  # a GLUE task with all its rows writes no copy
     data_dir = prepare_data(work_dir)
     if FLAGS.teacher_dir:
         teacher_dir = FLAGS.teacher_dir
