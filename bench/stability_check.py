@@ -27,6 +27,7 @@ Prints one row a recipe (each seed, mean, sd, median, failed seeds) and the mach
 Not part of the tests.
 """
 
+import functools
 import json
 import os
 import subprocess
@@ -63,8 +64,9 @@ flags.DEFINE_string("output_dir", "/tmp/stability", "Where the runs go (reruns c
 FLAGS = flags.FLAGS
 
 
+@functools.cache
 def data_dir():
-    """The task's GLUE folder, or a copy cut to --train_examples rows."""
+    """The task's GLUE folder, or a copy cut to --train_examples rows (made once)."""
     task_dir = os.path.join(SHARED, "glue", FLAGS.task)
     if not FLAGS.train_examples:
         return task_dir
@@ -88,13 +90,9 @@ def run_recipe(name, seeds):
             summary = json.load(file)
         if sorted(row["seed"] for row in summary["seeds"]) == sorted(seeds):
             return summary
-    command = [sys.executable, os.path.join(REPO, "run_classifier.py"),
-               *common_flags(output_dir), *RECIPES[name],
-               f"--seeds={','.join(map(str, seeds))}"]
-    print(" ".join(command), flush=True)
-    subprocess.run(command, check=True)
-    with open(results, encoding="utf-8") as file:
-        return json.load(file)
+    return run_and_read([sys.executable, os.path.join(REPO, "run_classifier.py"),
+                         *common_flags(output_dir), *RECIPES[name],
+                         f"--seeds={','.join(map(str, seeds))}"], results)
 
 
 def run_search(trials):
@@ -106,10 +104,15 @@ def run_search(trials):
         json.dump(SEARCH_SPACE, file)
     results = os.path.join(output_dir, "search_results.json")
     done = finished_trials(output_dir)
-    if done < trials:
-        command = [sys.executable, "-m", "bert_tf.cli.search", "--task=classification",
-                   *common_flags(output_dir), "--eval_every_steps=50", f"--search={space}", "--seed=1",
-                   f"--trials={trials - done}"]
+    command = [sys.executable, "-m", "bert_tf.cli.search", "--task=classification",
+               *common_flags(output_dir), "--eval_every_steps=50", f"--search={space}",
+               "--seed=1", f"--trials={trials - done}"]
+    return run_and_read(command if done < trials else None, results)
+
+
+def run_and_read(command, results):
+    """Runs `command` (None: nothing left to run) and reads the JSON it wrote."""
+    if command:
         print(" ".join(command), flush=True)
         subprocess.run(command, check=True)
     with open(results, encoding="utf-8") as file:
