@@ -7,7 +7,7 @@ directly (same initial layers, data, recipe and steps; no teacher).
     .venv/bin/python bench/distillation_check.py --task=SST-2 --train_examples=8000 \
         --transfer=SST-2 --transfer_examples=20000 --skip_direct --seeds=1
     .venv/bin/python bench/distillation_check.py --task=CoNLL --train_examples=3000 \
-        --epochs=2
+        --epochs=2 --transfer=CoNLL
 
 The teacher: the shared `uncased_L-6_H-384_A-12` fine-tuned with the reference recipe
 (`--teacher_seed`; the GLUE tasks as bench/glue_finetune_check.py, CoNLL-2003 as
@@ -17,9 +17,10 @@ trains with the same recipe: distilled (soft targets at T=`--temperature` plus
 `--hard_weight` of the gold-label loss) or directly (the gold-label loss alone). With
 `--transfer=STS-B` (MRPC only) the distilled student also learns the teacher's soft labels
 on STS-B's training pairs (news, caption and forum sentence pairs: unlabelled here);
-with `--transfer=SST-2` on the SST-2 training sentences after the labelled ones
-(`--transfer_examples`, labels dropped: unlabelled in-domain text). `--teacher_dir`
-reuses a teacher fine-tuned before.
+with `--transfer=SST-2` (`--transfer=CoNLL`) on the SST-2 (CoNLL-2003) training sentences
+after the labelled ones (`--transfer_examples`, labels dropped: unlabelled in-domain
+text). With a transfer set the direct student trains as many steps as the distilled one
+(more epochs over the labelled rows). `--teacher_dir` reuses a teacher fine-tuned before.
 Prints each seed, the means beside each other, the student's share of the teacher's
 score, and the CPU seconds of each side (process time, both cores). Not part of the tests.
 """
@@ -30,6 +31,7 @@ import os
 import tempfile
 import time
 
+import tensorflow as tf
 from absl import app, flags, logging
 
 import machine
@@ -38,6 +40,8 @@ from bert_tf.runs import registry
 from bert_tf.tasks.classification import task as classification_task
 from bert_tf.tasks.classification.options import ClassifierOptions
 from bert_tf.tasks.distillation.options import DistillationOptions
+from bert_tf.tasks.distillation import data as distill_data
+from bert_tf.tasks.ner import data as ner_data
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.ner.options import NerOptions
 
@@ -52,10 +56,12 @@ flags.DEFINE_string("student_layers", "0,2,4", "The teacher layers the student k
 flags.DEFINE_float("temperature", 2.0, "Soft-target temperature.")
 flags.DEFINE_float("hard_weight", 0.5, "Weight of the gold-label loss beside the soft "
                                        "targets (weight 1).")
-flags.DEFINE_enum("transfer", None, ["STS-B", "SST-2"], "A transfer set the teacher labels: "
-                  "MRPC: STS-B's training pairs; SST-2: the training sentences after "
-                  "--train_examples (their labels dropped), --transfer_examples of them.")
-flags.DEFINE_integer("transfer_examples", 20000, "--transfer=SST-2: how many sentences.")
+flags.DEFINE_enum("transfer", None, ["STS-B", "SST-2", "CoNLL"], "A transfer set the "
+                  "teacher labels: MRPC: STS-B's training pairs; SST-2 / CoNLL: the "
+                  "training sentences after --train_examples (their labels dropped), "
+                  "--transfer_examples of them.")
+flags.DEFINE_integer("transfer_examples", 20000, "--transfer=SST-2 / CoNLL: how many "
+                                                 "sentences.")
 flags.DEFINE_string("teacher_dir", None, "A fine-tuned teacher's output_dir to reuse "
                     "(default: fine-tune one first).")
 flags.DEFINE_bool("skip_direct", False, "Do not train the directly fine-tuned students.")
@@ -102,8 +108,17 @@ def train_teacher(data_dir, work_dir):
 
 
 def write_transfer_file(work_dir):
-    """STS-B's training pairs, one `a<TAB>b` a line (their scores dropped); SST-2's
-    training sentences after the labelled ones, one a line."""
+    """STS-B's training pairs, one `a<TAB>b` a line (their scores dropped); SST-2's or
+    CoNLL-2003's training sentences after the labelled ones, one a line (CoNLL: its
+    words separated by spaces)."""
+    if FLAGS.transfer == "CoNLL":
+        path = os.path.join(work_dir, "transfer_conll.txt")
+        sentences = ner_data.read_tagged_file(os.path.join(SHARED, "conll2003", "eng.train"))
+        sentences = sentences[FLAGS.train_examples:
+                              FLAGS.train_examples + FLAGS.transfer_examples]
+        with open(path, "w", encoding="utf-8") as target:
+            target.writelines(" ".join(sentence.words) + "\n" for sentence in sentences)
+        return path
     if FLAGS.transfer == "SST-2":
         path = os.path.join(work_dir, "transfer_sst_2.txt")
         with open(os.path.join(SHARED, "glue", "SST-2", "train.tsv"), encoding="utf-8") as source:
@@ -124,15 +139,29 @@ def write_transfer_file(work_dir):
     return path
 
 
-def train_student(teacher_dir, work_dir, seed, distilled, transfer_file=None):
+def train_student(teacher_dir, work_dir, seed, distilled, transfer_file=None, epochs=None):
     kind = "distilled" if distilled else "direct"
     weights = (dict(soft_weight=1.0, soft_temperature=FLAGS.temperature,
                     hard_weight=FLAGS.hard_weight) if distilled
                else dict(soft_weight=0.0, hard_weight=1.0))
+    values = recipe(os.path.join(work_dir, f"{kind}_seed{seed}"), seed)
+    values.update(num_train_epochs=epochs or FLAGS.epochs)
     options = DistillationOptions(
         teacher=teacher_dir, student_layers=FLAGS.student_layers, transfer_file=transfer_file,
-        **weights, **recipe(os.path.join(work_dir, f"{kind}_seed{seed}"), seed))
+        **weights, **values)
     return timed(lambda o: registry.run("distillation", o), options)
+
+
+def epochs_of_as_many_steps(distilled_dir) -> float:
+    """--epochs over the labelled rows that train as many steps as the distilled run's
+    --epochs over labelled and transfer rows (read off its distill_train.tf_record)."""
+    record = os.path.join(distilled_dir, distill_data.RECORD_NAME)
+    labelled = total = 0
+    for serialized in tf.data.TFRecordDataset(record).as_numpy_iterator():
+        example = tf.train.Example.FromString(serialized)
+        labelled += example.features.feature[distill_data.LABELLED].int64_list.value[0]
+        total += 1
+    return FLAGS.epochs * total / labelled
 
 
 def timed(run, options):
@@ -170,8 +199,11 @@ def main(argv):
         for name in ("distilled", "direct"):
             if name == "direct" and FLAGS.skip_direct:
                 continue
+            epochs = None
+            if name == "direct" and transfer:  # as many steps as the distilled student
+                epochs = epochs_of_as_many_steps(os.path.join(work_dir, f"distilled_seed{seed}"))
             results = train_student(teacher_dir, work_dir, seed, name == "distilled",
-                                    transfer if name == "distilled" else None)
+                                    transfer if name == "distilled" else None, epochs)
             sides[name].append(results)
             print(f"seed {seed} {name}: {key} {scale * results[key]:.2f}, "
                   f"{results['global_step']} steps, {results['seconds']:.0f} s wall, "

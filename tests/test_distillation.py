@@ -281,8 +281,8 @@ def test_on_the_fly_teacher_with_attention_loss_trains(teacher_run, tmp_path):
 
 
 def test_a_tagger_distils_per_token_and_its_command_evaluates_the_student(tmp_path):
-    # A 2-layer NER teacher, learnt; its 1-layer student learns per-token soft targets
-    # (the teacher runs on each batch: NER features are not a record its logits join).
+    # A 2-layer NER teacher, learnt; its 1-layer student learns per-token soft targets,
+    # cached with the windows of the training file and of an unlabelled transfer file.
     data = tmp_path / "data"
     data.mkdir()
     test_run_ner.write_conll(data / "eng.train", 64, 0)
@@ -290,12 +290,36 @@ def test_a_tagger_distils_per_token_and_its_command_evaluates_the_student(tmp_pa
     teacher_results = ner_task.run(test_run_ner.options(
         tmp_path, do_train=True, do_eval=True, num_train_epochs=12.0))
     assert teacher_results["eval_f1"] == 100.0, teacher_results
+    rng = np.random.default_rng(5)
+    transfer = [test_run_ner.sentence(rng, length)[0] for length in (4, 14, 6, 15) * 4]
+    (tmp_path / "transfer.txt").write_text("".join(" ".join(words) + "\n"
+                                                   for words in transfer))
     options = tiny_options(tmp_path, tmp_path / "out", num_train_epochs=12.0,
-                           learning_rate=3e-3, do_eval=True)
-    outcome = driver.execute(DistillationTask(options))
+                           learning_rate=3e-3, do_eval=True,
+                           transfer_file=str(tmp_path / "transfer.txt"))
+    task = DistillationTask(options)
+    outcome = driver.execute(task)
     history = outcome.runner.train_result.history
     assert history[-1]["soft_loss"] < history[0]["soft_loss"] * 0.3, history
     assert outcome.results["eval_f1"] >= 90.0, outcome.results
+    record = str(tmp_path / "student" / distill_data.RECORD_NAME)
+    rows = [tf.train.Example.FromString(row) for row in
+            tf.data.TFRecordDataset(record).as_numpy_iterator()]
+    value = lambda row, name: list(  # noqa: E731
+        row.features.feature[name].int64_list.value)
+    unlabelled = [row for row in rows if value(row, distill_data.LABELLED) == [0]]
+    # Every transfer word is scored once, at its first piece in one window.
+    assert sum(sum(value(row, "label_weights")) for row in unlabelled) == sum(
+        len(words) for words in transfer)
+    assert len(unlabelled) > len(transfer)  # the long sentences span windows
+    # The cached per-token logits, cut with the batch, are the teacher's on those rows.
+    batch = next(iter(distill_data.distill_dataset_fn(
+        record, 8, seed=0, trim_padding=True, token_features=("label_ids", "label_weights"),
+        token_outputs=("logits",))(None)))
+    logits = task.teacher()(batch, training=False)["logits"]
+    assert batch["teacher/logits"].shape == logits.shape
+    assert batch["label_weights"].shape == batch["input_ids"].shape
+    np.testing.assert_allclose(batch["teacher/logits"].numpy(), logits.numpy(), atol=1e-4)
     saved = run_config.read(str(tmp_path / "student"))
     assert (saved["command"], saved["model_type"]) == ("distillation", "token_classifier")
     assert saved["model_options"]["tag_column"] == -1  # the teacher task's options

@@ -5,8 +5,8 @@ set's, and the teacher's outputs for each, computed once.
     count = write_distill_record(path, rows, teacher_fn, batch_size=64)
     dataset_fn = distill_dataset_fn(path, batch_size=32, seed=1, trim_padding=True)
 
-`distill_train.tf_record` holds every feature of the task's own record (any task whose
-training features are a record of fixed-length features), plus `distill_labelled` (1 for
+`distill_train.tf_record` holds every feature of the task's training rows (`rows`: a
+classifier's record, a tagger's windows), plus `distill_labelled` (1 for
 a training example, 0 for a transfer row: soft loss only) and, with a cached teacher,
 `teacher/<output>` (the teacher's logits, flattened) per row.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.io import fileio
-from bert_tf.runs.text_files import InputExample
+from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf.text import input_layout_graph
 from bert_tf.train import progress, records
 
@@ -25,20 +25,19 @@ RECORD_NAME = "distill_train.tf_record"
 TRANSFER_RECORD_NAME = "transfer.tf_record"
 
 
-def read_transfer_examples(path: str, pairs: bool, label) -> list:
-    """The transfer file's texts as `InputExample`s with the placeholder `label` (never
-    trained on: their rows take the soft loss only).
+def read_transfer_lines(path: str, pairs: bool) -> list:
+    """The transfer file's texts: (line number, text, second text or None) of each line
+    that is not blank.
 
     Args:
       path: UTF-8 text, one text a line; with `pairs`, two texts separated by a tab.
       pairs: The teacher reads sentence pairs.
-      label: A label the task's features accept.
 
     Raises:
       ValueError: naming --transfer_file (and the line) for a file that is not text, a
         pair line without a tab, or no text at all.
     """
-    examples = []
+    texts = []
     try:
         lines = list(fileio.iter_text_lines(path))
     except ValueError as error:
@@ -53,11 +52,10 @@ def read_transfer_examples(path: str, pairs: bool, label) -> list:
                 raise ValueError(f"--transfer_file={path}:{number}: the teacher reads "
                                  "sentence pairs; expected two texts separated by a tab")
             text_a, text_b = line.split("\t", 1)
-        examples.append(InputExample(f"transfer-{len(examples)}", text_a, text_b, label,
-                                     source=f"{path}:{number}"))
-    if not examples:
+        texts.append((number, text_a, text_b))
+    if not texts:
         raise ValueError(f"--transfer_file={path}: no text (every line is empty)")
-    return examples
+    return texts
 
 
 def feature_rows(record_path: str, labelled: bool = True) -> list:
@@ -67,6 +65,20 @@ def feature_rows(record_path: str, labelled: bool = True) -> list:
         example = tf.train.Example.FromString(serialized)
         example.features.feature[LABELLED].int64_list.value.append(int(labelled))
         rows.append(example)
+    return rows
+
+
+def int_rows(arrays: dict, labelled: bool) -> list:
+    """`tf.train.Example`s of the rows of equal-length int arrays {name: [N, ...]}, each
+    with `distill_labelled`."""
+    count = len(next(iter(arrays.values())))
+    rows = []
+    for index in range(count):
+        feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(
+            value=np.ravel(values[index]).tolist())) for name, values in arrays.items()}
+        feature[LABELLED] = tf.train.Feature(
+            int64_list=tf.train.Int64List(value=[int(labelled)]))
+        rows.append(tf.train.Example(features=tf.train.Features(feature=feature)))
     return rows
 
 
@@ -134,15 +146,32 @@ def teacher_outputs(features: dict, spec: dict) -> dict:
             if name.startswith(TEACHER_PREFIX) and name in spec}
 
 
-def distill_dataset_fn(path: str, batch_size: int, seed=None, trim_padding=False):
+def distill_dataset_fn(path: str, batch_size: int, seed=None, trim_padding=False,
+                       token_features=(), token_outputs=()):
     """The training `dataset_fn(input_context)` of the record at `path`: shuffled,
-    repeated, full batches (cut to their longest row with `trim_padding`)."""
+    repeated, full batches.
+
+    Args:
+      trim_padding: Cut each batch to its longest row: the model inputs and
+        `token_features` ([B, S] -> [B, L]) and the cached teacher outputs named in
+        `token_outputs` (flattened [B, S * C] -> [B, L, C]).
+    """
     spec = record_spec(path)
+    token_outputs = [TEACHER_PREFIX + name for name in token_outputs
+                     if TEACHER_PREFIX + name in spec]
+
+    def trim(batch):
+        trimmed = input_layout_graph.trim_to_longest(batch, INPUT_NAMES + tuple(token_features))
+        positions = tf.shape(batch["input_ids"])[1]
+        for name in token_outputs:  # [B, S * C] -> [B, S, C] -> [B, L, C]
+            value = tf.reshape(batch[name], [tf.shape(batch[name])[0], positions, -1])
+            trimmed[name] = value[:, :tf.shape(trimmed["input_ids"])[1]]
+        return trimmed
 
     def dataset_fn(input_context):
         dataset = records.tfrecord_dataset(path, spec, batch_size, True,
                                            input_context=input_context, compression="none",
                                            seed=seed, shuffle_buffer_size=10000,
                                            drop_remainder=True)
-        return dataset.map(input_layout_graph.trim_to_longest) if trim_padding else dataset
+        return dataset.map(trim) if trim_padding else dataset
     return dataset_fn

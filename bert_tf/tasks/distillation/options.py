@@ -47,12 +47,13 @@ class Teacher(OptionGroup):
     cache_teacher: bool = option(
         True, "Compute the teacher's logits once, before training, and keep them with "
         "the training features (distill_train.tf_record); false: the teacher runs on "
-        "every training batch. Hidden-state and attention losses, and tasks whose "
-        "features are not a record (NER), always run it on the fly.")
+        "every training batch. Hidden-state and attention losses, and SQuAD (whose "
+        "features are not fixed-length rows), always run it on the fly.")
     transfer_file: Optional[str] = option(
-        None, "Classification: a UTF-8 text file of unlabelled in-domain texts, one a "
-        "line (a pair: two texts separated by a tab), that the teacher labels softly and "
-        "that are mixed into training (soft loss only).")
+        None, "Classification and NER: a UTF-8 text file of unlabelled in-domain texts, "
+        "one a line (a pair: two texts separated by a tab; NER: a sentence whose words "
+        "are separated by spaces, as in the training file), that the teacher labels "
+        "softly and that are mixed into training (soft loss only).")
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -21,17 +21,13 @@ from absl import logging
 
 from bert_tf.io import fileio
 from bert_tf.runs import task as task_lib
-from bert_tf.tasks.classification import data as classification_data
 from bert_tf.tasks.distillation import data as distill_data
 from bert_tf.tasks.distillation import objective as objective_lib
+from bert_tf.tasks.distillation import rows as rows_lib
 from bert_tf.tasks.distillation import student as student_lib
 from bert_tf.tasks.distillation import teacher as teacher_lib
 from bert_tf.tasks.distillation.options import DistillationOptions
 from bert_tf.train import loop
-
-# The teacher tasks whose training features are a record the teacher's logits join
-# (cached teacher, transfer set); the others run the teacher on every batch.
-RECORD_TASKS = ("classification",)
 
 
 def _same_or_unset(given, value, flag, origin) -> None:
@@ -135,21 +131,20 @@ class DistillationTask(task_lib.Task):
                              "--student_init_checkpoint: the student would start random; "
                              "pass --student_init_checkpoint, or --allow_random_encoder")
 
+    @property
+    def rows(self):
+        """How the teacher task's rows are made (`rows.TEACHER_ROWS`), None for a task
+        whose features are not fixed-length rows (SQuAD)."""
+        return rows_lib.TEACHER_ROWS.get(self.teacher_run.saved.get("command"))
+
     def _check_transfer_file(self) -> None:
         path = self.given.transfer_file
-        if self.teacher_run.saved.get("command") not in RECORD_TASKS:
-            raise ValueError(f"--transfer_file: only a classification teacher labels a "
-                             f"transfer set; this teacher is a "
+        if self.rows is None:
+            raise ValueError(f"--transfer_file: only a {' or '.join(rows_lib.TEACHER_ROWS)} "
+                             "teacher labels a transfer set; this teacher is a "
                              f"{self.teacher_run.saved.get('command')} run")
         fileio.existing_file(path, "transfer_file")
-        self._transfer_examples()  # reads it: not text, or no text, is refused now
-
-    def _transfer_examples(self) -> list:
-        task = self.task
-        label = 0.0 if task.processor.is_regression else (
-            [] if task.multi_label else self.teacher_run.saved["labels"][0])
-        return distill_data.read_transfer_examples(self.given.transfer_file,
-                                                   bool(task.text_pair), label)
+        self.rows.read_transfer(self.task, path)  # not text, or no text, is refused now
 
     def setup(self, context) -> None:
         """The teacher task reads its data; its labels must be the teacher's."""
@@ -219,15 +214,15 @@ class DistillationTask(task_lib.Task):
         return tf.nest.map_structure(tf.stop_gradient, dict(outputs))
 
     def train_data(self) -> task_lib.TrainData:
-        """The teacher task's training data; for a record task, with the transfer set
-        and the teacher's cached logits (`distill_train.tf_record`)."""
-        options = self.options
-        data = self.task.train_data()
-        if self.teacher_run.saved.get("command") not in RECORD_TASKS:
+        """The teacher task's training rows, with the transfer set's and the teacher's
+        cached outputs (`distill_train.tf_record`); for a task whose features are not
+        rows, its own training data (the teacher runs on every batch)."""
+        options, rows = self.options, self.rows
+        if rows is None:
             if options.cache_teacher:
-                logging.info("The teacher runs on every batch (the %s features are not a "
-                             "record its logits could join)", self.name)
-            return data
+                logging.info("The teacher runs on every batch (the %s features are not "
+                             "rows its outputs could join)", self.name)
+            return self.task.train_data()
         cache = (options.cache_teacher and not self.settings.traces
                  and self.objective.needs_teacher)
         if not self.objective.needs_teacher:
@@ -236,32 +231,26 @@ class DistillationTask(task_lib.Task):
             logging.info("The teacher runs on every batch: hidden states and attention "
                          "maps are not cached (S x H values per layer and example)")
         path = os.path.join(options.output_dir, distill_data.RECORD_NAME)
-        train_record = os.path.join(options.output_dir, "train.tf_record")
-        key = {"train": fileio.read_json(train_record + ".json", "train features key"),
-               "teacher": self.teacher_run.checkpoint, "cached": cache,
-               "transfer": fileio.file_digest(options.transfer_file)
+        key = {"train": rows.train_key(self.task), "teacher": self.teacher_run.checkpoint,
+               "cached": cache, "transfer": fileio.file_digest(options.transfer_file)
                if options.transfer_file else None}
         count, reused = task_lib.cached_features(path, key, lambda target: self._write_rows(
-            target, train_record, cache))
+            target, cache))
         logging.info("Distillation rows: %d (%s %s)", count,
                      "reused from" if reused else "written to", path)
         return task_lib.TrainData(
-            distill_data.distill_dataset_fn(path, options.train_batch_size, options.seed,
-                                            options.use_trim_padding),
+            distill_data.distill_dataset_fn(
+                path, options.train_batch_size, options.seed, options.use_trim_padding,
+                rows.token_features, self.objective.head.per_token),
             count, options.train_batch_size)
 
-    def _write_rows(self, path, train_record, cache) -> int:
-        """The training rows (+ transfer rows), with the teacher's logits if `cache`."""
-        rows = distill_data.feature_rows(train_record)
+    def _write_rows(self, path, cache) -> int:
+        """The training rows (+ transfer rows), with the teacher's outputs if `cache`."""
+        rows = self.rows.train_rows(self.task)
         if self.options.transfer_file:
-            transfer = os.path.join(self.options.output_dir,
-                                    distill_data.TRANSFER_RECORD_NAME)
-            examples = self._transfer_examples()
-            classification_data.write_example_features(
-                examples, self.task.labels, self.options.max_seq_length,
-                self.context.tokenizer, transfer)
-            rows += distill_data.feature_rows(transfer, labelled=False)
-            logging.info("Transfer set: %d texts of %s", len(examples),
+            texts = self.rows.read_transfer(self.task, self.options.transfer_file)
+            rows += self.rows.transfer_rows(self.task, texts)
+            logging.info("Transfer set: %d texts of %s", len(texts),
                          self.options.transfer_file)
         teacher_fn = None
         if cache:
