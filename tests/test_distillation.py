@@ -312,14 +312,27 @@ def test_a_tagger_distils_per_token_and_its_command_evaluates_the_student(tmp_pa
     assert sum(sum(value(row, "label_weights")) for row in unlabelled) == sum(
         len(words) for words in transfer)
     assert len(unlabelled) > len(transfer)  # the long sentences span windows
-    # The cached per-token logits, cut with the batch, are the teacher's on those rows.
+    # The cached per-token logits, cut with the batch, are the teacher's on those rows
+    # at every real token (the teacher pass cut its own batches: padding holds zeros).
     batch = next(iter(distill_data.distill_dataset_fn(
         record, 8, seed=0, trim_padding=True, token_features=("label_ids", "label_weights"),
         token_outputs=("logits",))(None)))
     logits = task.teacher()(batch, training=False)["logits"]
     assert batch["teacher/logits"].shape == logits.shape
     assert batch["label_weights"].shape == batch["input_ids"].shape
-    np.testing.assert_allclose(batch["teacher/logits"].numpy(), logits.numpy(), atol=1e-4)
+    real = batch["input_mask"].numpy().astype(bool)
+    np.testing.assert_allclose(batch["teacher/logits"].numpy()[real], logits.numpy()[real],
+                               atol=1e-4)
+    # The pass ran the teacher on the real tokens only: a short row's logits past them
+    # are the zeros it was padded with, not the teacher's outputs at padding.
+    short = {name: tf.constant([value(unlabelled[0], name)]) for name in
+             ("input_ids", "input_mask", "segment_ids")}
+    length = int(tf.reduce_sum(short["input_mask"]))
+    assert length < 12
+    passed = task._teacher_on_longest(short)["logits"].numpy()
+    full = task.teacher()(short, training=False)["logits"].numpy()
+    assert passed.shape == full.shape and not passed[0, length:].any()
+    np.testing.assert_allclose(passed[0, :length], full[0, :length], atol=1e-4)
     saved = run_config.read(str(tmp_path / "student"))
     assert (saved["command"], saved["model_type"]) == ("distillation", "token_classifier")
     assert saved["model_options"]["tag_column"] == -1  # the teacher task's options

@@ -127,6 +127,14 @@ def add_teacher_outputs(rows, teacher_fn, batch_size: int) -> None:
     shown.finish()
 
 
+def pad_positions(value, positions):
+    """[B, L, ...] outputs of a batch cut to its longest row, zero-padded to [B, S, ...]
+    (the padded positions are never scored)."""
+    padding = [[0, 0], [0, positions - tf.shape(value)[1]]] + [[0, 0]] * (
+        value.shape.rank - 2)
+    return tf.pad(value, padding)
+
+
 def write_distill_record(path: str, rows, teacher_fn=None, batch_size: int = 64) -> int:
     """Writes `rows` (with the teacher's outputs when `teacher_fn` is given) to `path`,
     atomically; returns their number."""

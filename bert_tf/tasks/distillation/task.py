@@ -27,6 +27,7 @@ from bert_tf.tasks.distillation import rows as rows_lib
 from bert_tf.tasks.distillation import student as student_lib
 from bert_tf.tasks.distillation import teacher as teacher_lib
 from bert_tf.tasks.distillation.options import DistillationOptions
+from bert_tf.text import input_layout_graph
 from bert_tf.train import loop
 
 
@@ -254,11 +255,22 @@ class DistillationTask(task_lib.Task):
                          self.options.transfer_file)
         teacher_fn = None
         if cache:
-            call = tf.function(lambda features: self.teacher()(features, training=False))
+            call = tf.function(self._teacher_on_longest, reduce_retracing=True)
             teacher_fn = lambda features: {name: value.numpy()  # noqa: E731
                                            for name, value in call(features).items()}
         return distill_data.write_distill_record(path, rows, teacher_fn,
                                                  self.options.eval_batch_size)
+
+    def _teacher_on_longest(self, features):
+        """The teacher's outputs on a batch cut to its longest row (short sentences cost
+        their tokens, not max_seq_length), per-position outputs padded back to [B, S]."""
+        positions = tf.shape(features["input_ids"])[1]
+        outputs = self.teacher()(input_layout_graph.trim_to_longest(features),
+                                 training=False)
+        head = self.objective.head
+        return {name: distill_data.pad_positions(value, positions)
+                if name in head.per_token + head.over_positions else value
+                for name, value in outputs.items()}
 
     def loss(self, features, outputs):
         """The weighted distillation losses (`objective`); the task's own loss counts
