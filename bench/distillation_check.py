@@ -26,8 +26,10 @@ score, and the CPU seconds of each side (process time, both cores). Not part of 
 """
 
 import csv
+import glob
 import json
 import os
+import shutil
 import tempfile
 import time
 
@@ -152,6 +154,20 @@ def train_student(teacher_dir, work_dir, seed, distilled, transfer_file=None, ep
     return timed(lambda o: registry.run("distillation", o), options)
 
 
+def share_teacher_pass(work_dir, seed):
+    """Copies another seed's distill_train.tf_record (and its key) into this seed's
+    folder: the teacher's logits over the same rows, which the run reuses when its key
+    matches (the teacher pass runs once per data, teacher and transfer set)."""
+    target = os.path.join(work_dir, f"distilled_seed{seed}", distill_data.RECORD_NAME)
+    for source in sorted(glob.glob(os.path.join(work_dir, "distilled_seed*",
+                                                distill_data.RECORD_NAME + ".json"))):
+        if os.path.exists(target):
+            return
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(source[:-len(".json")], target)
+        shutil.copyfile(source, target + ".json")
+
+
 def epochs_of_as_many_steps(distilled_dir) -> float:
     """--epochs over the labelled rows that train as many steps as the distilled run's
     --epochs over labelled and transfer rows (read off its distill_train.tf_record)."""
@@ -200,6 +216,8 @@ def main(argv):
             if name == "direct" and FLAGS.skip_direct:
                 continue
             epochs = None
+            if name == "distilled":
+                share_teacher_pass(work_dir, seed)
             if name == "direct" and transfer:  # as many steps as the distilled student
                 epochs = epochs_of_as_many_steps(os.path.join(work_dir, f"distilled_seed{seed}"))
             results = train_student(teacher_dir, work_dir, seed, name == "distilled",

@@ -63,7 +63,7 @@ class NerRows:
     """A tagger's rows: its training windows; transfer lines as sentences of words
     (split at whitespace, as the training file's words are), each word's first piece
     scored (soft loss only)."""
-    token_features = ("label_ids", "label_weights")
+    token_features = ner_task.TOKEN_FEATURES
 
     @staticmethod
     def train_key(task) -> dict:

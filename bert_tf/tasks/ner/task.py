@@ -41,6 +41,8 @@ DEFAULT_FILES = {"train": ("eng.train", "train.txt"),
 
 
 _PHASE_NAMES = {"eval": "evaluation", "predict": "prediction"}  # in progress lines
+# The per-position training features beside the model inputs, [B, S] each.
+TOKEN_FEATURES = ("label_ids", "label_weights")
 
 
 def data_file(options: NerOptions, split: str) -> str:
@@ -107,12 +109,12 @@ def windows_dataset_fn(features: ner_data.NerFeatures, batch_size, is_training, 
             return finetune_packing.packed_batches(
                 windows, packing_plan.rows_per_batch // replicas,
                 features.input_ids.shape[1], max_sequences_per_row,
-                token_features={"label_ids": tf.int32, "label_weights": tf.int32},
+                token_features={name: tf.int32 for name in TOKEN_FEATURES},
                 seed=seed)
         dataset = dataset.batch(per_replica, drop_remainder=is_training)
         if trim:
             dataset = dataset.map(lambda batch: input_layout_graph.trim_to_longest(
-                batch, INPUT_NAMES + ("label_ids", "label_weights")))
+                batch, INPUT_NAMES + TOKEN_FEATURES))
         return dataset.prefetch(tf.data.AUTOTUNE)
     return dataset_fn
 
