@@ -7,7 +7,7 @@ directly (same initial layers, data, recipe and steps; no teacher).
     .venv/bin/python bench/distillation_check.py --task=SST-2 --train_examples=8000 \
         --transfer=SST-2 --transfer_examples=20000 --skip_direct --seeds=1
     .venv/bin/python bench/distillation_check.py --task=CoNLL --train_examples=3000 \
-        --epochs=2 --transfer=CoNLL
+        --teacher_epochs=10 --epochs=2 --transfer=CoNLL
 
 The teacher: the shared `uncased_L-6_H-384_A-12` fine-tuned with the reference recipe
 (`--teacher_seed`; the GLUE tasks as bench/glue_finetune_check.py, CoNLL-2003 as
@@ -54,6 +54,9 @@ flags.DEFINE_enum("task", "SST-2", ["SST-2", "MRPC", "CoNLL"], "The teacher's ta
 flags.DEFINE_integer("train_examples", 0, "First N training rows (CoNLL: sentences); 0: "
                                           "all.")
 flags.DEFINE_integer("teacher_seed", 1, "Seed of the teacher's fine-tuning.")
+flags.DEFINE_float("teacher_epochs", None, "The teacher's training epochs (default: "
+                   "--epochs); a small labelled set needs more passes than the students "
+                   "with a transfer set make.")
 flags.DEFINE_string("student_layers", "0,2,4", "The teacher layers the student keeps.")
 flags.DEFINE_float("temperature", 2.0, "Soft-target temperature.")
 flags.DEFINE_float("hard_weight", 0.5, "Weight of the gold-label loss beside the soft "
@@ -101,7 +104,8 @@ def train_teacher(data_dir, work_dir):
     common = dict(data_dir=data_dir, do_lower_case=True, max_seq_length=FLAGS.max_seq_length,
                   init_checkpoint=os.path.join(SHARED, "checkpoints",
                                                "uncased_L-6_H-384_A-12"),
-                  **recipe(output_dir, FLAGS.teacher_seed))
+                  **dict(recipe(output_dir, FLAGS.teacher_seed),
+                         num_train_epochs=FLAGS.teacher_epochs or FLAGS.epochs))
     if FLAGS.task == "CoNLL":
         return output_dir, timed(ner_task.run, NerOptions(
             doc_stride=64, predict_batch_size=64, **common))
