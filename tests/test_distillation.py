@@ -360,6 +360,11 @@ def test_a_squad_student_learns_soft_start_and_end_positions(tmp_path):
     assert history[-1]["soft_loss"] < history[0]["soft_loss"] * 0.5, history
     assert outcome.results["exact_match"] >= 90.0, outcome.results
     assert run_config.read(str(tmp_path / "student"))["model_type"] == "span_labeler"
+    # A span teacher takes no transfer set: its features are a question and a context.
+    (tmp_path / "texts.txt").write_text("a question\n")
+    _refused(dataclasses.replace(options, transfer_file=str(tmp_path / "texts.txt"),
+                                 output_dir=str(tmp_path / "refused")),
+             r"--transfer_file: only a classification or ner teacher .* squad run")
 
 
 # ---------------------------------------------------------------------------- refusals
