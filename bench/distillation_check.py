@@ -163,13 +163,14 @@ def share_teacher_pass(work_dir, seed):
     folder: the teacher's logits over the same rows, which the run reuses when its key
     matches (the teacher pass runs once per data, teacher and transfer set)."""
     target = os.path.join(work_dir, f"distilled_seed{seed}", distill_data.RECORD_NAME)
-    for source in sorted(glob.glob(os.path.join(work_dir, "distilled_seed*",
-                                                distill_data.RECORD_NAME + ".json"))):
-        if os.path.exists(target):
-            return
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(source[:-len(".json")], target)
-        shutil.copyfile(source, target + ".json")
+    keys = glob.glob(os.path.join(work_dir, "distilled_seed*",
+                                  distill_data.RECORD_NAME + ".json"))
+    if os.path.exists(target) or not keys:
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    source = sorted(keys)[0][:-len(".json")]
+    shutil.copyfile(source, target)
+    shutil.copyfile(source + ".json", target + ".json")
 
 
 def epochs_of_as_many_steps(distilled_dir) -> float:

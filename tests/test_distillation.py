@@ -315,7 +315,7 @@ def test_a_tagger_distils_per_token_and_its_command_evaluates_the_student(tmp_pa
     # The cached per-token logits, cut with the batch, are the teacher's on those rows
     # at every real token (the teacher pass cut its own batches: padding holds zeros).
     batch = next(iter(distill_data.distill_dataset_fn(
-        record, 8, seed=0, trim_padding=True, token_features=("label_ids", "label_weights"),
+        record, 8, seed=0, trim_padding=True, token_features=ner_task.TOKEN_FEATURES,
         token_outputs=("logits",))(None)))
     logits = task.teacher()(batch, training=False)["logits"]
     assert batch["teacher/logits"].shape == logits.shape

@@ -65,6 +65,11 @@ def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True,
     return spec
 
 
+def int_feature(values) -> tf.train.Feature:
+    """A `tf.train.Feature` of int64 `values` (any iterable of ints)."""
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
 def _first_record_has(input_files, compression, name):
     """Whether the first record of the first file has the feature `name`."""
     files = expand_input_files(input_files)

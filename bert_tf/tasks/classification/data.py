@@ -271,10 +271,6 @@ def feature_spec(max_seq_length: int, is_regression: bool,
     }
 
 
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
 def write_features(features: Sequence[InputFeatures], path: str, is_regression: bool) -> None:
     """Writes features as tf.Examples to `path` (temporary name, then renamed)."""
     with fileio.atomic_output(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
@@ -284,14 +280,14 @@ def write_features(features: Sequence[InputFeatures], path: str, is_regression: 
             else:
                 label = (tf.train.Feature(float_list=tf.train.FloatList(
                     value=[feature.label_id])) if is_regression
-                         else _int_feature([feature.label_id]))
+                         else records.int_feature([feature.label_id]))
             example = tf.train.Example(features=tf.train.Features(feature={
-                "input_ids": _int_feature(feature.input_ids),
-                "input_mask": _int_feature(feature.input_mask),
-                "segment_ids": _int_feature(feature.segment_ids),
+                "input_ids": records.int_feature(feature.input_ids),
+                "input_mask": records.int_feature(feature.input_mask),
+                "segment_ids": records.int_feature(feature.segment_ids),
                 "label_ids": label,
-                "is_real_example": _int_feature([1]),
-                "example_index": _int_feature([feature.example_index]),
+                "is_real_example": records.int_feature([1]),
+                "example_index": records.int_feature([feature.example_index]),
             }))
             writer.write(example.SerializeToString())
 

@@ -74,10 +74,9 @@ def int_rows(arrays: dict, labelled: bool) -> list:
     count = len(next(iter(arrays.values())))
     rows = []
     for index in range(count):
-        feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(
-            value=np.ravel(values[index]).tolist())) for name, values in arrays.items()}
-        feature[LABELLED] = tf.train.Feature(
-            int64_list=tf.train.Int64List(value=[int(labelled)]))
+        feature = {name: records.int_feature(np.ravel(values[index]).tolist())
+                   for name, values in arrays.items()}
+        feature[LABELLED] = records.int_feature([int(labelled)])
         rows.append(tf.train.Example(features=tf.train.Features(feature=feature)))
     return rows
 
@@ -147,11 +146,11 @@ def write_distill_record(path: str, rows, teacher_fn=None, batch_size: int = 64)
     return len(rows)
 
 
-def teacher_outputs(features: dict, spec: dict) -> dict:
-    """{output name: [B, ...]} of the cached teacher outputs in `features` ({} when the
-    record holds none), reshaped as the features of the same name are batched."""
+def cached_teacher_outputs(features: dict) -> dict:
+    """{output name: value} of the teacher outputs cached in a batch ({} when the record
+    holds none)."""
     return {name[len(TEACHER_PREFIX):]: value for name, value in features.items()
-            if name.startswith(TEACHER_PREFIX) and name in spec}
+            if name.startswith(TEACHER_PREFIX)}
 
 
 def distill_dataset_fn(path: str, batch_size: int, seed=None, trim_padding=False,

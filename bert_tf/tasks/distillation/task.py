@@ -48,6 +48,7 @@ class DistillationTask(task_lib.Task):
         self.given = options
         self.teacher_run, self.task, self.layers, self.mapping = None, None, None, None
         self.error, self.teacher_model, self.objective = None, None, None
+        self.transfer_texts = None  # the --transfer_file's texts, read by check_inputs
         try:
             self._read_teacher()
         except (ValueError, FileNotFoundError) as error:
@@ -145,7 +146,8 @@ class DistillationTask(task_lib.Task):
                              "teacher labels a transfer set; this teacher is a "
                              f"{self.teacher_run.saved.get('command')} run")
         fileio.existing_file(path, "transfer_file")
-        self.rows.read_transfer(self.task, path)  # not text, or no text, is refused now
+        # Read now: a file that is not text, or holds none, is refused before any work.
+        self.transfer_texts = self.rows.read_transfer(self.task, path)
 
     def setup(self, context) -> None:
         """The teacher task reads its data; its labels must be the teacher's."""
@@ -249,7 +251,9 @@ class DistillationTask(task_lib.Task):
         """The training rows (+ transfer rows), with the teacher's outputs if `cache`."""
         rows = self.rows.train_rows(self.task)
         if self.options.transfer_file:
-            texts = self.rows.read_transfer(self.task, self.options.transfer_file)
+            texts = self.transfer_texts
+            if texts is None:  # check_inputs did not run (a library call)
+                texts = self.rows.read_transfer(self.task, self.options.transfer_file)
             rows += self.rows.transfer_rows(self.task, texts)
             logging.info("Transfer set: %d texts of %s", len(texts),
                          self.options.transfer_file)
@@ -275,9 +279,7 @@ class DistillationTask(task_lib.Task):
     def loss(self, features, outputs):
         """The weighted distillation losses (`objective`); the task's own loss counts
         the labelled rows only."""
-        cached = {name[len(distill_data.TEACHER_PREFIX):]: value
-                  for name, value in features.items()
-                  if name.startswith(distill_data.TEACHER_PREFIX)}
+        cached = distill_data.cached_teacher_outputs(features)
         teacher = cached if cached or not self.objective.needs_teacher else \
             self.teacher_outputs(features)
         hard = tf.constant(0.0)

@@ -217,19 +217,15 @@ def feature_spec(num_choices: int, max_seq_length: int) -> dict:
     return spec
 
 
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
 def write_features(examples, max_seq_length, tokenizer, path) -> int:
     """Converts `examples` and writes them as tf.Examples (temporary name, renamed);
     returns their number."""
     arrays = convert_examples(examples, max_seq_length, tokenizer)
     with fileio.atomic_output(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
         for index in range(len(examples)):
-            feature = {name: _int_feature(arrays[name][index].reshape(-1))
+            feature = {name: records.int_feature(arrays[name][index].reshape(-1))
                        for name in FEATURE_NAMES}
-            feature["label_ids"] = _int_feature([arrays["label_ids"][index]])
+            feature["label_ids"] = records.int_feature([arrays["label_ids"][index]])
             writer.write(tf.train.Example(features=tf.train.Features(
                 feature=feature)).SerializeToString())
     return len(examples)

@@ -78,19 +78,16 @@ def record_spec(max_seq_length):
 
 def write_train_record(features, path):
     """Writes training features as tf.Examples (temporary name, then renamed)."""
-    def int_feature(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
     with fileio.atomic_output(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
         for feature in features:
             example = tf.train.Example(features=tf.train.Features(feature={
-                "unique_ids": int_feature([feature.unique_id]),
-                "input_ids": int_feature(feature.input_ids),
-                "input_mask": int_feature(feature.input_mask),
-                "segment_ids": int_feature(feature.segment_ids),
-                "start_positions": int_feature([feature.start_position]),
-                "end_positions": int_feature([feature.end_position]),
-                "is_impossible": int_feature([int(feature.is_impossible)]),
+                "unique_ids": records.int_feature([feature.unique_id]),
+                "input_ids": records.int_feature(feature.input_ids),
+                "input_mask": records.int_feature(feature.input_mask),
+                "segment_ids": records.int_feature(feature.segment_ids),
+                "start_positions": records.int_feature([feature.start_position]),
+                "end_positions": records.int_feature([feature.end_position]),
+                "is_impossible": records.int_feature([int(feature.is_impossible)]),
             }))
             writer.write(example.SerializeToString())
 
